@@ -1,0 +1,139 @@
+/* Elementwise loops. Each op is a plain loop over contiguous arrays so the compiler can
+ * vectorise it; the runtime calls these per block with conversions around them. */
+#include "ewise.h"
+
+#include <math.h>
+
+#define BINARY_LOOP(T, EXPR)                                                                   \
+  do {                                                                                         \
+    const T *x = a, *y = b;                                                                    \
+    T *o = out;                                                                                \
+    for (int64_t i = 0; i < n; i++) o[i] = (EXPR);                                             \
+  } while (0)
+
+static int64_t ipow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
+
+#define BINARY_FLOAT(T, POW)                                                                   \
+  switch (op) {                                                                                \
+  case LAB_ADD: BINARY_LOOP(T, x[i] + y[i]); break;                                            \
+  case LAB_SUB: BINARY_LOOP(T, x[i] - y[i]); break;                                            \
+  case LAB_MUL: BINARY_LOOP(T, x[i] * y[i]); break;                                            \
+  case LAB_DIV: BINARY_LOOP(T, x[i] / y[i]); break;                                            \
+  case LAB_POW: BINARY_LOOP(T, POW(x[i], y[i])); break;                                        \
+  case LAB_MAXIMUM: BINARY_LOOP(T, (x[i] != x[i] || x[i] > y[i]) ? x[i] : y[i]); break;        \
+  case LAB_MINIMUM: BINARY_LOOP(T, (x[i] != x[i] || x[i] < y[i]) ? x[i] : y[i]); break;        \
+  case LAB_EQ: BINARY_LOOP(T, x[i] == y[i]); break;                                            \
+  case LAB_NE: BINARY_LOOP(T, x[i] != y[i]); break;                                            \
+  case LAB_LT: BINARY_LOOP(T, x[i] < y[i]); break;                                             \
+  case LAB_LE: BINARY_LOOP(T, x[i] <= y[i]); break;                                            \
+  case LAB_GT: BINARY_LOOP(T, x[i] > y[i]); break;                                             \
+  case LAB_GE: BINARY_LOOP(T, x[i] >= y[i]); break;                                            \
+  default: break;                                                                              \
+  }
+
+void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void *b, void *out,
+                       int64_t n) {
+  if (ct == LAB_F32) {
+    BINARY_FLOAT(float, powf);
+  } else if (ct == LAB_F64) {
+    BINARY_FLOAT(double, pow);
+  } else {
+    switch (op) {
+    case LAB_ADD: BINARY_LOOP(int64_t, x[i] + y[i]); break;
+    case LAB_SUB: BINARY_LOOP(int64_t, x[i] - y[i]); break;
+    case LAB_MUL: BINARY_LOOP(int64_t, x[i] * y[i]); break;
+    /* floor division, as Python's //, with 0 for a zero divisor instead of a trap */
+    case LAB_DIV:
+      BINARY_LOOP(int64_t, y[i] == 0 ? 0
+                                     : (x[i] / y[i] - ((x[i] % y[i] != 0) && ((x[i] < 0) != (y[i] < 0)))));
+      break;
+    case LAB_POW: BINARY_LOOP(int64_t, ipow(x[i], y[i])); break;
+    case LAB_MAXIMUM: BINARY_LOOP(int64_t, x[i] > y[i] ? x[i] : y[i]); break;
+    case LAB_MINIMUM: BINARY_LOOP(int64_t, x[i] < y[i] ? x[i] : y[i]); break;
+    case LAB_EQ: BINARY_LOOP(int64_t, x[i] == y[i]); break;
+    case LAB_NE: BINARY_LOOP(int64_t, x[i] != y[i]); break;
+    case LAB_LT: BINARY_LOOP(int64_t, x[i] < y[i]); break;
+    case LAB_LE: BINARY_LOOP(int64_t, x[i] <= y[i]); break;
+    case LAB_GT: BINARY_LOOP(int64_t, x[i] > y[i]); break;
+    case LAB_GE: BINARY_LOOP(int64_t, x[i] >= y[i]); break;
+    default: break;
+    }
+  }
+}
+
+#define UNARY_LOOP(T, EXPR)                                                                    \
+  do {                                                                                         \
+    const T *x = a;                                                                            \
+    T *o = out;                                                                                \
+    for (int64_t i = 0; i < n; i++) o[i] = (EXPR);                                             \
+  } while (0)
+
+#define UNARY_FLOAT(T, S)                                                                      \
+  switch (op) {                                                                                \
+  case LAB_NEG: UNARY_LOOP(T, -x[i]); break;                                                   \
+  case LAB_ABS: UNARY_LOOP(T, fabs##S(x[i])); break;                                           \
+  case LAB_EXP: UNARY_LOOP(T, exp##S(x[i])); break;                                            \
+  case LAB_LOG: UNARY_LOOP(T, log##S(x[i])); break;                                            \
+  case LAB_SQRT: UNARY_LOOP(T, sqrt##S(x[i])); break;                                          \
+  case LAB_RSQRT: UNARY_LOOP(T, (T)1 / sqrt##S(x[i])); break;                                  \
+  case LAB_TANH: UNARY_LOOP(T, tanh##S(x[i])); break;                                          \
+  case LAB_SIGMOID: UNARY_LOOP(T, (T)1 / ((T)1 + exp##S(-x[i]))); break;                       \
+  default: break;                                                                              \
+  }
+
+void lab_unary_kernel(lab_unary_op op, lab_dtype ct, const void *a, void *out, int64_t n) {
+  if (ct == LAB_F32) {
+    UNARY_FLOAT(float, f);
+  } else if (ct == LAB_F64) {
+    UNARY_FLOAT(double, );
+  } else { /* the runtime promotes transcendental ops on integers to float */
+    switch (op) {
+    case LAB_NEG: UNARY_LOOP(int64_t, -x[i]); break;
+    case LAB_ABS: UNARY_LOOP(int64_t, x[i] < 0 ? -x[i] : x[i]); break;
+    default: break;
+    }
+  }
+}
+
+#define CLAMP_LOOP(T)                                                                          \
+  do {                                                                                         \
+    const T *x = a;                                                                            \
+    T *o = out;                                                                                \
+    T l = (T)lo, h = (T)hi;                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      T v = x[i];                                                                              \
+      if (has_lo && v < l) v = l;                                                              \
+      if (has_hi && v > h) v = h;                                                              \
+      o[i] = v;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+void lab_clamp_kernel(lab_dtype ct, const void *a, void *out, int64_t n, double lo, int has_lo,
+                      double hi, int has_hi) {
+  if (ct == LAB_F32) CLAMP_LOOP(float);
+  else if (ct == LAB_F64) CLAMP_LOOP(double);
+  else CLAMP_LOOP(int64_t);
+}
+
+#define WHERE_LOOP(T)                                                                          \
+  do {                                                                                         \
+    const T *cc = c, *x = a, *y = b;                                                           \
+    T *o = out;                                                                                \
+    for (int64_t i = 0; i < n; i++) o[i] = cc[i] ? x[i] : y[i];                                \
+  } while (0)
+
+void lab_where_kernel(lab_dtype ct, const void *c, const void *a, const void *b, void *out,
+                      int64_t n) {
+  if (ct == LAB_F32) WHERE_LOOP(float);
+  else if (ct == LAB_F64) WHERE_LOOP(double);
+  else WHERE_LOOP(int64_t);
+}

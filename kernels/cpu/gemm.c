@@ -1,0 +1,43 @@
+/* GEMM dispatch and the thread setting that BLAS and our OpenMP loops share. */
+#include "gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+static int num_threads = 1;
+
+void lab_set_num_threads(int n) {
+  if (n < 1) n = 1;
+  num_threads = n;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int lab_get_num_threads(void) { return num_threads; }
+
+void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+              void *c, int64_t ldc) {
+  enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if (ct == LAB_F32) {
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,
+                (int)ldb, (float)beta, c, (int)ldc);
+  } else if (ct == LAB_F64) {
+    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
+                beta, c, (int)ldc);
+  } else {
+    const int64_t *A = a, *B = b;
+    int64_t *C = c;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t s = 0;
+        for (int64_t p = 0; p < k; p++) {
+          int64_t av = trans_a ? A[p * lda + i] : A[i * lda + p];
+          int64_t bv = trans_b ? B[j * ldb + p] : B[p * ldb + j];
+          s += av * bv;
+        }
+        C[i * ldc + j] = (int64_t)(alpha * s) + (beta != 0 ? (int64_t)beta * C[i * ldc + j] : 0);
+      }
+  }
+}

@@ -1,0 +1,122 @@
+/* Row reductions and row softmax. Softmax subtracts the row max first so exp never
+ * overflows, and log-softmax is computed as x - max - log(sum exp) for the same reason. */
+#include "reduce.h"
+
+#include <math.h>
+
+#define AS_F(ct, x, i) ((ct) == LAB_F32 ? (double)((const float *)(x))[i] : ((const double *)(x))[i])
+
+double lab_row_sum_f(lab_dtype ct, const void *x, int64_t n) {
+  double s = 0;
+  if (ct == LAB_F32) {
+    const float *p = x;
+    for (int64_t i = 0; i < n; i++) s += p[i];
+  } else {
+    const double *p = x;
+    for (int64_t i = 0; i < n; i++) s += p[i];
+  }
+  return s;
+}
+
+int64_t lab_row_sum_i(const int64_t *x, int64_t n) {
+  int64_t s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+
+int64_t lab_row_prod_i(const int64_t *x, int64_t n) {
+  int64_t s = 1;
+  for (int64_t i = 0; i < n; i++) s *= x[i];
+  return s;
+}
+
+double lab_row_prod_f(lab_dtype ct, const void *x, int64_t n) {
+  double s = 1;
+  for (int64_t i = 0; i < n; i++) s *= AS_F(ct, x, i);
+  return s;
+}
+
+int64_t lab_row_argext(lab_dtype ct, const void *x, int64_t n, int want_max) {
+  int64_t best = 0;
+  if (ct == LAB_I64) {
+    const int64_t *p = x;
+    for (int64_t i = 1; i < n; i++)
+      if (want_max ? p[i] > p[best] : p[i] < p[best]) best = i;
+    return best;
+  }
+  double bv = AS_F(ct, x, 0);
+  if (bv != bv) return 0;
+  for (int64_t i = 1; i < n; i++) {
+    double v = AS_F(ct, x, i);
+    if (v != v) return i;
+    if (want_max ? v > bv : v < bv) {
+      bv = v;
+      best = i;
+    }
+  }
+  return best;
+}
+
+double lab_row_var(lab_dtype ct, const void *x, int64_t n, double correction) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; i++) mean += AS_F(ct, x, i);
+  mean /= (double)n;
+  double ss = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = AS_F(ct, x, i) - mean;
+    ss += d * d;
+  }
+  double den = (double)n - correction;
+  return den > 0 ? ss / den : NAN;
+}
+
+double lab_row_norm(lab_dtype ct, const void *x, int64_t n, double p) {
+  double s = 0;
+  if (isinf(p)) {
+    for (int64_t i = 0; i < n; i++) s = fmax(s, fabs(AS_F(ct, x, i)));
+    return s;
+  }
+  if (p == 2) {
+    for (int64_t i = 0; i < n; i++) {
+      double v = AS_F(ct, x, i);
+      s += v * v;
+    }
+    return sqrt(s);
+  }
+  if (p == 1) {
+    for (int64_t i = 0; i < n; i++) s += fabs(AS_F(ct, x, i));
+    return s;
+  }
+  for (int64_t i = 0; i < n; i++) s += pow(fabs(AS_F(ct, x, i)), p);
+  return pow(s, 1.0 / p);
+}
+
+#define SOFTMAX(T, EXP, LOG)                                                                   \
+  _Pragma("omp parallel for schedule(static)")                                                 \
+  for (int64_t r = 0; r < rows; r++) {                                                         \
+    const T *xi = (const T *)x + r * n;                                                        \
+    T *o = (T *)out + r * n;                                                                   \
+    T m = xi[0];                                                                               \
+    for (int64_t i = 1; i < n; i++) m = xi[i] > m ? xi[i] : m;                                 \
+    double s = 0;                                                                              \
+    if (want_log) {                                                                            \
+      for (int64_t i = 0; i < n; i++) s += EXP(xi[i] - m);                                     \
+      T ls = (T)LOG(s);                                                                        \
+      for (int64_t i = 0; i < n; i++) o[i] = xi[i] - m - ls;                                   \
+    } else {                                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                                        \
+        o[i] = EXP(xi[i] - m);                                                                 \
+        s += o[i];                                                                             \
+      }                                                                                        \
+      T inv = (T)(1.0 / s);                                                                    \
+      for (int64_t i = 0; i < n; i++) o[i] *= inv;                                             \
+    }                                                                                          \
+  }
+
+void lab_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int want_log) {
+  if (ct == LAB_F32) {
+    SOFTMAX(float, expf, logf)
+  } else {
+    SOFTMAX(double, exp, log)
+  }
+}

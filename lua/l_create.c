@@ -1,0 +1,281 @@
+/* Creating tensors from Lua: lab.tensor{...} from nested tables, zeros/ones/full/empty,
+ * arange, the random fills, and the generator's seed. Sizes come as varargs or one table:
+ * lab.zeros(2, 3) == lab.zeros({2, 3}); options last: lab.zeros(2, 3, {dtype='bf16'}). */
+#include <string.h>
+
+#include "kernels/cpu/convert.h"
+#include "lab_lua.h"
+#include "runtime/dist/control.h"
+#include "runtime/ewise.h"
+#include "runtime/random.h"
+
+/* ---- lab.tensor(nested table) ---- */
+
+typedef struct {
+  int ndim;
+  int64_t shape[LAB_MAX_DIMS];
+  int all_int, any_bool, any_number;
+} nested_info;
+
+static void measure(lua_State *L, int idx, int depth, nested_info *info) {
+  if (lua_type(L, idx) == LUA_TTABLE && !ll_test_tensor(L, idx)) {
+    int64_t n = (int64_t)lua_rawlen(L, idx);
+    if (depth >= LAB_MAX_DIMS) ll_error(L, "tensor: nesting deeper than %d dimensions", LAB_MAX_DIMS);
+    if (depth == info->ndim) {
+      info->shape[depth] = n;
+      info->ndim = depth + 1;
+    } else if (depth > info->ndim || info->shape[depth] != n) {
+      ll_error(L, "tensor: ragged nested table (a list of length %lld where %lld was expected at depth %d)",
+               (long long)n, (long long)info->shape[depth], depth + 1);
+    }
+    for (int64_t i = 1; i <= n; i++) {
+      lua_rawgeti(L, idx, i);
+      measure(L, lua_gettop(L), depth + 1, info);
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  if (depth != info->ndim) ll_error(L, "tensor: ragged nested table (a number at depth %d)", depth + 1);
+  if (lua_type(L, idx) == LUA_TBOOLEAN) info->any_bool = 1;
+  else if (lua_type(L, idx) == LUA_TNUMBER) {
+    info->any_number = 1;
+    if (!lua_isinteger(L, idx)) info->all_int = 0;
+  } else ll_error(L, "tensor: element of type %s (numbers or booleans only)", luaL_typename(L, idx));
+}
+
+static void fill_from(lua_State *L, int idx, lab_dtype dt, char **p) {
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    int64_t n = (int64_t)lua_rawlen(L, idx);
+    for (int64_t i = 1; i <= n; i++) {
+      lua_rawgeti(L, idx, i);
+      fill_from(L, lua_gettop(L), dt, p);
+      lua_pop(L, 1);
+    }
+    return;
+  }
+  if (lua_type(L, idx) == LUA_TBOOLEAN) lab_set_i64(dt, *p, lua_toboolean(L, idx));
+  else if (lua_isinteger(L, idx)) lab_set_i64(dt, *p, lua_tointeger(L, idx));
+  else lab_set_f64(dt, *p, lua_tonumber(L, idx));
+  *p += lab_dtype_size(dt);
+}
+
+static int l_tensor(lua_State *L) {
+  int opts = lua_gettop(L) >= 2 ? 2 : 0;
+  lab_tensor *src = ll_test_tensor(L, 1);
+  if (src) { /* lab.tensor(t): a copy, as torch.tensor does */
+    lab_tensor *c = lab_to_dtype(src, ll_opt_dtype(L, opts, src->dtype));
+    if (c == src) {
+      lab_tensor_release(c);
+      c = lab_clone(src);
+    }
+    ll_push_tensor(L, c);
+    return 1;
+  }
+  nested_info info = {.all_int = 1};
+  if (lua_type(L, 1) != LUA_TNUMBER && lua_type(L, 1) != LUA_TBOOLEAN) luaL_checktype(L, 1, LUA_TTABLE);
+  measure(L, 1, 0, &info);
+  lab_dtype def = info.any_bool && !info.any_number ? LAB_BOOL : (info.all_int && info.any_number ? LAB_I64 : LAB_F32);
+  lab_dtype dt = ll_opt_dtype(L, opts, def);
+  lab_tensor *t = lab_tensor_empty(dt, info.ndim, info.shape);
+  if (!t) return ll_runtime_error(L);
+  char *p = lab_data(t);
+  fill_from(L, 1, dt, &p);
+  ll_push_tensor(L, t);
+  return 1;
+}
+
+/* ---- filled tensors ---- */
+
+static int shape_and_dtype(lua_State *L, int first, int64_t *shape, lab_dtype *dt, lab_dtype def, const char *op) {
+  int n = ll_read_shape(L, first, shape, op);
+  *dt = ll_opt_dtype(L, ll_options_index(L), def);
+  return n;
+}
+
+static int l_zeros(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "zeros");
+  ll_push_tensor(L, lab_tensor_zeros(dt, n, s));
+  return 1;
+}
+
+static int l_ones(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "ones");
+  ll_push_tensor(L, lab_tensor_full(dt, n, s, 1));
+  return 1;
+}
+
+static int l_empty(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "empty");
+  ll_push_tensor(L, lab_tensor_empty(dt, n, s));
+  return 1;
+}
+
+/* full(size..., value[, opts]) / full({size}, value[, opts]) */
+static int l_full(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  int opts = ll_options_index(L);
+  int last = opts ? opts - 1 : lua_gettop(L);
+  double v = luaL_checknumber(L, last);
+  lab_dtype def = lua_isinteger(L, last) ? LAB_I64 : LAB_F32;
+  lua_pushnil(L);
+  lua_replace(L, last); /* so the size list stops before the value */
+  int n = ll_read_shape(L, 1, s, "full");
+  ll_push_tensor(L, lab_tensor_full(ll_opt_dtype(L, opts, def), n, s, v));
+  return 1;
+}
+
+/* arange(end) / arange(start, end[, step]) with 1-based counting left to the user */
+static int l_arange(lua_State *L) {
+  int opts = ll_options_index(L);
+  int nargs = opts ? opts - 1 : lua_gettop(L);
+  double start = 0, end, step = 1;
+  int all_int = 1;
+  for (int i = 1; i <= nargs; i++) all_int = all_int && lua_isinteger(L, i);
+  if (nargs == 1) end = luaL_checknumber(L, 1);
+  else {
+    start = luaL_checknumber(L, 1);
+    end = luaL_checknumber(L, 2);
+    if (nargs >= 3) step = luaL_checknumber(L, 3);
+  }
+  lab_dtype dt = ll_opt_dtype(L, opts, all_int ? LAB_I64 : LAB_F32);
+  ll_push_tensor(L, lab_tensor_arange(dt, start, end, step));
+  return 1;
+}
+
+#define LIKE(NAME, EXPR)                                                                       \
+  static int NAME(lua_State *L) {                                                              \
+    lab_tensor *o = ll_check_tensor(L, 1);                                                     \
+    lab_dtype dt = ll_opt_dtype(L, 2, o->dtype);                                               \
+    ll_push_tensor(L, EXPR);                                                                   \
+    return 1;                                                                                  \
+  }
+LIKE(l_zeros_like, lab_tensor_zeros(dt, o->ndim, o->shape))
+LIKE(l_ones_like, lab_tensor_full(dt, o->ndim, o->shape, 1))
+LIKE(l_empty_like, lab_tensor_empty(dt, o->ndim, o->shape))
+
+/* ---- random ---- */
+
+static int l_rand(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "rand");
+  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  if (!t) return ll_runtime_error(L);
+  ll_push_tensor(L, t);
+  ll_check_rc(L, lab_rand_(t, 0, 1));
+  return 1;
+}
+
+static int l_randn(lua_State *L) {
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "randn");
+  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  if (!t) return ll_runtime_error(L);
+  ll_push_tensor(L, t);
+  int opts = ll_options_index(L);
+  ll_check_rc(L, lab_randn_(t, ll_opt_number(L, opts, "mean", 0), ll_opt_number(L, opts, "std", 1)));
+  return 1;
+}
+
+/* randint(low, high, size...) or randint(high, {size}); values in [low, high) */
+static int l_randint(lua_State *L) {
+  lua_Integer lo = 0, hi;
+  int first;
+  if (lua_istable(L, 2)) {
+    hi = luaL_checkinteger(L, 1);
+    first = 2;
+  } else {
+    lo = luaL_checkinteger(L, 1);
+    hi = luaL_checkinteger(L, 2);
+    first = 3;
+  }
+  int64_t s[LAB_MAX_DIMS];
+  lab_dtype dt;
+  int n = shape_and_dtype(L, first, s, &dt, LAB_I64, "randint");
+  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  if (!t) return ll_runtime_error(L);
+  ll_push_tensor(L, t);
+  ll_check_rc(L, lab_randint_(t, lo, hi));
+  return 1;
+}
+
+static int m_uniform_(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  ll_check_rc(L, lab_rand_(t, luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_normal_(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  ll_check_rc(L, lab_randn_(t, luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_manual_seed(lua_State *L) {
+  lab_manual_seed((uint64_t)luaL_checkinteger(L, 1));
+  return 0;
+}
+
+/* A different stream on every rank from one seed (data order, dropout on DP ranks). The
+ * rank is mixed in with a 64-bit odd constant so seeds s and s+1 never collide across ranks. */
+static int l_seed_per_rank(lua_State *L) {
+  uint64_t s = (uint64_t)luaL_checkinteger(L, 1);
+  uint64_t r = (uint64_t)(lua_isnoneornil(L, 2) ? lab_ctl_rank() : luaL_checkinteger(L, 2));
+  lab_manual_seed(s ^ ((r + 1) * 0x9E3779B97F4A7C15ull));
+  return 0;
+}
+
+static int l_get_rng_state(lua_State *L) {
+  uint64_t seed, offset;
+  lab_rng_get_state(&seed, &offset);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_setfield(L, -2, "seed");
+  lua_pushinteger(L, (lua_Integer)offset);
+  lua_setfield(L, -2, "offset");
+  return 1;
+}
+
+static int l_set_rng_state(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "seed");
+  lua_getfield(L, 1, "offset");
+  lab_rng_set_state((uint64_t)luaL_checkinteger(L, -2), (uint64_t)luaL_checkinteger(L, -1));
+  return 0;
+}
+
+int ll_where(lua_State *L);
+int ll_matmul(lua_State *L);
+int ll_cat(lua_State *L);
+int ll_stack(lua_State *L);
+
+static const luaL_Reg creation[] = {
+    {"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
+    {"empty", l_empty},         {"full", l_full},           {"arange", l_arange},
+    {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
+    {"rand", l_rand},           {"randn", l_randn},         {"randint", l_randint},
+    {"manual_seed", l_manual_seed}, {"seed_per_rank", l_seed_per_rank},
+    {"get_rng_state", l_get_rng_state}, {"set_rng_state", l_set_rng_state},
+    {"where", ll_where},        {"matmul", ll_matmul},      {"cat", ll_cat},
+    {"stack", ll_stack},        {NULL, NULL}};
+
+void ll_register_creation(lua_State *L) {
+  luaL_setfuncs(L, creation, 0);
+  /* the in-place random fills are tensor methods */
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  lua_pushcfunction(L, m_uniform_);
+  lua_setfield(L, -2, "uniform_");
+  lua_pushcfunction(L, m_normal_);
+  lua_setfield(L, -2, "normal_");
+  lua_pop(L, 2);
+}

@@ -1,0 +1,497 @@
+/* lab.dist: torch.distributed for Lua. Collectives work in place on contiguous tensors;
+ * options come as a table: {op='sum', group=g, async=true}. With async=true a call returns a
+ * handle with :wait() and :test(). Groups are userdata made by new_group and split. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab_lua.h"
+#include "runtime/dist/control.h"
+#include "runtime/dist/dist.h"
+#include "runtime/error.h"
+#include "runtime/join.h"
+
+int ll_cat(lua_State *L);
+
+#define GROUP_MT "lab.dist.Group"
+#define WORK_MT "lab.dist.Work"
+
+/* ---- groups ---- */
+
+static void push_group(lua_State *L, lab_group *g) {
+  lab_group **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = g;
+  luaL_setmetatable(L, GROUP_MT);
+}
+
+static lab_group *check_group(lua_State *L, int idx) {
+  lab_group **box = luaL_testudata(L, idx, GROUP_MT);
+  if (!box) ll_error(L, "expected a process group, got %s", luaL_typename(L, idx));
+  if (!*box) ll_error(L, "the process group was destroyed");
+  return *box;
+}
+
+/* The group named in an options table (or the world). */
+static lab_group *opt_group(lua_State *L, int opts) {
+  if (!opts) return lab_dist_world();
+  lua_getfield(L, opts, "group");
+  lab_group *g = lua_isnil(L, -1) ? lab_dist_world() : check_group(L, -1);
+  lua_pop(L, 1);
+  return g;
+}
+
+static int g_rank(lua_State *L) {
+  lua_pushinteger(L, check_group(L, 1)->rank);
+  return 1;
+}
+
+static int g_size(lua_State *L) {
+  lua_pushinteger(L, check_group(L, 1)->size);
+  return 1;
+}
+
+static int g_ranks(lua_State *L) {
+  lab_group *g = check_group(L, 1);
+  lua_createtable(L, g->size, 0);
+  for (int i = 0; i < g->size && g->world_ranks; i++) {
+    lua_pushinteger(L, g->world_ranks[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int g_tostring(lua_State *L) {
+  lab_group *g = check_group(L, 1);
+  lua_pushfstring(L, "ProcessGroup(%s, size %d, this rank %d)", g->name, g->size, g->rank);
+  return 1;
+}
+
+/* ---- work handles ---- */
+
+typedef struct {
+  lab_work *w;
+} work_box;
+
+static int push_work(lua_State *L, lab_work *w, int finisher) {
+  work_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+  b->w = w;
+  luaL_setmetatable(L, WORK_MT);
+  if (finisher) {
+    lua_pushvalue(L, finisher);
+    lua_setiuservalue(L, -2, 1);
+  }
+  return 1;
+}
+
+static int run_finisher(lua_State *L, int box_idx) {
+  if (lua_getiuservalue(L, box_idx, 1) == LUA_TFUNCTION) {
+    lua_pushnil(L);
+    lua_setiuservalue(L, box_idx, 1); /* run once */
+    lua_call(L, 0, 0);
+  } else {
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static int w_wait(lua_State *L) {
+  work_box *b = luaL_checkudata(L, 1, WORK_MT);
+  if (b->w) ll_check_rc(L, lab_work_wait(b->w));
+  run_finisher(L, 1);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int w_test(lua_State *L) {
+  work_box *b = luaL_checkudata(L, 1, WORK_MT);
+  int done = 1;
+  if (b->w) ll_check_rc(L, lab_work_test(b->w, &done));
+  if (done) run_finisher(L, 1);
+  lua_pushboolean(L, done);
+  return 1;
+}
+
+static int w_gc(lua_State *L) {
+  work_box *b = luaL_checkudata(L, 1, WORK_MT);
+  lab_work_free(b->w); /* waits if still pending: buffers are never freed under MPI */
+  b->w = NULL;
+  return 0;
+}
+
+/* ---- argument helpers ---- */
+
+static lab_redop opt_redop(lua_State *L, int idx, int opts) {
+  const char *name = NULL;
+  if (lua_type(L, idx) == LUA_TSTRING) name = lua_tostring(L, idx);
+  else if (opts) {
+    lua_getfield(L, opts, "op");
+    name = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+    lua_pop(L, 1);
+  }
+  if (!name) return LAB_RED_SUM;
+  int op = lab_redop_from_name(name);
+  if (op < 0) ll_error(L, "unknown reduction op '%s' (use sum, avg, max, min or prod)", name);
+  return (lab_redop)op;
+}
+
+static void note_call_site(lua_State *L) {
+  if (!lab_dist_checked()) return;
+  lua_Debug ar;
+  char site[128] = "";
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      snprintf(site, sizeof site, "%s:%d", ar.short_src, ar.currentline);
+      break;
+    }
+  }
+  lab_dist_set_call_site(site);
+}
+
+static int opt_async(lua_State *L, int opts) { return ll_opt_bool(L, opts, "async", 0); }
+
+/* Finishes a call: raises on failure; returns the handle (async) or the tensor at ret_idx. */
+static int done(lua_State *L, int rc, lab_work *w, int async, int ret_idx, int finisher) {
+  if (rc < 0) return ll_runtime_error(L);
+  if (async) return push_work(L, w, finisher);
+  if (finisher) {
+    lua_pushvalue(L, finisher);
+    lua_call(L, 0, 0);
+  }
+  if (ret_idx) {
+    lua_pushvalue(L, ret_idx);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- collectives ---- */
+
+/* all_reduce(t[, op][, {op=, group=, async=}]) */
+static int l_all_reduce(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int opts = ll_options_index(L);
+  lab_redop op = opt_redop(L, 2, opts);
+  int async = opt_async(L, opts);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_all_reduce(opt_group(L, opts), t, op, async ? &w : NULL), w, async, 1, 0);
+}
+
+/* broadcast(t, src[, opts]) */
+static int l_broadcast(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int opts = ll_options_index(L);
+  int src = (int)luaL_optinteger(L, 2, 0);
+  int async = opt_async(L, opts);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_broadcast(opt_group(L, opts), t, src, async ? &w : NULL), w, async, 1, 0);
+}
+
+/* reduce(t, dst[, op][, opts]) */
+static int l_reduce(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int opts = ll_options_index(L);
+  int dst = (int)luaL_optinteger(L, 2, 0);
+  lab_redop op = opt_redop(L, 3, opts);
+  int async = opt_async(L, opts);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_reduce(opt_group(L, opts), t, op, dst, async ? &w : NULL), w, async, 1, 0);
+}
+
+/* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
+static int l_all_gather_into_tensor(lua_State *L) {
+  lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
+  int opts = ll_options_index(L);
+  int async = opt_async(L, opts);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_all_gather(opt_group(L, opts), out, in, async ? &w : NULL), w, async, 1, 0);
+}
+
+/* Copies the pieces of a gathered buffer (upvalue 1) into the list (upvalue 2). */
+static int scatter_gathered(lua_State *L) {
+  lab_tensor *buf = ll_check_tensor(L, lua_upvalueindex(1));
+  int n = (int)lua_rawlen(L, lua_upvalueindex(2));
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, lua_upvalueindex(2), i + 1);
+    lab_tensor *dst = ll_check_tensor(L, -1);
+    lab_tensor *piece = lab_select(buf, 0, i);
+    int rc = piece ? lab_copy_(dst, piece) : -1;
+    lab_tensor_release(piece);
+    ll_check_rc(L, rc);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* all_gather(list, t[, opts]) fills list[1..size] (creating tensors where missing), or
+ * all_gather(t[, opts]) returns a new list. */
+static int l_all_gather(lua_State *L) {
+  int opts = ll_options_index(L);
+  if (ll_test_tensor(L, 1)) { /* convenience form: make the list */
+    lua_newtable(L);
+    lua_insert(L, 1);
+    if (opts) opts++;
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lab_tensor *in = ll_check_tensor(L, 2);
+  lab_group *g = opt_group(L, opts);
+  if (g->rank < 0) return ll_error(L, "all_gather: this rank is not a member of %s", g->name);
+  int async = opt_async(L, opts);
+  int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
+  memcpy(shape + 1, in->shape, sizeof(int64_t) * (size_t)in->ndim);
+  lab_tensor *buf = lab_tensor_empty(in->dtype, in->ndim + 1, shape);
+  if (!buf) return ll_runtime_error(L);
+  ll_push_tensor(L, buf);
+  int buf_idx = lua_gettop(L);
+  for (int i = 1; i <= g->size; i++) { /* the list's tensors, checked before communicating */
+    lua_rawgeti(L, 1, i);
+    lab_tensor *dst = ll_test_tensor(L, -1);
+    if (!dst) {
+      lua_pop(L, 1);
+      ll_push_tensor(L, lab_tensor_empty(in->dtype, in->ndim, in->shape));
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, 1, i);
+    } else if (!lab_same_shape(dst, in) || dst->dtype != in->dtype) {
+      char a[128], b[128];
+      return ll_error(L, "all_gather: list element %d is %s %s but the input is %s %s", i,
+                      lab_shape_str(dst, a, sizeof a), lab_dtype_name(dst->dtype),
+                      lab_shape_str(in, b, sizeof b), lab_dtype_name(in->dtype));
+    }
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, buf_idx);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, scatter_gathered, 2);
+  int fin = lua_gettop(L);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_all_gather(g, buf, in, async ? &w : NULL), w, async, 1, fin);
+}
+
+/* reduce_scatter(out, in_tensor_or_list[, op][, opts]) */
+static int l_reduce_scatter(lua_State *L) {
+  lab_tensor *out = ll_check_tensor(L, 1);
+  int opts = ll_options_index(L);
+  lab_redop op = opt_redop(L, 3, opts);
+  int async = opt_async(L, opts);
+  lab_tensor *in = ll_test_tensor(L, 2);
+  if (!in) { /* a list: concatenate it first */
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushcfunction(L, ll_cat);
+    lua_newtable(L);
+    int n = (int)lua_rawlen(L, 2);
+    for (int i = 1; i <= n; i++) {
+      lua_rawgeti(L, 2, i);
+      lab_tensor *p = ll_check_tensor(L, -1);
+      int64_t flat = lab_numel(p);
+      lua_pop(L, 1);
+      ll_push_tensor(L, lab_reshape(p, 1, &flat));
+      lua_rawseti(L, -2, i);
+    }
+    lua_call(L, 1, 1);
+    lua_replace(L, 2);
+    in = ll_check_tensor(L, 2);
+  }
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_reduce_scatter(opt_group(L, opts), out, in, op, async ? &w : NULL), w, async, 1, 0);
+}
+
+/* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
+static int l_all_to_all(lua_State *L) {
+  lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
+  int opts = ll_options_index(L);
+  int async = opt_async(L, opts);
+  lab_work *w = NULL;
+  note_call_site(L);
+  return done(L, lab_all_to_all(opt_group(L, opts), out, in, async ? &w : NULL), w, async, 1, 0);
+}
+
+static int p2p(lua_State *L, int is_send, int force_async) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int peer = (int)luaL_checkinteger(L, 2);
+  int opts = ll_options_index(L);
+  int tag = (int)ll_opt_number(L, opts, "tag", 0);
+  int async = force_async || opt_async(L, opts);
+  lab_group *g = opt_group(L, opts);
+  lab_work *w = NULL;
+  int rc = is_send ? lab_send(g, t, peer, tag, async ? &w : NULL) : lab_recv(g, t, peer, tag, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
+}
+
+static int l_send(lua_State *L) { return p2p(L, 1, 0); }
+static int l_recv(lua_State *L) { return p2p(L, 0, 0); }
+static int l_isend(lua_State *L) { return p2p(L, 1, 1); }
+static int l_irecv(lua_State *L) { return p2p(L, 0, 1); }
+
+static int l_barrier(lua_State *L) {
+  int opts = ll_options_index(L);
+  lab_group *g = opts ? opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_world() : check_group(L, 1));
+  note_call_site(L);
+  ll_check_rc(L, lab_barrier(g));
+  return 0;
+}
+
+/* ---- groups ---- */
+
+static int l_new_group(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)lua_rawlen(L, 1);
+  int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!ranks) return ll_error(L, "new_group: out of memory");
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    ranks[i] = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  lab_group *g = lab_dist_new_group(lab_dist_world(), n, ranks);
+  free(ranks);
+  if (!g) return ll_runtime_error(L);
+  push_group(L, g);
+  return 1;
+}
+
+/* split(color[, key][, {group=parent}]): colour < 0 (or nil) leaves this rank out */
+static int l_split(lua_State *L) {
+  int opts = ll_options_index(L);
+  int color = lua_isnil(L, 1) ? -1 : (int)luaL_checkinteger(L, 1);
+  int key = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : lab_ctl_rank();
+  lab_group *g = lab_dist_split(opt_group(L, opts), color, key);
+  if (!g) return ll_runtime_error(L);
+  push_group(L, g);
+  return 1;
+}
+
+/* ---- facts ---- */
+
+static int l_rank(lua_State *L) {
+  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_ctl_rank() : check_group(L, 1)->rank);
+  return 1;
+}
+
+static int l_world(lua_State *L) {
+  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_ctl_size() : check_group(L, 1)->size);
+  return 1;
+}
+
+static int l_local_rank(lua_State *L) {
+  lua_pushinteger(L, lab_ctl_local_rank());
+  return 1;
+}
+
+static int l_local_world(lua_State *L) {
+  lua_pushinteger(L, lab_ctl_local_size());
+  return 1;
+}
+
+static int l_hostname(lua_State *L) {
+  lua_pushstring(L, lab_ctl_host());
+  return 1;
+}
+
+static int l_world_group(lua_State *L) {
+  push_group(L, lab_dist_world());
+  return 1;
+}
+
+static int l_set_checked(lua_State *L) {
+  lab_dist_set_checked(lua_toboolean(L, 1));
+  return 0;
+}
+
+static int l_checked(lua_State *L) {
+  lua_pushboolean(L, lab_dist_checked());
+  return 1;
+}
+
+/* stats() -> {[group name] = {[op] = {calls=, bytes=, wire_bytes=}}}; only ops used */
+static int l_stats(lua_State *L) {
+  lua_newtable(L);
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    lab_group *g = lab_dist_group_at(i);
+    if (!g) continue;
+    int any = 0;
+    for (int op = 0; op < LAB_NOPS; op++) any = any || g->stats[op].calls;
+    if (!any) continue;
+    lua_newtable(L);
+    for (int op = 0; op < LAB_NOPS; op++) {
+      const lab_coll_stats *s = &g->stats[op];
+      if (!s->calls) continue;
+      lua_createtable(L, 0, 3);
+      lua_pushinteger(L, s->calls);
+      lua_setfield(L, -2, "calls");
+      lua_pushinteger(L, s->bytes);
+      lua_setfield(L, -2, "bytes");
+      lua_pushinteger(L, s->wire_bytes);
+      lua_setfield(L, -2, "wire_bytes");
+      lua_setfield(L, -2, lab_coll_name((lab_coll_op)op));
+    }
+    lua_setfield(L, -2, g->name);
+  }
+  return 1;
+}
+
+static int l_reset_stats(lua_State *L) {
+  (void)L;
+  lab_dist_reset_stats();
+  return 0;
+}
+
+static const luaL_Reg dist_funcs[] = {
+    {"rank", l_rank},
+    {"world", l_world},
+    {"world_size", l_world},
+    {"local_rank", l_local_rank},
+    {"local_world", l_local_world},
+    {"hostname", l_hostname},
+    {"world_group", l_world_group},
+    {"barrier", l_barrier},
+    {"all_reduce", l_all_reduce},
+    {"broadcast", l_broadcast},
+    {"reduce", l_reduce},
+    {"all_gather", l_all_gather},
+    {"all_gather_into_tensor", l_all_gather_into_tensor},
+    {"reduce_scatter", l_reduce_scatter},
+    {"reduce_scatter_tensor", l_reduce_scatter},
+    {"all_to_all", l_all_to_all},
+    {"all_to_all_single", l_all_to_all},
+    {"send", l_send},
+    {"recv", l_recv},
+    {"isend", l_isend},
+    {"irecv", l_irecv},
+    {"new_group", l_new_group},
+    {"split", l_split},
+    {"set_checked", l_set_checked},
+    {"checked", l_checked},
+    {"stats", l_stats},
+    {"reset_stats", l_reset_stats},
+    {NULL, NULL}};
+
+void ll_register_dist(lua_State *L) {
+  luaL_newmetatable(L, GROUP_MT);
+  lua_newtable(L);
+  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {NULL, NULL}};
+  luaL_setfuncs(L, gm, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, g_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, WORK_MT);
+  lua_newtable(L);
+  static const luaL_Reg wm[] = {{"wait", w_wait}, {"test", w_test}, {NULL, NULL}};
+  luaL_setfuncs(L, wm, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, w_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, w_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+
+  lua_newtable(L);
+  luaL_setfuncs(L, dist_funcs, 0);
+  lua_setfield(L, -2, "dist");
+}

@@ -1,0 +1,85 @@
+/* luaopen_lab: the `lab` module. C parts (tensors, creation, dist) are registered here;
+ * the pure-Lua parts live in lua/lab/ and are found through package.path. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/gemm.h"
+#include "lab_lua.h"
+#include "runtime/dist/control.h"
+
+int luaopen_lab(lua_State *L);
+
+static int l_threads(lua_State *L) {
+  lua_pushinteger(L, lab_get_num_threads());
+  return 1;
+}
+
+static int l_set_threads(lua_State *L) {
+  lab_set_num_threads((int)luaL_checkinteger(L, 1));
+  return 0;
+}
+
+static int l_is_tensor(lua_State *L) {
+  lua_pushboolean(L, ll_test_tensor(L, 1) != NULL);
+  return 1;
+}
+
+static int l_clock(lua_State *L) {
+  lua_pushnumber(L, lab_now());
+  return 1;
+}
+
+/* Where the lua/lab modules live: $LLMLAB_LUA_DIR, else <exe dir>/../lua when present (a moved
+ * build tree next to its sources), else the source directory CMake recorded. */
+static void set_package_path(lua_State *L) {
+  char dir[4096] = "";
+  const char *env = getenv("LLMLAB_LUA_DIR");
+  if (env && *env) {
+    snprintf(dir, sizeof dir, "%s", env);
+  } else {
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      exe[n] = 0;
+      char *slash = strrchr(exe, '/');
+      if (slash) *slash = 0;
+      char probe[4200];
+      snprintf(probe, sizeof probe, "%s/../lua/lab/init.lua", exe);
+      if (access(probe, R_OK) == 0) snprintf(dir, sizeof dir, "%s/../lua", exe);
+    }
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s", LLMLAB_LUA_DIR);
+  }
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 2);
+}
+
+int luaopen_lab(lua_State *L) {
+  set_package_path(L);
+  ll_register_tensor(L);
+  lua_newtable(L);
+  ll_register_creation(L);
+  ll_register_dist(L);
+  static const luaL_Reg misc[] = {{"threads", l_threads},   {"set_threads", l_set_threads},
+                                  {"is_tensor", l_is_tensor}, {"clock", l_clock},
+                                  {NULL, NULL}};
+  luaL_setfuncs(L, misc, 0);
+  lua_pushliteral(L, LLMLAB_VERSION);
+  lua_setfield(L, -2, "version");
+  static const char *dtypes[] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool"};
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+    lua_pushstring(L, dtypes[i]);
+    lua_setfield(L, -2, dtypes[i]);
+  }
+  /* lua/lab/init.lua adds the pure-Lua helpers to this table */
+  lua_pushvalue(L, -1);
+  lua_setglobal(L, "lab");
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lab.init");
+  lua_call(L, 1, 0);
+  return 1;
+}

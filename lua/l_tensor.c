@@ -1,0 +1,427 @@
+/* The tensor userdata: lifetime (__gc, __close), indexing (t[i] selects along dim 1, as in
+ * Torch7), properties (shape, dtype, ndim), printing, views and copies. Math methods are
+ * in l_tensor_ops.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/convert.h"
+#include "lab_lua.h"
+#include "runtime/error.h"
+#include "runtime/ewise.h"
+#include "runtime/format.h"
+
+static lab_tensor **check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, LAB_TENSOR_MT); }
+
+static int t_gc(lua_State *L) {
+  lab_tensor **box = check_box(L, 1);
+  lab_tensor_release(*box);
+  *box = NULL;
+  return 0;
+}
+
+static int t_tostring(lua_State *L) {
+  lab_tensor **box = check_box(L, 1);
+  if (!*box) {
+    lua_pushliteral(L, "tensor(<closed>)");
+    return 1;
+  }
+  char *s = lab_format(*box);
+  if (!s) return ll_error(L, "tostring: out of memory");
+  lua_pushstring(L, s);
+  free(s);
+  return 1;
+}
+
+static void push_shape(lua_State *L, const lab_tensor *t) {
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, t->shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/* A Lua number for element p of a tensor of type dt: integers stay integers. */
+static void push_elem(lua_State *L, lab_dtype dt, const void *p) {
+  if (dt == LAB_BOOL) lua_pushboolean(L, *(const uint8_t *)p);
+  else if (lab_dtype_is_float(dt)) lua_pushnumber(L, lab_get_f64(dt, p));
+  else lua_pushinteger(L, lab_get_i64(dt, p));
+}
+
+static int t_len(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (t->ndim == 0) return ll_error(L, "len: a 0-d tensor has no length");
+  lua_pushinteger(L, t->shape[0]);
+  return 1;
+}
+
+static int64_t check_index(lua_State *L, lab_tensor *t, lua_Integer i, int dim) {
+  int64_t n = t->shape[dim];
+  if (i < 0) i += n + 1;
+  if (i < 1 || i > n)
+    ll_error(L, "index %lld out of range for dim %d of size %lld", (long long)i, dim + 1, (long long)n);
+  return i - 1;
+}
+
+static int t_index(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :item())");
+    int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
+    if (t->ndim == 1) {
+      push_elem(L, t->dtype, (char *)lab_data(t) + i * t->stride[0] * (int64_t)lab_dtype_size(t->dtype));
+      return 1;
+    }
+    ll_push_tensor(L, lab_select(t, 0, i));
+    return 1;
+  }
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "shape") == 0) {
+    push_shape(L, t);
+    return 1;
+  }
+  if (strcmp(k, "dtype") == 0) {
+    lua_pushstring(L, lab_dtype_name(t->dtype));
+    return 1;
+  }
+  if (strcmp(k, "ndim") == 0) {
+    lua_pushinteger(L, t->ndim);
+    return 1;
+  }
+  if (strcmp(k, "device") == 0) {
+    lua_pushliteral(L, "cpu");
+    return 1;
+  }
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "methods");
+  lua_getfield(L, -1, k);
+  return 1;
+}
+
+static int t_newindex(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (lua_type(L, 2) != LUA_TNUMBER) return ll_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
+  if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");
+  int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
+  lab_tensor *row = lab_select(t, 0, i);
+  if (!row) return ll_runtime_error(L);
+  int rc;
+  lab_tensor *src = ll_test_tensor(L, 3);
+  if (src) rc = lab_copy_(row, src);
+  else if (lua_isinteger(L, 3) && !lab_dtype_is_float(t->dtype)) {
+    lab_tensor *s = lab_tensor_empty(LAB_I64, 0, NULL);
+    rc = s ? (*(int64_t *)lab_data(s) = lua_tointeger(L, 3), lab_copy_(row, s)) : -1;
+    lab_tensor_release(s);
+  } else if (lua_type(L, 3) == LUA_TNUMBER || lua_type(L, 3) == LUA_TBOOLEAN) {
+    rc = lab_fill_(row, lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  } else {
+    lab_tensor_release(row);
+    return ll_error(L, "index: can only assign a number or a tensor, got %s", luaL_typename(L, 3));
+  }
+  lab_tensor_release(row);
+  ll_check_rc(L, rc);
+  return 0;
+}
+
+/* ---- information ---- */
+
+static int m_size(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    push_shape(L, t);
+    return 1;
+  }
+  lua_pushinteger(L, t->shape[ll_check_dim(L, 2, t->ndim, 0, "size")]);
+  return 1;
+}
+
+static int m_stride(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, t->stride[ll_check_dim(L, 2, t->ndim, 0, "stride")]);
+    return 1;
+  }
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, t->stride[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int m_dim(lua_State *L) {
+  lua_pushinteger(L, ll_check_tensor(L, 1)->ndim);
+  return 1;
+}
+
+static int m_numel(lua_State *L) {
+  lua_pushinteger(L, lab_numel(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+static int m_nbytes(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)lab_nbytes(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+static int m_element_size(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)lab_dtype_size(ll_check_tensor(L, 1)->dtype));
+  return 1;
+}
+
+static int m_is_contiguous(lua_State *L) {
+  lua_pushboolean(L, lab_is_contiguous(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+static int m_close(lua_State *L) { return t_gc(L); }
+
+/* same storage and layout: a view of the same memory */
+static int m_data_ptr(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)(intptr_t)lab_data(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+static int m_item(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (lab_numel(t) != 1) {
+    char s[128];
+    return ll_error(L, "item: tensor of shape %s has %lld elements, item() needs exactly one",
+                    lab_shape_str(t, s, sizeof s), (long long)lab_numel(t));
+  }
+  push_elem(L, t->dtype, lab_data(t));
+  return 1;
+}
+
+static void push_list(lua_State *L, const lab_tensor *t, int dim, const char *p) {
+  if (dim == t->ndim) {
+    push_elem(L, t->dtype, p);
+    return;
+  }
+  lua_createtable(L, (int)t->shape[dim], 0);
+  int64_t step = t->stride[dim] * (int64_t)lab_dtype_size(t->dtype);
+  for (int64_t i = 0; i < t->shape[dim]; i++) {
+    push_list(L, t, dim + 1, p + i * step);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static int m_tolist(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  luaL_checkstack(L, t->ndim + 4, "tolist");
+  push_list(L, t, 0, lab_data(t));
+  return 1;
+}
+
+/* ---- views ---- */
+
+static int m_view(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int64_t shape[LAB_MAX_DIMS];
+  int n = ll_read_shape(L, 2, shape, "view");
+  ll_push_tensor(L, lab_view(t, n, shape));
+  return 1;
+}
+
+static int m_reshape(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int64_t shape[LAB_MAX_DIMS];
+  int n = ll_read_shape(L, 2, shape, "reshape");
+  ll_push_tensor(L, lab_reshape(t, n, shape));
+  return 1;
+}
+
+static int m_view_as(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
+  ll_push_tensor(L, lab_view(t, o->ndim, o->shape));
+  return 1;
+}
+
+static int m_flatten(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int64_t n = -1;
+  ll_push_tensor(L, lab_reshape(t, 1, &n));
+  return 1;
+}
+
+static int m_transpose(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int a = ll_check_dim(L, 2, t->ndim, 0, "transpose"), b = ll_check_dim(L, 3, t->ndim, 0, "transpose");
+  ll_push_tensor(L, lab_transpose(t, a, b));
+  return 1;
+}
+
+static int m_t(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (t->ndim > 2) return ll_error(L, "t: expects a tensor of at most 2 dimensions, got %d (use transpose)", t->ndim);
+  if (t->ndim < 2) {
+    lab_tensor_retain(t);
+    ll_push_tensor(L, t);
+    return 1;
+  }
+  ll_push_tensor(L, lab_transpose(t, 0, 1));
+  return 1;
+}
+
+static int m_permute(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int64_t d[LAB_MAX_DIMS];
+  int n = ll_read_shape(L, 2, d, "permute");
+  if (n != t->ndim) return ll_error(L, "permute: %d dims given for a tensor of %d dimensions", n, t->ndim);
+  int dims[LAB_MAX_DIMS];
+  for (int i = 0; i < n; i++) dims[i] = ll_to_dim(L, d[i], t->ndim, 0, "permute");
+  ll_push_tensor(L, lab_permute(t, dims));
+  return 1;
+}
+
+static int m_narrow(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int d = ll_check_dim(L, 2, t->ndim, 0, "narrow");
+  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  if (start < 0) start += t->shape[d] + 1;
+  ll_push_tensor(L, lab_narrow(t, d, start - 1, len));
+  return 1;
+}
+
+/* slice(dim, first, last): Lua-style inclusive range, negatives from the end */
+static int m_slice(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int d = ll_check_dim(L, 2, t->ndim, 0, "slice");
+  int64_t n = t->shape[d];
+  lua_Integer first = luaL_optinteger(L, 3, 1), last = luaL_optinteger(L, 4, n);
+  if (first < 0) first += n + 1;
+  if (last < 0) last += n + 1;
+  if (first < 1 || last > n || last < first - 1)
+    return ll_error(L, "slice: range %lld..%lld is outside dim %d of size %lld", (long long)first,
+                    (long long)last, d + 1, (long long)n);
+  ll_push_tensor(L, lab_narrow(t, d, first - 1, last - first + 1));
+  return 1;
+}
+
+static int m_select(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int d = ll_check_dim(L, 2, t->ndim, 0, "select");
+  int64_t i = check_index(L, t, luaL_checkinteger(L, 3), d);
+  ll_push_tensor(L, lab_select(t, d, i));
+  return 1;
+}
+
+static int m_expand(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int64_t shape[LAB_MAX_DIMS];
+  int n = ll_read_shape(L, 2, shape, "expand");
+  ll_push_tensor(L, lab_expand(t, n, shape));
+  return 1;
+}
+
+static int m_expand_as(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
+  ll_push_tensor(L, lab_expand(t, o->ndim, o->shape));
+  return 1;
+}
+
+static int m_unsqueeze(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  ll_push_tensor(L, lab_unsqueeze(t, ll_check_dim(L, 2, t->ndim, 1, "unsqueeze")));
+  return 1;
+}
+
+static int m_squeeze(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int d = lua_isnoneornil(L, 2) ? -1 : ll_check_dim(L, 2, t->ndim, 0, "squeeze");
+  ll_push_tensor(L, lab_squeeze(t, d));
+  return 1;
+}
+
+static int m_contiguous(lua_State *L) {
+  ll_push_tensor(L, lab_contiguous(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+/* ---- copies ---- */
+
+static int m_copy_(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1), *s = ll_check_tensor(L, 2);
+  ll_check_rc(L, lab_copy_(t, s));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_clone(lua_State *L) {
+  ll_push_tensor(L, lab_clone(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+static int m_to(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "cpu") == 0) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  lab_dtype dt = ll_opt_dtype(L, 2, t->dtype);
+  ll_push_tensor(L, lab_to_dtype(t, dt));
+  return 1;
+}
+
+#define TO_TYPE(NAME, DT)                                                                      \
+  static int NAME(lua_State *L) {                                                              \
+    ll_push_tensor(L, lab_to_dtype(ll_check_tensor(L, 1), DT));                                \
+    return 1;                                                                                  \
+  }
+TO_TYPE(m_float, LAB_F32)
+TO_TYPE(m_double, LAB_F64)
+TO_TYPE(m_long, LAB_I64)
+TO_TYPE(m_int, LAB_I32)
+TO_TYPE(m_bfloat16, LAB_BF16)
+TO_TYPE(m_half, LAB_F16)
+TO_TYPE(m_bool, LAB_BOOL)
+
+static int m_fill_(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  ll_check_rc(L, lab_fill_(t, lua_type(L, 2) == LUA_TBOOLEAN ? lua_toboolean(L, 2) : luaL_checknumber(L, 2)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_zero_(lua_State *L) {
+  ll_check_rc(L, lab_fill_(ll_check_tensor(L, 1), 0));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+    {"size", m_size},           {"stride", m_stride},       {"dim", m_dim},
+    {"numel", m_numel},         {"nbytes", m_nbytes},       {"element_size", m_element_size},
+    {"is_contiguous", m_is_contiguous}, {"close", m_close}, {"data_ptr", m_data_ptr},
+    {"item", m_item},           {"tolist", m_tolist},       {"view", m_view},
+    {"reshape", m_reshape},     {"view_as", m_view_as},     {"flatten", m_flatten},
+    {"transpose", m_transpose}, {"t", m_t},                 {"permute", m_permute},
+    {"narrow", m_narrow},       {"slice", m_slice},         {"select", m_select},
+    {"expand", m_expand},       {"expand_as", m_expand_as}, {"unsqueeze", m_unsqueeze},
+    {"squeeze", m_squeeze},     {"contiguous", m_contiguous}, {"copy_", m_copy_},
+    {"clone", m_clone},         {"to", m_to},               {"float", m_float},
+    {"double", m_double},       {"long", m_long},           {"int", m_int},
+    {"bfloat16", m_bfloat16},   {"half", m_half},           {"bool", m_bool},
+    {"fill_", m_fill_},         {"zero_", m_zero_},         {NULL, NULL}};
+
+void ll_register_tensor(lua_State *L) {
+  luaL_newmetatable(L, LAB_TENSOR_MT);
+  lua_pushcfunction(L, t_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, t_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, t_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, t_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, t_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, t_len);
+  lua_setfield(L, -2, "__len");
+  lua_pushliteral(L, "Tensor");
+  lua_setfield(L, -2, "__name");
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  ll_register_tensor_ops(L); /* adds the math methods and the operator metamethods */
+  lua_setfield(L, -2, "methods");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,178 @@
+/* Helpers shared by the binding files: errors, argument parsing, tensor userdata. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lab_lua.h"
+#include "runtime/dist/control.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+int ll_rank(void) { return lab_ctl_rank(); }
+
+int ll_error(lua_State *L, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return luaL_error(L, "rank %d: %s", ll_rank(), msg);
+}
+
+int ll_runtime_error(lua_State *L) { return ll_error(L, "%s", lab_last_error()); }
+
+lab_tensor *ll_test_tensor(lua_State *L, int idx) {
+  lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  return box ? *box : NULL;
+}
+
+lab_tensor *ll_check_tensor(lua_State *L, int idx) {
+  lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  if (!box) {
+    ll_error(L, "expected a tensor as argument %d, got %s", idx, luaL_typename(L, idx));
+    return NULL;
+  }
+  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  return *box;
+}
+
+/* Lua's collector does not see tensor bytes: after enough allocation, collect so that
+ * tensors no longer referenced give their memory back. The threshold grows with the live
+ * total (as a generational collector would), keeping the cost proportional. */
+static void gc_pressure(lua_State *L) {
+  const lab_mem_account *m = lab_mem_get();
+  int64_t threshold = m->current_total > (64 << 20) ? m->current_total : (64 << 20);
+  if (m->allocated_since_mark > threshold) {
+    lab_mem_mark();
+    lua_gc(L, LUA_GCCOLLECT);
+  }
+}
+
+void ll_push_tensor(lua_State *L, lab_tensor *t) {
+  if (!t) ll_runtime_error(L);
+  lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = t;
+  luaL_setmetatable(L, LAB_TENSOR_MT);
+  gc_pressure(L);
+}
+
+void ll_check_rc(lua_State *L, int rc) {
+  if (rc < 0) ll_runtime_error(L);
+}
+
+int ll_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op) {
+  int n = ndim + extra;
+  if (d < 0) d += n + 1;
+  if (d < 1 || d > n) {
+    if (n == 0) return ll_error(L, "%s: dim %lld given for a tensor with no dimensions", op, (long long)d);
+    return ll_error(L, "%s: dim %lld out of range for a tensor of %d dimensions (use 1..%d or -1..-%d)",
+                    op, (long long)d, ndim, n, n);
+  }
+  return (int)d - 1;
+}
+
+int ll_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op) {
+  return ll_to_dim(L, luaL_checkinteger(L, idx), ndim, extra, op);
+}
+
+int ll_read_shape(lua_State *L, int idx, int64_t *shape, const char *op) {
+  int n = 0;
+  if (lua_istable(L, idx) && !ll_test_tensor(L, idx) && lua_rawlen(L, idx) > 0) {
+    int len = (int)lua_rawlen(L, idx);
+    if (len > LAB_MAX_DIMS) return ll_error(L, "%s: %d dimensions, at most %d supported", op, len, LAB_MAX_DIMS);
+    for (int i = 1; i <= len; i++) {
+      lua_rawgeti(L, idx, i);
+      if (!lua_isinteger(L, -1)) ll_error(L, "%s: size %d is not an integer", op, i);
+      shape[n++] = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    return n;
+  }
+  int top = lua_gettop(L);
+  for (int i = idx; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
+    if (n >= LAB_MAX_DIMS) return ll_error(L, "%s: at most %d dimensions supported", op, LAB_MAX_DIMS);
+    if (!lua_isinteger(L, i)) ll_error(L, "%s: size %d is not an integer", op, n + 1);
+    shape[n++] = lua_tointeger(L, i);
+  }
+  return n;
+}
+
+lab_dtype ll_check_dtype_name(lua_State *L, int idx) {
+  const char *s = luaL_checkstring(L, idx);
+  int dt = lab_dtype_from_name(s);
+  if (dt < 0) ll_error(L, "unknown dtype '%s' (use f32, f64, bf16, f16, i32, i64 or bool)", s);
+  return (lab_dtype)dt;
+}
+
+lab_dtype ll_opt_dtype(lua_State *L, int idx, lab_dtype def) {
+  if (idx == 0 || lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) == LUA_TSTRING) return ll_check_dtype_name(L, idx);
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, "dtype");
+  lab_dtype dt = lua_isnil(L, -1) ? def : ll_check_dtype_name(L, -1);
+  lua_pop(L, 1);
+  return dt;
+}
+
+int ll_options_index(lua_State *L) {
+  int top = lua_gettop(L);
+  if (top > 0 && lua_istable(L, top) && !ll_test_tensor(L, top) && lua_rawlen(L, top) == 0) return top;
+  return 0;
+}
+
+int ll_opt_bool(lua_State *L, int opts, const char *field, int def) {
+  if (!opts) return def;
+  lua_getfield(L, opts, field);
+  int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+double ll_opt_number(lua_State *L, int opts, const char *field, double def) {
+  if (!opts) return def;
+  lua_getfield(L, opts, field);
+  double v = lua_isnil(L, -1) ? def : luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A Lua number next to a tensor follows PyTorch's "weak scalar" rule: it takes the
+ * tensor's type, except a fractional number with an integer tensor, which gives f32. The
+ * scalar is held in the compute type so bf16 * 0.1 multiplies by f32 0.1, as GPUs do. */
+lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *out_dtype) {
+  lab_tensor *t = ll_test_tensor(L, idx);
+  if (t) {
+    lab_tensor_retain(t);
+    *out_dtype = -1;
+    return t;
+  }
+  if (lua_type(L, idx) == LUA_TBOOLEAN) {
+    *out_dtype = -1;
+    lab_tensor *s = lab_tensor_scalar(LAB_BOOL, lua_toboolean(L, idx));
+    if (!s) ll_runtime_error(L);
+    return s;
+  }
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    ll_error(L, "expected a tensor or number as argument %d, got %s", idx, luaL_typename(L, idx));
+  int is_int = lua_isinteger(L, idx);
+  lab_dtype st;
+  if (lab_dtype_is_float(like->dtype)) {
+    st = lab_compute_type(like->dtype);
+    *out_dtype = like->dtype;
+  } else if (is_int) {
+    st = LAB_I64;
+    *out_dtype = like->dtype == LAB_BOOL ? LAB_I64 : like->dtype;
+  } else {
+    st = LAB_F32;
+    *out_dtype = LAB_F32;
+  }
+  lab_tensor *s;
+  if (st == LAB_I64) {
+    s = lab_tensor_empty(LAB_I64, 0, NULL);
+    if (s) *(int64_t *)lab_data(s) = lua_tointeger(L, idx);
+  } else {
+    s = lab_tensor_scalar(st, lua_tonumber(L, idx));
+  }
+  if (!s) ll_runtime_error(L);
+  return s;
+}

@@ -1,0 +1,46 @@
+-- Pure-Lua helpers of the `lab` module, loaded once after the C parts are registered.
+-- They read like what they do: print on one rank, compare tensors, format sizes.
+local lab = lab
+
+-- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
+function lab.print0(...)
+  if lab.dist.rank() == 0 then print(...) end
+end
+
+function lab.printr(rank, ...)
+  if lab.dist.rank() == rank then print(...) end
+end
+
+-- largest |a - b| as a Lua number
+function lab.max_abs_diff(a, b)
+  if lab.is_tensor(a) and lab.is_tensor(b) then
+    return (a:to('f64') - b:to('f64')):abs():max():item()
+  end
+  return math.abs(a - b)
+end
+
+-- |a - b| <= atol + rtol * |b| elementwise, as torch.allclose
+function lab.allclose(a, b, rtol, atol)
+  rtol, atol = rtol or 1e-5, atol or 1e-8
+  local a64, b64 = a:to('f64'), b:to('f64')
+  local bad = (a64 - b64):abs():gt(b64:abs() * rtol + atol)
+  return bad:sum():item() == 0
+end
+
+-- raises a rank-prefixed error when a and b differ beyond tolerance
+function lab.assert_close(a, b, rtol, atol, what)
+  if not lab.allclose(a, b, rtol, atol) then
+    error(string.format("rank %d: %s: tensors differ (max |a-b| = %.3g)", lab.dist.rank(),
+      what or "assert_close", lab.max_abs_diff(a, b)), 2)
+  end
+end
+
+-- "1.50 MiB" for byte counts
+function lab.format_bytes(n)
+  local units = { "B", "KiB", "MiB", "GiB", "TiB" }
+  local i = 1
+  while n >= 1024 and i < #units do n = n / 1024; i = i + 1 end
+  return i == 1 and string.format("%d B", n) or string.format("%.2f %s", n, units[i])
+end
+
+return lab

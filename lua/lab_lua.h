@@ -1,0 +1,47 @@
+/* Shared helpers of the Lua binding: tensor userdata, 1-based dims, rank-prefixed errors. */
+#ifndef LAB_LUA_H
+#define LAB_LUA_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "runtime/tensor.h"
+
+#define LAB_TENSOR_MT "lab.Tensor"
+
+/* Raises "rank R: <message>" (the rank is part of every error a user sees). */
+int ll_error(lua_State *L, const char *fmt, ...);
+/* Raises the runtime's last error with the rank prefix. */
+int ll_runtime_error(lua_State *L);
+
+lab_tensor *ll_check_tensor(lua_State *L, int idx);
+lab_tensor *ll_test_tensor(lua_State *L, int idx); /* NULL if not a tensor */
+/* Pushes a tensor userdata owning the reference t; raises the runtime error if t is NULL. */
+void ll_push_tensor(lua_State *L, lab_tensor *t);
+/* Same, for functions returning -1/0. */
+void ll_check_rc(lua_State *L, int rc);
+
+/* Lua dim (1-based, negative from the end) at idx to a 0-based C dim for a tensor of ndim
+ * dims; `extra` allows one past the end (unsqueeze, stack). */
+int ll_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op);
+int ll_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op);
+/* Sizes given as varargs from idx (stopping at a table of options) or as one table. */
+int ll_read_shape(lua_State *L, int idx, int64_t *shape, const char *op);
+/* dtype from an option table at idx (field "dtype") or a string; def if absent. */
+lab_dtype ll_opt_dtype(lua_State *L, int idx, lab_dtype def);
+lab_dtype ll_check_dtype_name(lua_State *L, int idx);
+/* Index of a trailing options table among the arguments, or 0. */
+int ll_options_index(lua_State *L);
+int ll_opt_bool(lua_State *L, int opts, const char *field, int def);
+double ll_opt_number(lua_State *L, int opts, const char *field, double def);
+/* A number or tensor argument as a tensor (new reference); numbers become 0-d tensors of a
+ * type suited to `like` (see ll_scalar_for). */
+lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *out_dtype);
+
+int ll_rank(void);
+void ll_register_tensor(lua_State *L);      /* metatable and methods */
+void ll_register_creation(lua_State *L);    /* into table at -1 */
+void ll_register_tensor_ops(lua_State *L);  /* methods into the metatable's method table at -1 */
+void ll_register_dist(lua_State *L);        /* lab.dist into table at -1 */
+
+#endif

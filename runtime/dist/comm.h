@@ -1,0 +1,50 @@
+/* The communicator interface every backend implements (MPI now, NCCL later). Callers never
+ * see MPI or NCCL types: a group holds an opaque backend handle, and a backend call takes
+ * raw buffers, an element count and a dtype. Passing `work` makes the call asynchronous;
+ * the returned work object is completed with backend->wait. Returns 0, or -1 after
+ * lab_fail(). */
+#ifndef LAB_RUNTIME_DIST_COMM_H
+#define LAB_RUNTIME_DIST_COMM_H
+
+#include <stdint.h>
+
+#include "../../kernels/dtype.h"
+
+typedef enum { LAB_RED_SUM, LAB_RED_AVG, LAB_RED_MAX, LAB_RED_MIN, LAB_RED_PROD, LAB_NREDOPS } lab_redop;
+
+typedef struct lab_group lab_group;
+typedef struct lab_backend_work lab_backend_work; /* a backend's pending request */
+
+typedef struct lab_comm_backend {
+  const char *name;
+  int (*all_reduce)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                    lab_redop op, lab_backend_work **work);
+  int (*broadcast)(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root,
+                   lab_backend_work **work);
+  int (*reduce)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                lab_redop op, int root, lab_backend_work **work);
+  /* count is per rank: recv holds size * count elements in rank order */
+  int (*all_gather)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                    lab_backend_work **work);
+  /* count is per rank: send holds size * count elements, recv gets this rank's block */
+  int (*reduce_scatter)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_redop op, lab_backend_work **work);
+  int (*all_to_all)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                    lab_backend_work **work);
+  int (*send)(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
+              lab_backend_work **work);
+  int (*recv)(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag,
+              lab_backend_work **work);
+  int (*barrier)(lab_group *g);
+  /* Exchange a small fixed-size record with every rank of the group, on a channel apart
+   * from user traffic: used by checked collectives to compare what each rank is calling. */
+  int (*exchange)(lab_group *g, const void *mine, void *all, int nbytes);
+  int (*wait)(lab_backend_work *w);
+  int (*test)(lab_backend_work *w, int *done);
+  void (*free_work)(lab_backend_work *w);
+  /* New group of the members of g whose colour matches; colour < 0 leaves this rank out. */
+  int (*split)(lab_group *g, int color, int key, lab_group *out);
+  void (*free_group)(lab_group *g);
+} lab_comm_backend;
+
+#endif

@@ -1,0 +1,399 @@
+/* Argument checks, traffic accounting and checked-mode fingerprints for collectives, in
+ * front of the group's backend. */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../error.h"
+#include "../ewise.h"
+
+#define MAX_GROUPS 256
+
+static lab_group *groups[MAX_GROUPS];
+static int ngroups;
+static int checked;
+static char call_site[96];
+
+const char *lab_coll_name(lab_coll_op op) {
+  static const char *n[LAB_NOPS] = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                    "reduce_scatter", "all_to_all", "send", "recv", "barrier"};
+  return n[op];
+}
+
+const char *lab_redop_name(lab_redop op) {
+  static const char *n[LAB_NREDOPS] = {"sum", "avg", "max", "min", "prod"};
+  return n[op];
+}
+
+int lab_redop_from_name(const char *name) {
+  for (int i = 0; i < LAB_NREDOPS; i++)
+    if (strcmp(name, lab_redop_name((lab_redop)i)) == 0) return i;
+  return -1;
+}
+
+static void add_group(lab_group *g) {
+  if (ngroups < MAX_GROUPS) groups[ngroups++] = g;
+}
+
+void lab_dist_register_world(lab_group *world) {
+  world->id = 0;
+  snprintf(world->name, sizeof world->name, "world");
+  add_group(world);
+}
+
+lab_group *lab_dist_world(void) { return ngroups ? groups[0] : NULL; }
+int lab_dist_world_rank(void) {
+  lab_group *w = lab_dist_world();
+  return w ? w->rank : 0;
+}
+void lab_dist_set_checked(int on) { checked = on; }
+int lab_dist_checked(void) { return checked; }
+void lab_dist_set_call_site(const char *site) {
+  snprintf(call_site, sizeof call_site, "%s", site ? site : "");
+}
+int lab_dist_group_count(void) { return ngroups; }
+lab_group *lab_dist_group_at(int i) { return i >= 0 && i < ngroups ? groups[i] : NULL; }
+
+static lab_group *group_from_split(lab_group *parent, int color, int key, const char *what) {
+  if (ngroups >= MAX_GROUPS) {
+    lab_fail(what, "too many groups (%d)", MAX_GROUPS);
+    return NULL;
+  }
+  lab_group *g = calloc(1, sizeof *g);
+  if (!g) {
+    lab_fail(what, "out of memory");
+    return NULL;
+  }
+  g->backend = parent->backend;
+  g->world_size = parent->world_size;
+  if (parent->backend->split(parent, color, key, g) < 0) {
+    free(g);
+    return NULL;
+  }
+  g->id = ngroups;
+  add_group(g);
+  return g;
+}
+
+lab_group *lab_dist_new_group(lab_group *parent, int n, const int *world_ranks) {
+  int me = lab_dist_world_rank(), pos = -1;
+  for (int i = 0; i < n; i++) {
+    if (world_ranks[i] < 0 || world_ranks[i] >= parent->world_size) {
+      lab_fail("new_group", "rank %d is not in the world of %d ranks", world_ranks[i], parent->world_size);
+      return NULL;
+    }
+    for (int j = 0; j < i; j++)
+      if (world_ranks[j] == world_ranks[i]) {
+        lab_fail("new_group", "rank %d is listed twice", world_ranks[i]);
+        return NULL;
+      }
+    if (world_ranks[i] == me) pos = i;
+  }
+  lab_group *g = group_from_split(parent, pos >= 0 ? 1 : -1, pos, "new_group");
+  if (!g) return NULL;
+  int len = 0;
+  len += snprintf(g->name + len, sizeof g->name - (size_t)len, "group%d[", g->id);
+  for (int i = 0; i < n && len < (int)sizeof g->name - 8; i++)
+    len += snprintf(g->name + len, sizeof g->name - (size_t)len, i ? ",%d" : "%d", world_ranks[i]);
+  snprintf(g->name + len, sizeof g->name - (size_t)len, "]");
+  if (pos < 0) { /* a non-member keeps the member list for its error messages */
+    g->size = n;
+    g->world_ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (g->world_ranks) memcpy(g->world_ranks, world_ranks, sizeof(int) * (size_t)n);
+  }
+  return g;
+}
+
+lab_group *lab_dist_split(lab_group *parent, int color, int key) {
+  lab_group *g = group_from_split(parent, color, key, "split");
+  if (g) snprintf(g->name, sizeof g->name, "group%d(color %d)", g->id, color);
+  return g;
+}
+
+void lab_dist_free_group(lab_group *g) {
+  if (!g || g->id == 0) return;
+  for (int i = 0; i < ngroups; i++)
+    if (groups[i] == g) groups[i] = NULL;
+  g->backend->free_group(g);
+  free(g->world_ranks);
+  free(g);
+}
+
+void lab_dist_reset_stats(void) {
+  for (int i = 0; i < ngroups; i++)
+    if (groups[i]) memset(groups[i]->stats, 0, sizeof groups[i]->stats);
+}
+
+/* ---- checks ---- */
+
+static int member_check(const char *op, lab_group *g) {
+  if (g->rank >= 0) return 0;
+  return lab_fail(op, "this rank is not a member of %s", g->name);
+}
+
+static int contiguous_check(const char *op, const char *what, lab_tensor *t) {
+  if (lab_is_contiguous(t)) return 0;
+  char s[128];
+  return lab_fail(op, "%s tensor of shape %s is not contiguous; call :contiguous() first", what,
+                  lab_shape_str(t, s, sizeof s));
+}
+
+static int root_check(const char *op, lab_group *g, int root, const char *what) {
+  if (root >= 0 && root < g->size) return 0;
+  return lab_fail(op, "%s %d is not a rank of %s (size %d)", what, root, g->name, g->size);
+}
+
+/* ---- checked mode ---- */
+
+typedef struct {
+  int32_t op, dtype, redop, root;
+  int64_t count;
+  char site[96];
+} fingerprint;
+
+static int fingerprints_agree(const fingerprint *a, const fingerprint *b) {
+  return a->op == b->op && a->dtype == b->dtype && a->redop == b->redop && a->root == b->root &&
+         a->count == b->count;
+}
+
+static int describe(const fingerprint *f, char *buf, size_t n) {
+  int len = snprintf(buf, n, "%s", lab_coll_name((lab_coll_op)f->op));
+  if (f->op != LAB_OP_BARRIER)
+    len += snprintf(buf + len, n - (size_t)len, "(%lld x %s", (long long)f->count,
+                    lab_dtype_name((lab_dtype)f->dtype));
+  if (f->redop >= 0) len += snprintf(buf + len, n - (size_t)len, ", op=%s", lab_redop_name((lab_redop)f->redop));
+  if (f->root >= 0) len += snprintf(buf + len, n - (size_t)len, ", root=%d", f->root);
+  if (f->op != LAB_OP_BARRIER) len += snprintf(buf + len, n - (size_t)len, ")");
+  if (f->site[0]) len += snprintf(buf + len, n - (size_t)len, " at %s", f->site);
+  return len;
+}
+
+static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t count, int redop, int root) {
+  if (!checked || op == LAB_OP_SEND || op == LAB_OP_RECV) return 0;
+  fingerprint mine;
+  memset(&mine, 0, sizeof mine);
+  mine.op = op;
+  mine.dtype = dt;
+  mine.count = count;
+  mine.redop = redop;
+  mine.root = root;
+  snprintf(mine.site, sizeof mine.site, "%s", call_site);
+  fingerprint *all = calloc((size_t)g->size, sizeof *all);
+  if (!all) return lab_fail(lab_coll_name(op), "out of memory");
+  if (g->backend->exchange(g, &mine, all, (int)sizeof mine) < 0) {
+    free(all);
+    return -1;
+  }
+  int same = 1;
+  for (int r = 1; r < g->size; r++) same = same && fingerprints_agree(&all[0], &all[r]);
+  if (!same) {
+    char msg[2048];
+    int len = snprintf(msg, sizeof msg, "ranks of %s disagree on the collective:", g->name);
+    for (int r = 0; r < g->size && len < (int)sizeof msg - 200; r++) {
+      len += snprintf(msg + len, sizeof msg - (size_t)len, "\n  rank %d: ", g->world_ranks[r]);
+      len += describe(&all[r], msg + len, sizeof msg - (size_t)len);
+    }
+    free(all);
+    return lab_fail(lab_coll_name(op), "%s", msg);
+  }
+  free(all);
+  return 0;
+}
+
+/* ---- accounting ---- */
+
+static void count(lab_group *g, lab_coll_op op, int64_t bytes, double wire_factor) {
+  g->stats[op].calls++;
+  g->stats[op].bytes += bytes;
+  g->stats[op].wire_bytes += (int64_t)((double)bytes * wire_factor + 0.5);
+}
+
+static double ring(lab_group *g) { return g->size > 1 ? (double)(g->size - 1) / g->size : 0; }
+
+/* ---- the work object ---- */
+
+static int start(lab_group *g, lab_backend_work *bw, lab_work **work, lab_tensor *k0,
+                 lab_tensor *k1, int avg) {
+  lab_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    g->backend->wait(bw);
+    g->backend->free_work(bw);
+    return lab_fail("async", "out of memory");
+  }
+  w->group = g;
+  w->bw = bw;
+  w->keep[0] = k0;
+  w->keep[1] = k1;
+  if (k0) lab_tensor_retain(k0);
+  if (k1) lab_tensor_retain(k1);
+  w->avg_divisor = avg;
+  *work = w;
+  return 0;
+}
+
+static int finish_avg(lab_tensor *t, int divisor) {
+  lab_tensor *d = lab_tensor_scalar(LAB_F64, (double)divisor);
+  if (!d) return -1;
+  int rc = lab_binary_(LAB_DIV, t, d);
+  lab_tensor_release(d);
+  return rc;
+}
+
+int lab_work_wait(lab_work *w) {
+  if (w->done) return 0;
+  int rc = w->group->backend->wait(w->bw);
+  w->done = 1;
+  if (rc == 0 && w->avg_divisor > 0) rc = finish_avg(w->keep[0], w->avg_divisor);
+  return rc;
+}
+
+int lab_work_test(lab_work *w, int *done) {
+  if (w->done) {
+    *done = 1;
+    return 0;
+  }
+  if (w->group->backend->test(w->bw, done) < 0) return -1;
+  if (*done) return lab_work_wait(w);
+  return 0;
+}
+
+void lab_work_free(lab_work *w) {
+  if (!w) return;
+  if (!w->done) lab_work_wait(w); /* never free buffers under a pending request */
+  w->group->backend->free_work(w->bw);
+  for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
+  free(w);
+}
+
+/* Blocking when work is NULL; otherwise wraps the backend request. */
+#define LAUNCH(g, work, k0, k1, avg, CALL)                                                     \
+  do {                                                                                         \
+    lab_backend_work *bw_ = NULL;                                                              \
+    lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
+    if ((CALL) < 0) return -1;                                                                 \
+    if (work) return start(g, bw_, work, k0, k1, avg);                                         \
+    if ((avg) > 0) return finish_avg(k0, avg);                                                 \
+    return 0;                                                                                  \
+  } while (0)
+
+static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
+  if (r == LAB_RED_AVG && !lab_dtype_is_float(t->dtype))
+    return lab_fail(op, "op 'avg' needs a floating-point tensor, got %s", lab_dtype_name(t->dtype));
+  return 0;
+}
+
+int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
+  const char *name = "all_reduce";
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || redop_check(name, t, op) < 0) return -1;
+  int64_t n = lab_numel(t);
+  if (check_agreement(g, LAB_OP_ALL_REDUCE, t->dtype, n, op, -1) < 0) return -1;
+  count(g, LAB_OP_ALL_REDUCE, (int64_t)lab_nbytes(t), 2 * ring(g));
+  lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
+  int avg = op == LAB_RED_AVG ? g->size : 0;
+  LAUNCH(g, work, t, NULL, avg, g->backend->all_reduce(g, lab_data(t), lab_data(t), n, t->dtype, bop, bwp_));
+}
+
+int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
+  const char *name = "broadcast";
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "src") < 0) return -1;
+  int64_t n = lab_numel(t);
+  if (check_agreement(g, LAB_OP_BROADCAST, t->dtype, n, -1, root) < 0) return -1;
+  count(g, LAB_OP_BROADCAST, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
+  LAUNCH(g, work, t, NULL, 0, g->backend->broadcast(g, lab_data(t), n, t->dtype, root, bwp_));
+}
+
+int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **work) {
+  const char *name = "reduce";
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "dst") < 0 ||
+      redop_check(name, t, op) < 0)
+    return -1;
+  int64_t n = lab_numel(t);
+  if (check_agreement(g, LAB_OP_REDUCE, t->dtype, n, op, root) < 0) return -1;
+  count(g, LAB_OP_REDUCE, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
+  lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
+  int avg = (op == LAB_RED_AVG && g->rank == root) ? g->size : 0;
+  LAUNCH(g, work, t, NULL, avg, g->backend->reduce(g, lab_data(t), lab_data(t), n, t->dtype, bop, root, bwp_));
+}
+
+static int sized_pair_check(const char *op, lab_group *g, lab_tensor *big, const char *big_name,
+                            lab_tensor *small, const char *small_name) {
+  char a[128], b[128];
+  if (big->dtype != small->dtype)
+    return lab_fail(op, "%s is %s but %s is %s: dtypes must match", big_name, lab_dtype_name(big->dtype),
+                    small_name, lab_dtype_name(small->dtype));
+  if (lab_numel(big) != (int64_t)g->size * lab_numel(small))
+    return lab_fail(op, "%s %s must hold %d x %lld elements (group size x %s %s), not %lld", big_name,
+                    lab_shape_str(big, a, sizeof a), g->size, (long long)lab_numel(small), small_name,
+                    lab_shape_str(small, b, sizeof b), (long long)lab_numel(big));
+  if (contiguous_check(op, big_name, big) < 0 || contiguous_check(op, small_name, small) < 0) return -1;
+  return 0;
+}
+
+int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
+  const char *name = "all_gather";
+  if (member_check(name, g) < 0 || sized_pair_check(name, g, out, "output", in, "input") < 0) return -1;
+  int64_t n = lab_numel(in);
+  if (check_agreement(g, LAB_OP_ALL_GATHER, in->dtype, n, -1, -1) < 0) return -1;
+  count(g, LAB_OP_ALL_GATHER, (int64_t)lab_nbytes(out), ring(g));
+  LAUNCH(g, work, out, in, 0, g->backend->all_gather(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+}
+
+int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop op, lab_work **work) {
+  const char *name = "reduce_scatter";
+  if (member_check(name, g) < 0 || sized_pair_check(name, g, in, "input", out, "output") < 0 ||
+      redop_check(name, out, op) < 0)
+    return -1;
+  int64_t n = lab_numel(out);
+  if (check_agreement(g, LAB_OP_REDUCE_SCATTER, in->dtype, n, op, -1) < 0) return -1;
+  count(g, LAB_OP_REDUCE_SCATTER, (int64_t)lab_nbytes(in), ring(g));
+  lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
+  int avg = op == LAB_RED_AVG ? g->size : 0;
+  LAUNCH(g, work, out, in, avg, g->backend->reduce_scatter(g, lab_data(in), lab_data(out), n, in->dtype, bop, bwp_));
+}
+
+int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
+  const char *name = "all_to_all";
+  char a[128], b[128];
+  if (member_check(name, g) < 0) return -1;
+  if (in->dtype != out->dtype || lab_numel(in) != lab_numel(out))
+    return lab_fail(name, "output %s %s and input %s %s must have the same dtype and size",
+                    lab_shape_str(out, a, sizeof a), lab_dtype_name(out->dtype),
+                    lab_shape_str(in, b, sizeof b), lab_dtype_name(in->dtype));
+  if (lab_numel(in) % g->size != 0)
+    return lab_fail(name, "input of %lld elements does not split evenly over %d ranks",
+                    (long long)lab_numel(in), g->size);
+  if (contiguous_check(name, "input", in) < 0 || contiguous_check(name, "output", out) < 0) return -1;
+  int64_t n = lab_numel(in) / g->size;
+  if (check_agreement(g, LAB_OP_ALL_TO_ALL, in->dtype, n, -1, -1) < 0) return -1;
+  count(g, LAB_OP_ALL_TO_ALL, (int64_t)lab_nbytes(in), ring(g));
+  LAUNCH(g, work, out, in, 0, g->backend->all_to_all(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+}
+
+static int peer_check(const char *op, lab_group *g, int peer, const char *what) {
+  if (root_check(op, g, peer, what) < 0) return -1;
+  if (peer == g->rank) return lab_fail(op, "%s %d is this rank itself", what, peer);
+  return 0;
+}
+
+int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
+  const char *name = "send";
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst") < 0) return -1;
+  count(g, LAB_OP_SEND, (int64_t)lab_nbytes(t), 1.0);
+  LAUNCH(g, work, t, NULL, 0, g->backend->send(g, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
+}
+
+int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
+  const char *name = "recv";
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src") < 0) return -1;
+  count(g, LAB_OP_RECV, (int64_t)lab_nbytes(t), 0.0);
+  LAUNCH(g, work, t, NULL, 0, g->backend->recv(g, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));
+}
+
+int lab_barrier(lab_group *g) {
+  if (member_check("barrier", g) < 0) return -1;
+  if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
+  g->stats[LAB_OP_BARRIER].calls++;
+  return g->backend->barrier(g);
+}

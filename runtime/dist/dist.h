@@ -1,0 +1,85 @@
+/* Collectives on tensors, torch.distributed style: in place, on a group, synchronous or
+ * asynchronous. This layer checks arguments (contiguity, dtypes, sizes, membership),
+ * counts traffic per op and group, optionally cross-checks the call on every rank, and
+ * hands raw buffers to the group's backend. */
+#ifndef LAB_RUNTIME_DIST_H
+#define LAB_RUNTIME_DIST_H
+
+#include "../tensor.h"
+#include "comm.h"
+
+typedef enum {
+  LAB_OP_ALL_REDUCE, LAB_OP_BROADCAST, LAB_OP_REDUCE, LAB_OP_ALL_GATHER, LAB_OP_REDUCE_SCATTER,
+  LAB_OP_ALL_TO_ALL, LAB_OP_SEND, LAB_OP_RECV, LAB_OP_BARRIER, LAB_NOPS
+} lab_coll_op;
+
+typedef struct {
+  int64_t calls;
+  int64_t bytes;      /* payload: the bytes of the tensor this rank passed in */
+  int64_t wire_bytes; /* bytes this rank sends under a ring/tree algorithm (nccl-tests' bus factor) */
+} lab_coll_stats;
+
+#define LAB_GROUP_NAME 64
+
+struct lab_group {
+  int id;
+  char name[LAB_GROUP_NAME];
+  int rank, size;   /* this rank's place in the group; rank -1: not a member */
+  int world_size;
+  int *world_ranks; /* world rank of each member */
+  const lab_comm_backend *backend;
+  void *impl;       /* the backend's communicator */
+  lab_coll_stats stats[LAB_NOPS];
+};
+
+/* A pending asynchronous collective and what must happen when it completes. */
+typedef struct lab_work {
+  lab_group *group;
+  lab_backend_work *bw;
+  lab_tensor *keep[3]; /* tensors the request reads or writes, kept alive until done */
+  int avg_divisor;     /* > 0: divide keep[0] by it on completion (avg) */
+  int done;
+} lab_work;
+
+const char *lab_coll_name(lab_coll_op op);
+const char *lab_redop_name(lab_redop op);
+int lab_redop_from_name(const char *name);
+
+/* Set up from the world group the backend created (MPI_Init happens in the backend). */
+void lab_dist_register_world(lab_group *world);
+lab_group *lab_dist_world(void);
+int lab_dist_world_rank(void);
+/* When on, every collective first exchanges (op, dtype, count, root) across the group and
+ * fails on every rank if they differ, instead of hanging or corrupting memory. */
+void lab_dist_set_checked(int on);
+int lab_dist_checked(void);
+/* Call site recorded in the fingerprint (the Lua layer sets it before each call). */
+void lab_dist_set_call_site(const char *site);
+
+/* New groups: every rank of `parent` must call these, members or not. */
+lab_group *lab_dist_new_group(lab_group *parent, int n, const int *world_ranks);
+lab_group *lab_dist_split(lab_group *parent, int color, int key);
+void lab_dist_free_group(lab_group *g);
+int lab_dist_group_count(void);
+lab_group *lab_dist_group_at(int i);
+
+/* work: NULL for a blocking call, else receives a handle to wait on */
+int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work);
+int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work);
+int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **work);
+/* out holds size * numel(in) elements: [size * d0, ...] or [size, ...] */
+int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work);
+/* in holds size * numel(out) elements */
+int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop op, lab_work **work);
+int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work);
+int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work);
+int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work);
+int lab_barrier(lab_group *g);
+
+int lab_work_wait(lab_work *w);
+int lab_work_test(lab_work *w, int *done);
+void lab_work_free(lab_work *w);
+
+void lab_dist_reset_stats(void);
+
+#endif

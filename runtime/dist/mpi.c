@@ -1,0 +1,421 @@
+/* The MPI backend: world set-up, the control channel, and collectives for CPU tensors.
+ * bf16 and f16 have no MPI type: they travel as 2-byte types of our own with reduction
+ * ops that widen to f32 and round back, as NCCL does. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../kernels/cpu/half.h"
+#include "../error.h"
+#include "comm.h"
+#include "control.h"
+#include "dist.h"
+
+typedef struct {
+  MPI_Comm comm;  /* user collectives */
+  MPI_Comm check; /* fingerprints of checked mode */
+} mpi_group;
+
+struct lab_backend_work {
+  MPI_Request req;
+  int64_t expect_count; /* recv: elements expected, to detect short messages */
+  MPI_Datatype type;
+};
+
+static MPI_Comm ctl_comm = MPI_COMM_NULL;
+static int world_rank, world_size, local_rank, local_size = 1;
+static char host[256];
+static MPI_Datatype bf16_type, f16_type;
+static MPI_Op half_ops[LAB_NREDOPS];
+static lab_group world_group;
+static const lab_comm_backend mpi_backend;
+
+double lab_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int mpi_fail(const char *op, int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return lab_fail(op, "MPI error: %s", msg);
+}
+
+/* ---- half-precision reductions ---- */
+
+#define HALF_OP(NAME, EXPR)                                                                    \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *dt) {                        \
+    uint16_t *a = in, *b = inout;                                                              \
+    int bf = *dt == bf16_type;                                                                 \
+    for (int i = 0; i < *len; i++) {                                                           \
+      float x = bf ? lab_bf16_to_f32(a[i]) : lab_f16_to_f32(a[i]);                             \
+      float y = bf ? lab_bf16_to_f32(b[i]) : lab_f16_to_f32(b[i]);                             \
+      float r = (EXPR);                                                                        \
+      b[i] = bf ? lab_f32_to_bf16(r) : lab_f32_to_f16(r);                                      \
+    }                                                                                          \
+  }
+HALF_OP(half_sum, x + y)
+HALF_OP(half_prod, x * y)
+HALF_OP(half_max, (x != x || x > y) ? x : y)
+HALF_OP(half_min, (x != x || x < y) ? x : y)
+
+static MPI_Datatype mpi_type(lab_dtype dt) {
+  switch (dt) {
+  case LAB_F32: return MPI_FLOAT;
+  case LAB_F64: return MPI_DOUBLE;
+  case LAB_I32: return MPI_INT32_T;
+  case LAB_I64: return MPI_INT64_T;
+  case LAB_BF16: return bf16_type;
+  case LAB_F16: return f16_type;
+  default: return MPI_UINT8_T;
+  }
+}
+
+static MPI_Op mpi_op(lab_redop op, lab_dtype dt) {
+  if (dt == LAB_BF16 || dt == LAB_F16) return half_ops[op];
+  switch (op) {
+  case LAB_RED_MAX: return MPI_MAX;
+  case LAB_RED_MIN: return MPI_MIN;
+  case LAB_RED_PROD: return MPI_PROD;
+  default: return MPI_SUM;
+  }
+}
+
+static MPI_Comm comm_of(lab_group *g) { return ((mpi_group *)g->impl)->comm; }
+
+static int count_check(const char *op, int64_t count) {
+  if (count > 0x7fffffff) return lab_fail(op, "%lld elements exceed MPI's int count", (long long)count);
+  return 0;
+}
+
+/* Each call is either blocking (work == NULL) or posts a request into a new work object. */
+static lab_backend_work *new_work(void) {
+  lab_backend_work *w = calloc(1, sizeof *w);
+  if (w) w->req = MPI_REQUEST_NULL;
+  return w;
+}
+
+#define CALL(opname, work, BLOCKING, NONBLOCKING)                                              \
+  do {                                                                                         \
+    int rc_;                                                                                   \
+    if (!(work)) {                                                                             \
+      rc_ = (BLOCKING);                                                                        \
+    } else {                                                                                   \
+      lab_backend_work *w_ = new_work();                                                       \
+      if (!w_) return lab_fail(opname, "out of memory");                                       \
+      MPI_Request *req = &w_->req;                                                             \
+      rc_ = (NONBLOCKING);                                                                     \
+      if (rc_ != MPI_SUCCESS) free(w_);                                                        \
+      else *(work) = w_;                                                                       \
+    }                                                                                          \
+    return rc_ == MPI_SUCCESS ? 0 : mpi_fail(opname, rc_);                                     \
+  } while (0)
+
+static const void *in_place(const void *send, const void *recv) { return send == recv ? MPI_IN_PLACE : send; }
+
+static int m_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_redop op, lab_backend_work **work) {
+  if (count_check("all_reduce", count) < 0) return -1;
+  const void *s = in_place(send, recv);
+  CALL("all_reduce", work, MPI_Allreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g)),
+       MPI_Iallreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g), req));
+}
+
+static int m_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root,
+                       lab_backend_work **work) {
+  if (count_check("broadcast", count) < 0) return -1;
+  CALL("broadcast", work, MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(g)),
+       MPI_Ibcast(buf, (int)count, mpi_type(dt), root, comm_of(g), req));
+}
+
+static int m_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                    lab_redop op, int root, lab_backend_work **work) {
+  if (count_check("reduce", count) < 0) return -1;
+  /* MPI_IN_PLACE is only valid at the root */
+  const void *s = g->rank == root ? in_place(send, recv) : send;
+  void *r = g->rank == root ? recv : NULL;
+  CALL("reduce", work, MPI_Reduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g)),
+       MPI_Ireduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g), req));
+}
+
+static int m_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  if (count_check("all_gather", count * g->size) < 0) return -1;
+  MPI_Datatype t = mpi_type(dt);
+  CALL("all_gather", work, MPI_Allgather(send, (int)count, t, recv, (int)count, t, comm_of(g)),
+       MPI_Iallgather(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
+}
+
+static int m_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count,
+                            lab_dtype dt, lab_redop op, lab_backend_work **work) {
+  if (count_check("reduce_scatter", count * g->size) < 0) return -1;
+  MPI_Datatype t = mpi_type(dt);
+  CALL("reduce_scatter", work,
+       MPI_Reduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g)),
+       MPI_Ireduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g), req));
+}
+
+static int m_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  if (count_check("all_to_all", count * g->size) < 0) return -1;
+  MPI_Datatype t = mpi_type(dt);
+  CALL("all_to_all", work, MPI_Alltoall(send, (int)count, t, recv, (int)count, t, comm_of(g)),
+       MPI_Ialltoall(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
+}
+
+static int m_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
+                  lab_backend_work **work) {
+  if (count_check("send", count) < 0) return -1;
+  CALL("send", work, MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g)),
+       MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g), req));
+}
+
+static int recv_count_check(MPI_Status *st, MPI_Datatype t, int64_t want) {
+  int got = 0;
+  MPI_Get_count(st, t, &got);
+  if (got != want)
+    return lab_fail("recv", "expected %lld elements from rank %d but the message held %d; "
+                    "send and recv tensors must have the same size", (long long)want, st->MPI_SOURCE, got);
+  return 0;
+}
+
+static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag,
+                  lab_backend_work **work) {
+  if (count_check("recv", count) < 0) return -1;
+  MPI_Datatype t = mpi_type(dt);
+  if (!work) {
+    MPI_Status st;
+    int rc = MPI_Recv(buf, (int)count, t, peer, tag, comm_of(g), &st);
+    if (rc != MPI_SUCCESS) {
+      int cls = 0;
+      MPI_Error_class(rc, &cls);
+      if (cls == MPI_ERR_TRUNCATE)
+        return lab_fail("recv", "the message from rank %d holds more than the %lld elements of "
+                        "the receiving tensor", peer, (long long)count);
+      return mpi_fail("recv", rc);
+    }
+    return recv_count_check(&st, t, count);
+  }
+  lab_backend_work *w = new_work();
+  if (!w) return lab_fail("recv", "out of memory");
+  w->expect_count = count;
+  w->type = t;
+  int rc = MPI_Irecv(buf, (int)count, t, peer, tag, comm_of(g), &w->req);
+  if (rc != MPI_SUCCESS) {
+    free(w);
+    return mpi_fail("recv", rc);
+  }
+  *work = w;
+  return 0;
+}
+
+static int m_barrier(lab_group *g) {
+  int rc = MPI_Barrier(comm_of(g));
+  return rc == MPI_SUCCESS ? 0 : mpi_fail("barrier", rc);
+}
+
+static int m_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
+  int rc = MPI_Allgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, ((mpi_group *)g->impl)->check);
+  return rc == MPI_SUCCESS ? 0 : mpi_fail("check", rc);
+}
+
+static int finish_status(lab_backend_work *w, MPI_Status *st) {
+  if (w->expect_count > 0 || w->type) return recv_count_check(st, w->type, w->expect_count);
+  return 0;
+}
+
+static int m_wait(lab_backend_work *w) {
+  MPI_Status st;
+  int rc = MPI_Wait(&w->req, &st);
+  if (rc != MPI_SUCCESS) return mpi_fail("wait", rc);
+  return finish_status(w, &st);
+}
+
+static int m_test(lab_backend_work *w, int *done) {
+  MPI_Status st;
+  int rc = MPI_Test(&w->req, done, &st);
+  if (rc != MPI_SUCCESS) return mpi_fail("test", rc);
+  return *done ? finish_status(w, &st) : 0;
+}
+
+static void m_free_work(lab_backend_work *w) { free(w); }
+
+static int fill_group(lab_group *g, MPI_Comm comm) {
+  mpi_group *mg = calloc(1, sizeof *mg);
+  if (!mg) return lab_fail("group", "out of memory");
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  mg->comm = comm;
+  MPI_Comm_dup(comm, &mg->check);
+  MPI_Comm_set_errhandler(mg->check, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm, &g->rank);
+  MPI_Comm_size(comm, &g->size);
+  g->world_ranks = malloc(sizeof(int) * (size_t)g->size);
+  if (!g->world_ranks) return lab_fail("group", "out of memory");
+  MPI_Allgather(&world_rank, 1, MPI_INT, g->world_ranks, 1, MPI_INT, comm);
+  g->impl = mg;
+  g->backend = &mpi_backend;
+  return 0;
+}
+
+static int m_split(lab_group *g, int color, int key, lab_group *out) {
+  MPI_Comm c;
+  int rc = MPI_Comm_split(comm_of(g), color < 0 ? MPI_UNDEFINED : color, key, &c);
+  if (rc != MPI_SUCCESS) return mpi_fail("new_group", rc);
+  out->world_size = g->world_size;
+  if (c == MPI_COMM_NULL) {
+    out->rank = -1;
+    out->size = 0;
+    out->impl = NULL;
+    return 0;
+  }
+  return fill_group(out, c);
+}
+
+static void m_free_group(lab_group *g) {
+  mpi_group *mg = g->impl;
+  if (!mg) return;
+  MPI_Comm_free(&mg->comm);
+  MPI_Comm_free(&mg->check);
+  free(mg);
+}
+
+static const lab_comm_backend mpi_backend = {
+    .name = "mpi",
+    .all_reduce = m_all_reduce,
+    .broadcast = m_broadcast,
+    .reduce = m_reduce,
+    .all_gather = m_all_gather,
+    .reduce_scatter = m_reduce_scatter,
+    .all_to_all = m_all_to_all,
+    .send = m_send,
+    .recv = m_recv,
+    .barrier = m_barrier,
+    .exchange = m_exchange,
+    .wait = m_wait,
+    .test = m_test,
+    .free_work = m_free_work,
+    .split = m_split,
+    .free_group = m_free_group,
+};
+
+/* ---- world and control channel ---- */
+
+int lab_ctl_init(int *argc, char ***argv) {
+  int provided;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    return lab_fail("init", "MPI_Init failed");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_dup(MPI_COMM_WORLD, &ctl_comm);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  gethostname(host, sizeof host - 1);
+
+  MPI_Type_contiguous(2, MPI_BYTE, &bf16_type);
+  MPI_Type_commit(&bf16_type);
+  MPI_Type_contiguous(2, MPI_BYTE, &f16_type);
+  MPI_Type_commit(&f16_type);
+  MPI_Op_create(half_sum, 1, &half_ops[LAB_RED_SUM]);
+  half_ops[LAB_RED_AVG] = half_ops[LAB_RED_SUM];
+  MPI_Op_create(half_prod, 1, &half_ops[LAB_RED_PROD]);
+  MPI_Op_create(half_max, 1, &half_ops[LAB_RED_MAX]);
+  MPI_Op_create(half_min, 1, &half_ops[LAB_RED_MIN]);
+
+  MPI_Comm wc;
+  MPI_Comm_dup(MPI_COMM_WORLD, &wc);
+  world_group.world_size = world_size;
+  if (fill_group(&world_group, wc) < 0) return -1;
+  lab_dist_register_world(&world_group);
+  return 0;
+}
+
+void lab_ctl_finalize(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+int lab_ctl_rank(void) { return world_rank; }
+int lab_ctl_size(void) { return world_size; }
+int lab_ctl_local_rank(void) { return local_rank; }
+int lab_ctl_local_size(void) { return local_size; }
+const char *lab_ctl_host(void) { return host; }
+void lab_ctl_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+/* Waits for a request, spinning briefly (a REPL round trip stays well under a millisecond)
+ * and then sleeping between tests so waiting ranks leave the cores to working ones.
+ * Returns 1 if timeout_s (> 0) expired first. */
+static int poll_wait(MPI_Request *req, double timeout_s) {
+  int done = 0;
+  for (int i = 0; i < 2000 && !done; i++) MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  double t0 = lab_now();
+  struct timespec nap = {0, 100000}; /* 0.1 ms */
+  while (!done) {
+    nanosleep(&nap, NULL);
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (!done && timeout_s > 0 && lab_now() - t0 > timeout_s) return 1;
+    if (nap.tv_nsec < 2000000) nap.tv_nsec += 50000; /* back off to 2 ms */
+  }
+  return 0;
+}
+
+int lab_ctl_bcast(char **buf, int64_t *len) {
+  MPI_Request req;
+  MPI_Ibcast(len, 1, MPI_INT64_T, 0, ctl_comm, &req);
+  poll_wait(&req, 0);
+  if (world_rank != 0) {
+    *buf = malloc((size_t)*len + 1);
+    if (!*buf) return lab_fail("control", "out of memory");
+    (*buf)[*len] = 0;
+  }
+  if (*len > 0) {
+    MPI_Ibcast(*buf, (int)*len, MPI_CHAR, 0, ctl_comm, &req);
+    poll_wait(&req, 0);
+  }
+  return 0;
+}
+
+int lab_ctl_gather(const char *mine, int64_t len, char **all, int64_t **lens) {
+  int n = world_size;
+  int64_t *ls = world_rank == 0 ? malloc(sizeof(int64_t) * (size_t)n) : NULL;
+  MPI_Request req;
+  MPI_Igather(&len, 1, MPI_INT64_T, ls, 1, MPI_INT64_T, 0, ctl_comm, &req);
+  poll_wait(&req, 0);
+  int *counts = NULL, *displs = NULL;
+  char *out = NULL;
+  if (world_rank == 0) {
+    counts = malloc(sizeof(int) * (size_t)n);
+    displs = malloc(sizeof(int) * (size_t)n);
+    int64_t total = 0;
+    for (int r = 0; r < n; r++) {
+      counts[r] = (int)ls[r];
+      displs[r] = (int)total;
+      total += ls[r];
+    }
+    out = malloc((size_t)total + 1);
+  }
+  MPI_Igatherv(mine, (int)len, MPI_CHAR, out, counts, displs, MPI_CHAR, 0, ctl_comm, &req);
+  poll_wait(&req, 0);
+  free(counts);
+  free(displs);
+  if (world_rank == 0) {
+    *all = out;
+    *lens = ls;
+  }
+  return 0;
+}
+
+int lab_ctl_max(int v, int *out, double timeout_s) {
+  MPI_Request req;
+  MPI_Iallreduce(&v, out, 1, MPI_INT, MPI_MAX, ctl_comm, &req);
+  return poll_wait(&req, timeout_s);
+}

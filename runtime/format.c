@@ -1,0 +1,165 @@
+/* Tensor printing. Two passes over the shown elements: the first picks the number format
+ * (integers, fixed with 4 decimals, or scientific) and the column width, the second prints. */
+#include "format.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/cpu/convert.h"
+
+#define EDGE 3
+#define SUMMARIZE_OVER 1000
+
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int ok;
+} sbuf;
+
+static void put(sbuf *s, const char *fmt, ...) {
+  if (!s->ok) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (s->len + (size_t)n + 1 > s->cap) {
+    size_t cap = (s->cap + (size_t)n + 1) * 2;
+    char *b = realloc(s->buf, cap);
+    if (!b) {
+      s->ok = 0;
+      return;
+    }
+    s->buf = b;
+    s->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
+  va_end(ap);
+  s->len += (size_t)n;
+}
+
+typedef struct {
+  const lab_tensor *t;
+  int summarize;
+  int is_float, is_bool;
+  int mode; /* 0: integral floats "1.", 1: fixed "%.4f", 2: scientific "%.4e" */
+  int width;
+  double max_abs, min_abs;
+  int all_integral, any_finite;
+} fmt_state;
+
+static const char *elem_ptr(const lab_tensor *t, const int64_t *idx) {
+  int64_t off = t->offset;
+  for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+  return (const char *)t->storage->data + off * (int64_t)lab_dtype_size(t->dtype);
+}
+
+static int elem_text(const fmt_state *f, const char *p, char *out, size_t n) {
+  if (f->is_bool) return snprintf(out, n, "%s", *(const uint8_t *)p ? "true" : "false");
+  if (!f->is_float) return snprintf(out, n, "%lld", (long long)lab_get_i64(f->t->dtype, p));
+  double v = lab_get_f64(f->t->dtype, p);
+  if (isnan(v)) return snprintf(out, n, "nan");
+  if (isinf(v)) return snprintf(out, n, v > 0 ? "inf" : "-inf");
+  if (f->mode == 0) return snprintf(out, n, "%.0f.", v);
+  if (f->mode == 1) return snprintf(out, n, "%.4f", v);
+  return snprintf(out, n, "%.4e", v);
+}
+
+/* Visit every shown element in order; `visit` gets its pointer. */
+typedef void (*visit_fn)(fmt_state *f, const char *p, void *ctx);
+
+static void scan(fmt_state *f, int dim, int64_t *idx, visit_fn fn, void *ctx) {
+  const lab_tensor *t = f->t;
+  if (dim == t->ndim) {
+    fn(f, elem_ptr(t, idx), ctx);
+    return;
+  }
+  int64_t n = t->shape[dim];
+  for (int64_t i = 0; i < n; i++) {
+    if (f->summarize && n > 2 * EDGE && i == EDGE) i = n - EDGE;
+    idx[dim] = i;
+    scan(f, dim + 1, idx, fn, ctx);
+  }
+}
+
+static void measure(fmt_state *f, const char *p, void *ctx) {
+  (void)ctx;
+  if (f->is_float) {
+    double v = lab_get_f64(f->t->dtype, p);
+    if (isfinite(v)) {
+      double a = fabs(v);
+      f->any_finite = 1;
+      if (a > f->max_abs) f->max_abs = a;
+      if (a > 0 && a < f->min_abs) f->min_abs = a;
+      if (v != floor(v)) f->all_integral = 0;
+    }
+  }
+}
+
+static void widen(fmt_state *f, const char *p, void *ctx) {
+  (void)ctx;
+  char b[64];
+  int w = elem_text(f, p, b, sizeof b);
+  if (w > f->width) f->width = w;
+}
+
+static void print_rec(fmt_state *f, sbuf *s, int dim, int64_t *idx, int indent) {
+  const lab_tensor *t = f->t;
+  char b[64];
+  if (dim == t->ndim) {
+    elem_text(f, elem_ptr(t, idx), b, sizeof b);
+    put(s, "%*s", f->width, b);
+    return;
+  }
+  put(s, "[");
+  int64_t n = t->shape[dim];
+  for (int64_t i = 0; i < n; i++) {
+    if (f->summarize && n > 2 * EDGE && i == EDGE) {
+      if (dim == t->ndim - 1) put(s, "...");
+      else put(s, "...");
+      i = n - EDGE;
+      put(s, dim == t->ndim - 1 ? ", " : ",\n%*s", indent + 1, "");
+    }
+    idx[dim] = i;
+    print_rec(f, s, dim + 1, idx, indent + 1);
+    if (i + 1 < n) {
+      if (dim == t->ndim - 1) put(s, ", ");
+      else {
+        put(s, ",");
+        for (int k = dim; k < t->ndim - 1; k++) put(s, "\n");
+        put(s, "%*s", indent + 1, "");
+      }
+    }
+  }
+  put(s, "]");
+}
+
+char *lab_format(const lab_tensor *t) {
+  fmt_state f = {.t = t, .is_float = lab_dtype_is_float(t->dtype), .is_bool = t->dtype == LAB_BOOL,
+                 .min_abs = INFINITY, .all_integral = 1};
+  f.summarize = lab_numel(t) > SUMMARIZE_OVER;
+  int64_t idx[LAB_MAX_DIMS] = {0};
+  if (lab_numel(t) > 0) scan(&f, 0, idx, measure, NULL);
+  if (f.is_float) {
+    if (f.any_finite && f.all_integral && f.max_abs < 1e8) f.mode = 0;
+    else if (f.any_finite && (f.max_abs >= 1e8 || f.min_abs < 1e-4 || f.max_abs / f.min_abs > 1e5))
+      f.mode = 2;
+    else f.mode = 1;
+  }
+  if (lab_numel(t) > 0) scan(&f, 0, idx, widen, NULL);
+  sbuf s = {.ok = 1};
+  const char *prefix = "tensor(";
+  put(&s, "%s", prefix);
+  if (lab_numel(t) == 0) put(&s, "[]");
+  else print_rec(&f, &s, 0, idx, (int)strlen(prefix));
+  char shape[160];
+  put(&s, ", shape=%s, dtype=%s)", lab_shape_str(t, shape, sizeof shape), lab_dtype_name(t->dtype));
+  if (!s.ok) {
+    free(s.buf);
+    return NULL;
+  }
+  return s.buf;
+}

@@ -1,0 +1,105 @@
+/* The strided multi-operand iterator behind every elementwise op and copy. */
+#include "iter.h"
+
+#include <omp.h>
+
+#include "../kernels/cpu/gemm.h"
+
+void lab_iter_init(lab_iter *it, int ndim, const int64_t *shape, int nops, lab_tensor **ops) {
+  it->nops = nops;
+  /* broadcast strides, dropping size-1 dims */
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1) continue;
+    it->shape[n] = shape[d];
+    for (int k = 0; k < nops; k++) {
+      lab_tensor *t = ops[k];
+      int td = d - (ndim - t->ndim);
+      int64_t st = (td >= 0 && t->shape[td] != 1) ? t->stride[td] : 0;
+      it->stride[k][n] = st * (int64_t)lab_dtype_size(t->dtype);
+    }
+    n++;
+  }
+  for (int k = 0; k < nops; k++) it->data[k] = lab_data(ops[k]);
+  /* merge dim d into d+1 when every operand steps over d as one run of d+1 */
+  int m = 0;
+  for (int d = 0; d < n; d++) {
+    if (m > 0) {
+      int ok = 1;
+      for (int k = 0; k < nops && ok; k++)
+        ok = it->stride[k][m - 1] == it->stride[k][d] * it->shape[d];
+      if (ok) {
+        it->shape[m - 1] *= it->shape[d];
+        for (int k = 0; k < nops; k++) it->stride[k][m - 1] = it->stride[k][d];
+        continue;
+      }
+    }
+    it->shape[m] = it->shape[d];
+    for (int k = 0; k < nops; k++) it->stride[k][m] = it->stride[k][d];
+    m++;
+  }
+  if (m == 0) { /* a scalar: one row of one element */
+    it->shape[0] = 1;
+    for (int k = 0; k < nops; k++) it->stride[k][0] = 0;
+    m = 1;
+  }
+  it->ndim = m;
+}
+
+int64_t lab_iter_numel(const lab_iter *it) {
+  int64_t n = 1;
+  for (int d = 0; d < it->ndim; d++) n *= it->shape[d];
+  return n;
+}
+
+/* Runs elements [begin, end) of the flattened iteration space. */
+static void run_range(const lab_iter *it, lab_row_fn fn, void *ctx, int64_t begin, int64_t end) {
+  int nd = it->ndim;
+  int64_t inner = it->shape[nd - 1];
+  int64_t idx[LAB_MAX_DIMS];
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; d--) {
+    idx[d] = rem % it->shape[d];
+    rem /= it->shape[d];
+  }
+  int64_t inner_strides[LAB_ITER_MAX_OPS];
+  for (int k = 0; k < it->nops; k++) inner_strides[k] = it->stride[k][nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    char *ptrs[LAB_ITER_MAX_OPS];
+    for (int k = 0; k < it->nops; k++) {
+      char *p = it->data[k];
+      for (int d = 0; d < nd; d++) p += idx[d] * it->stride[k][d];
+      ptrs[k] = p;
+    }
+    int64_t n = inner - idx[nd - 1];
+    if (n > end - pos) n = end - pos;
+    fn(ctx, ptrs, inner_strides, n);
+    pos += n;
+    idx[nd - 1] += n;
+    for (int d = nd - 1; d > 0 && idx[d] >= it->shape[d]; d--) {
+      idx[d] = 0;
+      idx[d - 1]++;
+    }
+  }
+}
+
+/* Below this many elements a thread team costs more than it saves. */
+#define PARALLEL_GRAIN 32768
+
+void lab_iter_run(lab_iter *it, lab_row_fn fn, void *ctx) {
+  int64_t total = lab_iter_numel(it);
+  int threads = lab_get_num_threads();
+  if (total <= 0) return;
+  if (threads <= 1 || total < PARALLEL_GRAIN) {
+    run_range(it, fn, ctx, 0, total);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t chunk = (total + nt - 1) / nt;
+    int64_t b = (int64_t)t * chunk, e = b + chunk < total ? b + chunk : total;
+    if (b < e) run_range(it, fn, ctx, b, e);
+  }
+}

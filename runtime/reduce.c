@@ -1,0 +1,223 @@
+/* Reductions. The reduced dim is removed from an iteration over the output; each output
+ * element then walks its line of the input with the reduced dim's stride, loaded into a
+ * contiguous buffer in the compute type for the row kernels. */
+#include "reduce.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/cpu/convert.h"
+#include "../kernels/cpu/reduce.h"
+#include "error.h"
+#include "iter.h"
+
+static const char *reduce_name(lab_reduce_op op) {
+  static const char *n[] = {"sum", "mean", "prod", "var", "norm", "max", "min"};
+  return n[op];
+}
+
+typedef struct {
+  lab_reduce_op op;
+  lab_dtype in_t, ct, out_t;
+  int64_t len, stride; /* the reduced line: elements and byte stride */
+  double param;
+  int want_max;
+  int ext; /* max/min: operand 1 holds indices */
+} red_ctx;
+
+static void reduce_line(const red_ctx *c, const char *src, void *buf, char *out, char *idx_out) {
+  lab_load_row(c->in_t, src, c->stride, c->ct, buf, c->len);
+  if (c->ext) {
+    int64_t i = lab_row_argext(c->ct, buf, c->len, c->want_max);
+    lab_store_row(c->ct, (char *)buf + i * (int64_t)lab_dtype_size(c->ct), c->out_t, out, 0, 1);
+    *(int64_t *)idx_out = i;
+    return;
+  }
+  if (c->ct == LAB_I64 && (c->op == LAB_R_SUM || c->op == LAB_R_PROD)) {
+    int64_t v = c->op == LAB_R_SUM ? lab_row_sum_i(buf, c->len) : lab_row_prod_i(buf, c->len);
+    lab_set_i64(c->out_t, out, v);
+    return;
+  }
+  double v = 0;
+  switch (c->op) {
+  case LAB_R_SUM: v = lab_row_sum_f(c->ct, buf, c->len); break;
+  case LAB_R_MEAN: v = c->len ? lab_row_sum_f(c->ct, buf, c->len) / (double)c->len : NAN; break;
+  case LAB_R_PROD: v = lab_row_prod_f(c->ct, buf, c->len); break;
+  case LAB_R_VAR: v = lab_row_var(c->ct, buf, c->len, c->param); break;
+  case LAB_R_NORM: v = lab_row_norm(c->ct, buf, c->len, c->param); break;
+  default: break;
+  }
+  lab_set_f64(c->out_t, out, v);
+}
+
+static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
+  const red_ctx *c = vctx;
+  void *buf = malloc((size_t)(c->len ? c->len : 1) * 8);
+  if (!buf) return;
+  for (int64_t i = 0; i < n; i++)
+    reduce_line(c, ptrs[1] + i * strides[1], buf, ptrs[0] + i * strides[0],
+                c->ext ? ptrs[2] + i * strides[2] : NULL);
+  free(buf);
+}
+
+/* Output shape with `dim` kept as size 1 (for iteration) and the final shape. */
+static void out_shapes(const lab_tensor *t, int dim, int keepdim, int *nk, int64_t *kept,
+                       int *nf, int64_t *final) {
+  *nk = t->ndim;
+  *nf = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    kept[i] = i == dim ? 1 : t->shape[i];
+    if (i != dim || keepdim) final[(*nf)++] = kept[i];
+  }
+}
+
+/* Runs a reduction of t over dim into outs (already shaped with dim kept as 1). */
+static int run_reduce(red_ctx *c, lab_tensor *t, int dim, lab_tensor *out, lab_tensor *idx) {
+  c->in_t = t->dtype;
+  c->len = t->shape[dim];
+  c->stride = t->stride[dim] * (int64_t)lab_dtype_size(t->dtype);
+  /* iterate the input with the reduced dim pinned to its first element */
+  lab_tensor *pinned = lab_narrow(t, dim, 0, t->shape[dim] ? 1 : 0);
+  if (!pinned) return -1;
+  if (t->shape[dim] == 0) { /* empty line: reduce over nothing */
+    pinned->shape[dim] = 1;
+  }
+  lab_tensor *ops[3] = {out, pinned, idx};
+  lab_iter it;
+  lab_iter_init(&it, out->ndim, out->shape, idx ? 3 : 2, ops);
+  lab_iter_run(&it, red_row, c);
+  lab_tensor_release(pinned);
+  return 0;
+}
+
+static lab_tensor *flat_view(lab_tensor *t) {
+  lab_tensor *c = lab_contiguous(t);
+  if (!c) return NULL;
+  int64_t n = lab_numel(c);
+  lab_tensor *f = lab_view(c, 1, &n);
+  lab_tensor_release(c);
+  return f;
+}
+
+static lab_tensor *finish_shape(lab_tensor *out, int nf, const int64_t *final) {
+  lab_tensor *v = lab_view(out, nf, final);
+  lab_tensor_release(out);
+  return v;
+}
+
+static int check_reduce_dim(const char *op, const lab_tensor *t, int dim) {
+  if (dim >= t->ndim && !(t->ndim == 0 && dim == 0))
+    return lab_fail(op, "dim %d out of range for a tensor of %d dimensions", dim + 1, t->ndim);
+  return 0;
+}
+
+lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim, double param) {
+  const char *name = reduce_name(op);
+  if (check_reduce_dim(name, t, dim) < 0) return NULL;
+  int is_float = lab_dtype_is_float(t->dtype);
+  if (!is_float && (op == LAB_R_MEAN || op == LAB_R_VAR || op == LAB_R_NORM)) {
+    lab_fail(name, "needs a floating-point tensor, got %s (convert with :to('f32'))",
+             lab_dtype_name(t->dtype));
+    return NULL;
+  }
+  red_ctx c = {.op = op, .param = param};
+  c.out_t = is_float ? t->dtype : LAB_I64;
+  /* accumulate half types and f32 in f32 rows, summed in double by the row kernels */
+  c.ct = lab_compute_type(t->dtype);
+  if (dim < 0 || t->ndim == 0) {
+    lab_tensor *f = flat_view(t);
+    if (!f) return NULL;
+    lab_tensor *out = lab_tensor_empty(c.out_t, 1, (int64_t[]){1});
+    if (out) run_reduce(&c, f, 0, out, NULL);
+    lab_tensor_release(f);
+    if (!out) return NULL;
+    if (keepdim && t->ndim > 0) {
+      int64_t ones[LAB_MAX_DIMS];
+      for (int i = 0; i < t->ndim; i++) ones[i] = 1;
+      return finish_shape(out, t->ndim, ones);
+    }
+    return finish_shape(out, 0, NULL);
+  }
+  int nk, nf;
+  int64_t kept[LAB_MAX_DIMS], final[LAB_MAX_DIMS];
+  out_shapes(t, dim, keepdim, &nk, kept, &nf, final);
+  lab_tensor *out = lab_tensor_empty(c.out_t, nk, kept);
+  if (!out) return NULL;
+  if (run_reduce(&c, t, dim, out, NULL) < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
+  return finish_shape(out, nf, final);
+}
+
+int lab_reduce_ext(lab_tensor *t, int dim, int keepdim, int want_max, lab_tensor **values,
+                   lab_tensor **indices) {
+  const char *name = want_max ? "max" : "min";
+  if (check_reduce_dim(name, t, dim) < 0) return -1;
+  if (lab_numel(t) == 0) return lab_fail(name, "cannot reduce an empty tensor");
+  red_ctx c = {.ext = 1, .want_max = want_max, .out_t = t->dtype, .ct = lab_compute_type(t->dtype)};
+  lab_tensor *src = t, *flat = NULL;
+  int nk, nf;
+  int64_t kept[LAB_MAX_DIMS], final[LAB_MAX_DIMS];
+  if (dim < 0 || t->ndim == 0) {
+    flat = flat_view(t);
+    if (!flat) return -1;
+    src = flat;
+    dim = 0;
+    nk = 1;
+    kept[0] = 1;
+    nf = 0;
+    if (keepdim)
+      for (int i = 0; i < t->ndim; i++) final[nf++] = 1;
+  } else {
+    out_shapes(t, dim, keepdim, &nk, kept, &nf, final);
+  }
+  lab_tensor *v = lab_tensor_empty(t->dtype, nk, kept);
+  lab_tensor *ix = lab_tensor_empty(LAB_I64, nk, kept);
+  if (v && ix) run_reduce(&c, src, dim, v, ix);
+  lab_tensor_release(flat);
+  if (!v || !ix) {
+    lab_tensor_release(v);
+    lab_tensor_release(ix);
+    return -1;
+  }
+  *values = finish_shape(v, nf, final);
+  *indices = finish_shape(ix, nf, final);
+  return 0;
+}
+
+lab_tensor *lab_softmax(lab_tensor *t, int dim, int log) {
+  const char *name = log ? "log_softmax" : "softmax";
+  if (t->ndim == 0) return lab_clone(t);
+  if (dim < 0 || dim >= t->ndim) {
+    lab_fail(name, "dim %d out of range for a tensor of %d dimensions", dim + 1, t->ndim);
+    return NULL;
+  }
+  if (!lab_dtype_is_float(t->dtype)) {
+    lab_fail(name, "needs a floating-point tensor, got %s", lab_dtype_name(t->dtype));
+    return NULL;
+  }
+  lab_dtype ct = lab_compute_type(t->dtype);
+  /* move dim last, compute rows in the compute type, move it back */
+  lab_tensor *moved = lab_transpose(t, dim, t->ndim - 1);
+  lab_tensor *x = moved ? lab_to_dtype(moved, ct) : NULL;
+  lab_tensor *xc = x ? lab_contiguous(x) : NULL;
+  lab_tensor *y = xc ? lab_tensor_empty(ct, xc->ndim, xc->shape) : NULL;
+  lab_tensor *result = NULL;
+  if (y) {
+    int64_t n = t->shape[dim];
+    lab_softmax_rows(ct, lab_data(xc), lab_data(y), n ? lab_numel(xc) / n : 0, n, log);
+    lab_tensor *back = lab_transpose(y, dim, t->ndim - 1);
+    if (back) {
+      result = lab_tensor_empty(t->dtype, t->ndim, t->shape);
+      if (result) lab_copy_(result, back);
+      lab_tensor_release(back);
+    }
+  }
+  lab_tensor_release(moved);
+  lab_tensor_release(x);
+  lab_tensor_release(xc);
+  lab_tensor_release(y);
+  return result;
+}

@@ -1,0 +1,45 @@
+/* Reference-counted tensor storage with a memory account: every allocation carries a tag
+ * (param, grad, optimizer state, activation, comm buffer, other) and the account keeps
+ * current and peak bytes per tag, so memory reports are measured, not estimated. */
+#ifndef LAB_RUNTIME_STORAGE_H
+#define LAB_RUNTIME_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  LAB_MEM_OTHER = 0,
+  LAB_MEM_PARAM,
+  LAB_MEM_GRAD,
+  LAB_MEM_OPTIM,
+  LAB_MEM_ACTIVATION,
+  LAB_MEM_COMM,
+  LAB_MEM_NTAGS
+} lab_mem_tag;
+
+typedef struct lab_storage {
+  void *data;
+  size_t nbytes;
+  int refcount;
+  lab_mem_tag tag;
+} lab_storage;
+
+/* Zero-filled when `zero` is set. Returns NULL (with lab_fail) when out of memory. */
+lab_storage *lab_storage_new(size_t nbytes, int zero);
+void lab_storage_retain(lab_storage *s);
+void lab_storage_release(lab_storage *s);
+void lab_storage_set_tag(lab_storage *s, lab_mem_tag tag);
+
+typedef struct {
+  int64_t current[LAB_MEM_NTAGS];
+  int64_t peak[LAB_MEM_NTAGS];
+  int64_t current_total, peak_total;
+  int64_t allocated_since_mark; /* bytes allocated since lab_mem_mark(): drives Lua's GC */
+} lab_mem_account;
+
+const lab_mem_account *lab_mem_get(void);
+const char *lab_mem_tag_name(lab_mem_tag tag);
+void lab_mem_mark(void);
+void lab_mem_reset_peak(void);
+
+#endif

@@ -1,0 +1,48 @@
+/* The -n launcher. mpirun needs --oversubscribe for more ranks than cores and
+ * --allow-run-as-root as root; binding is turned off because ranks set their own thread
+ * counts (cores / ranks) and a rank pinned to one core would starve its BLAS threads. */
+#define _GNU_SOURCE
+#include "launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int launched_by_mpi(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    perror("llmlab: cannot find its own executable");
+    return -1;
+  }
+  self[len] = 0;
+  char **av = calloc((size_t)argc + 16, sizeof *av);
+  if (!av) return -1;
+  int k = 0;
+  const char *mpirun = getenv("LLMLAB_MPIRUN");
+  av[k++] = (char *)(mpirun && *mpirun ? mpirun : LLMLAB_MPIRUN);
+  static char np[32];
+  snprintf(np, sizeof np, "%d", n);
+  av[k++] = "-np";
+  av[k++] = np;
+  if (n > sysconf(_SC_NPROCESSORS_ONLN)) av[k++] = "--oversubscribe";
+  if (geteuid() == 0) av[k++] = "--allow-run-as-root";
+  av[k++] = "--bind-to";
+  av[k++] = "none";
+  av[k++] = self;
+  for (int i = 1; i < argc; i++) {
+    if (i >= n_index && i < n_index + n_args) continue;
+    av[k++] = argv[i];
+  }
+  av[k] = NULL;
+  execvp(av[0], av);
+  fprintf(stderr, "llmlab: cannot run %s: ", av[0]);
+  perror(NULL);
+  free(av);
+  return -1;
+}

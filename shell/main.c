@@ -1,0 +1,179 @@
+/* llmlab: one process per MPI rank, each with Lua and the lab module.
+ *   llmlab [options] [script.lua [args...]]
+ * Without a script (or with -i) rank 0 runs the REPL for all ranks. */
+#define _GNU_SOURCE
+#include <lauxlib.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/gemm.h"
+#include "launcher.h"
+#include "repl.h"
+#include "runtime/dist/control.h"
+#include "runtime/dist/dist.h"
+#include "session.h"
+
+static const char *usage =
+    "usage: llmlab [options] [script.lua [args...]]\n"
+    "  -n N                 run N ranks (re-runs itself under mpirun)\n"
+    "  -e CODE              run CODE on every rank (may repeat)\n"
+    "  -i                   enter the REPL after the script or -e code\n"
+    "  --check-collectives  cross-check every collective's arguments on all ranks\n"
+    "  --version            print the version\n"
+    "  -h, --help           this text\n"
+    "Environment: LLMLAB_THREADS (threads per rank), LLMLAB_CHECK_COLLECTIVES=1,\n"
+    "LLMLAB_ERROR_TIMEOUT (seconds to wait for other ranks after an error, default 10).\n"
+    "Plain `mpirun -np 4 llmlab` works too; as root add --allow-run-as-root.\n";
+
+typedef struct {
+  int n;            /* -n value, 0 if absent */
+  int n_index;      /* argv index of -n */
+  int n_args;       /* 2 for "-n N", 1 for "-nN" */
+  int interactive;  /* -i */
+  int check;        /* --check-collectives */
+  int script;       /* argv index of the script, or 0 */
+  int ncode;
+  const char *code[64];
+} options;
+
+static int parse(int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) {
+      o->script = i;
+      return 0;
+    }
+    if (strcmp(a, "--") == 0) {
+      if (i + 1 < argc) o->script = i + 1;
+      return 0;
+    }
+    if (strcmp(a, "-n") == 0 || strncmp(a, "-n", 2) == 0) {
+      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[i + 1] : NULL);
+      char *end;
+      long n = v ? strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1) {
+        fprintf(stderr, "llmlab: -n needs a positive number of ranks\n");
+        return -1;
+      }
+      o->n = (int)n;
+      o->n_index = i;
+      o->n_args = a[2] ? 1 : 2;
+      if (!a[2]) i++;
+    } else if (strcmp(a, "-e") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "llmlab: -e needs code\n");
+        return -1;
+      }
+      if (o->ncode < 64) o->code[o->ncode++] = argv[++i];
+    } else if (strcmp(a, "-i") == 0) {
+      o->interactive = 1;
+    } else if (strcmp(a, "--check-collectives") == 0) {
+      o->check = 1;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS)\n", LLMLAB_VERSION);
+      exit(0);
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    } else {
+      fprintf(stderr, "llmlab: unknown option '%s'\n%s", a, usage);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Threads per rank: the cores this rank may use, shared among the ranks on this node. */
+static void set_threads(void) {
+  const char *env = getenv("LLMLAB_THREADS");
+  int n;
+  if (env && atoi(env) > 0) {
+    n = atoi(env);
+  } else {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    int allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
+    n = (int)(online / lab_ctl_local_size());
+    if (n > allowed) n = allowed;
+    if (n < 1) n = 1;
+  }
+  lab_set_num_threads(n);
+}
+
+static void report_error(const char *err) {
+  char *msg = with_rank_prefix(lab_ctl_rank(), err);
+  fprintf(stderr, "%s\n", msg ? msg : err);
+  fflush(stderr);
+  free(msg);
+}
+
+/* Every rank reports whether it failed; a failed rank waits a bounded time for the others
+ * (which may be blocked in a collective it never reached) and then aborts the job, so an
+ * error never turns into a silent hang. Returns the job's exit status. */
+static int finish_batch(int failed) {
+  const char *env = getenv("LLMLAB_ERROR_TIMEOUT");
+  double timeout = env ? atof(env) : 10.0;
+  int any = 0;
+  if (lab_ctl_max(failed, &any, failed ? timeout : 0) == 1) {
+    fprintf(stderr, "rank %d: the other ranks did not finish within %.0f s of this error "
+            "(probably waiting in a collective this rank never reached); aborting the job\n",
+            lab_ctl_rank(), timeout);
+    fflush(stderr);
+    lab_ctl_abort(1);
+  }
+  return any ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  if (parse(argc, argv, &o) < 0) return 2;
+  if (o.n > 0 && !launched_by_mpi()) return launch_under_mpirun(o.n, argc, argv, o.n_index, o.n_args) < 0 ? 1 : 0;
+  if (lab_ctl_init(&argc, &argv) < 0) {
+    fprintf(stderr, "llmlab: MPI initialisation failed\n");
+    return 1;
+  }
+  set_threads();
+  lua_State *L = session_new();
+  if (!L) {
+    lab_ctl_finalize();
+    return 1;
+  }
+  if (o.check || (getenv("LLMLAB_CHECK_COLLECTIVES") && atoi(getenv("LLMLAB_CHECK_COLLECTIVES")))) lab_dist_set_checked(1);
+  session_set_args(L, argv, argc, o.script ? o.script : 0);
+
+  int failed = 0;
+  for (int i = 0; i < o.ncode && !failed; i++) {
+    char *err = NULL;
+    if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err) < 0) {
+      report_error(err);
+      free(err);
+      failed = 1;
+    }
+  }
+  if (o.script && !failed) {
+    char *err = NULL;
+    const char *path = strcmp(argv[o.script], "-") == 0 ? NULL : argv[o.script];
+    if (session_run_file(L, path, &err) < 0) {
+      report_error(err);
+      free(err);
+      failed = 1;
+    }
+  }
+  int status = 0;
+  int batch = o.script || o.ncode;
+  if (batch) {
+    fflush(stdout);
+    status = finish_batch(failed);
+  }
+  if (!batch || (o.interactive && !status)) {
+    lab_dist_set_checked(1); /* the REPL cross-checks collectives by default */
+    repl_run(L);
+  }
+  lua_close(L);
+  lab_ctl_finalize();
+  return status;
+}

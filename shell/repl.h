@@ -1,0 +1,14 @@
+/* The cross-rank REPL: rank 0 reads complete chunks and broadcasts them; every rank runs
+ * each chunk with its stdout captured; rank 0 gathers and shows the grouped output. */
+#ifndef LAB_SHELL_REPL_H
+#define LAB_SHELL_REPL_H
+
+#include <lua.h>
+
+/* Runs until :quit or end of input on rank 0; every rank must call it. */
+void repl_run(lua_State *L);
+
+/* "rank N: msg" whatever form msg had (errors raised by lab already carry it). */
+char *with_rank_prefix(int rank, const char *msg);
+
+#endif

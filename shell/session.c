@@ -1,0 +1,146 @@
+/* Running Lua code on a rank: loading, the `return` trick, the traceback handler and the
+ * interrupt hook, all in the manner of lua.c. */
+#include "session.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+int luaopen_lab(lua_State *L);
+
+lua_State *session_new(void) {
+  lua_State *L = luaL_newstate();
+  if (!L) return NULL;
+  luaL_openlibs(L);
+  lua_pushcfunction(L, luaopen_lab);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    fprintf(stderr, "llmlab: cannot load the lab module: %s\n", lua_tostring(L, -1));
+    lua_close(L);
+    return NULL;
+  }
+  lua_setglobal(L, "lab");
+  return L;
+}
+
+void session_set_args(lua_State *L, char **argv, int argc, int script_index) {
+  lua_createtable(L, argc - script_index, script_index + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script_index);
+  }
+  lua_setglobal(L, "arg");
+}
+
+int session_incomplete(lua_State *L, const char *code, size_t len) {
+  int status = luaL_loadbuffer(L, code, len, "=stdin");
+  int incomplete = 0;
+  if (status == LUA_ERRSYNTAX) {
+    size_t ml;
+    const char *msg = lua_tolstring(L, -1, &ml);
+    const char *eof = "<eof>";
+    size_t el = strlen(eof);
+    incomplete = ml >= el && strcmp(msg + ml - el, eof) == 0;
+  }
+  lua_pop(L, 1);
+  return incomplete;
+}
+
+static int msghandler_traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static int msghandler_plain(lua_State *L) {
+  if (!lua_tostring(L, 1)) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  return 1;
+}
+
+static char *take_error(lua_State *L) {
+  const char *m = lua_tostring(L, -1);
+  char *copy = strdup(m ? m : "(no message)");
+  lua_pop(L, 1);
+  return copy;
+}
+
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+void session_interrupt(lua_State *L) {
+  int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
+  lua_sethook(L, stop_hook, flag, 1);
+}
+
+static int docall(lua_State *L, int nargs, int nres, int traceback) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, traceback ? msghandler_traceback : msghandler_plain);
+  lua_insert(L, base);
+  int status = lua_pcall(L, nargs, nres, base);
+  lua_remove(L, base);
+  return status;
+}
+
+static int print_results(lua_State *L, int base) {
+  int n = lua_gettop(L) - base;
+  if (n <= 0) return LUA_OK;
+  luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+  lua_getglobal(L, "print");
+  lua_insert(L, base + 1);
+  return lua_pcall(L, n, 0, 0);
+}
+
+int session_run_chunk(lua_State *L, const char *code, size_t len, const char *name,
+                      int want_results, int traceback, char **err) {
+  int base = lua_gettop(L);
+  int status = LUA_ERRSYNTAX;
+  if (want_results) { /* a bare expression prints its value, as in lua.c */
+    const char *body = code;
+    size_t blen = len;
+    if (blen > 0 && body[0] == '=') {
+      body++;
+      blen--;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "return ");
+    luaL_addlstring(&b, body, blen);
+    luaL_pushresult(&b);
+    size_t rl;
+    const char *ret = lua_tolstring(L, -1, &rl);
+    status = luaL_loadbuffer(L, ret, rl, name);
+    lua_remove(L, -2);
+    if (status != LUA_OK) lua_pop(L, 1);
+  }
+  if (status != LUA_OK) status = luaL_loadbuffer(L, code, len, name);
+  if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET, traceback);
+  if (status == LUA_OK && want_results) status = print_results(L, base);
+  if (status != LUA_OK) {
+    *err = take_error(L);
+    lua_settop(L, base);
+    return -1;
+  }
+  lua_settop(L, base);
+  return 0;
+}
+
+int session_run_file(lua_State *L, const char *path, char **err) {
+  int status = luaL_loadfile(L, path);
+  if (status == LUA_OK) status = docall(L, 0, 0, 1);
+  if (status != LUA_OK) {
+    *err = take_error(L);
+    return -1;
+  }
+  return 0;
+}

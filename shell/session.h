@@ -1,0 +1,28 @@
+/* One rank's Lua state and the ways code runs in it: chunks typed at the REPL (a bare
+ * expression is tried as `return <expr>` first, as lua.c does), -e strings and scripts.
+ * Errors come back as text; nothing here prints them. */
+#ifndef LAB_SHELL_SESSION_H
+#define LAB_SHELL_SESSION_H
+
+#include <lua.h>
+#include <stddef.h>
+
+lua_State *session_new(void);
+/* Sets the global `arg` as lua.c does: arg[0] the script, arg[1..] its arguments,
+ * negative indices the interpreter and its options. */
+void session_set_args(lua_State *L, char **argv, int argc, int script_index);
+
+/* 1 when `code` is an incomplete chunk (the parser stopped at <eof>). */
+int session_incomplete(lua_State *L, const char *code, size_t len);
+
+/* Runs a chunk; with print_results, values it returns are printed with print. Returns 0
+ * or -1 with *err set (malloc'ed message). */
+int session_run_chunk(lua_State *L, const char *code, size_t len, const char *name,
+                      int print_results, int traceback, char **err);
+/* Runs a script file with the arguments already in `arg`; -1 with *err (with traceback). */
+int session_run_file(lua_State *L, const char *path, char **err);
+
+/* Makes the running chunk raise "interrupted!" at its next Lua instruction (signal-safe). */
+void session_interrupt(lua_State *L);
+
+#endif
