@@ -28,12 +28,7 @@ static void on_sigint(int sig) {
     session_interrupt(running);
     return;
   }
-  if (term.interactive) {
-    fputc('\n', term.out);
-    rl_on_new_line();
-    rl_replace_line("", 0);
-    rl_redisplay();
-  }
+  terminal_clear_line(&term);
 }
 
 char *with_rank_prefix(int rank, const char *msg) {

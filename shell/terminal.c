@@ -1,7 +1,4 @@
-/* Finding and driving rank 0's terminal. When rank 0 is not in the terminal's foreground
- * process group it makes its own group the foreground one, so that reading does not stop
- * the process (SIGTTIN) and Ctrl-C reaches rank 0 rather than mpirun, which would turn it
- * into killing the job; the previous foreground group is restored at exit. */
+/* Finding and driving rank 0's terminal; see terminal.h for why keystrokes are relayed. */
 #define _GNU_SOURCE
 #include "terminal.h"
 
@@ -11,14 +8,18 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
 static char history_path[4096];
+static terminal *current;
+static struct termios saved_modes;
+static int modes_saved;
 
 /* The terminal behind our parent's stdin (mpirun's), if it has one. */
 static int open_parent_tty(void) {
-  char link[64], target[4096];
+  char link[64], target[1024];
   snprintf(link, sizeof link, "/proc/%d/fd/0", (int)getppid());
   ssize_t n = readlink(link, target, sizeof target - 1);
   if (n <= 0) return -1;
@@ -32,36 +33,71 @@ static int open_parent_tty(void) {
   return fd;
 }
 
-static void take_foreground(terminal *t) {
-  t->saved_fg = -1;
-  pid_t fg = tcgetpgrp(t->fd);
-  if (fg < 0 || fg == getpgrp()) return;
-  signal(SIGTTOU, SIG_IGN);
-  if (tcsetpgrp(t->fd, getpgrp()) == 0) t->saved_fg = fg;
+/* readline's terminal preparation, applied to the real terminal rather than the pipe:
+ * raw input, no echo (readline draws), and no signals from ^C/^Z/^\ so that mpirun,
+ * the foreground job, never sees them: they reach readline as bytes. */
+extern int _rl_echoing_p; /* readline draws typed text only when the terminal "echoes" */
+
+static void relay_prep(int meta) {
+  (void)meta;
+  _rl_echoing_p = 1;
+  struct termios raw;
+  if (tcgetattr(current->tty_fd, &saved_modes) < 0) return;
+  modes_saved = 1;
+  raw = saved_modes;
+  raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
+  raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
+  raw.c_cc[VMIN] = 1;
+  raw.c_cc[VTIME] = 0;
+  tcsetattr(current->tty_fd, TCSADRAIN, &raw);
+  struct winsize ws;
+  if (ioctl(current->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) rl_set_screen_size(ws.ws_row, ws.ws_col);
+}
+
+static void relay_deprep(void) {
+  if (modes_saved) tcsetattr(current->tty_fd, TCSADRAIN, &saved_modes);
+  modes_saved = 0;
+}
+
+static int ctrl_c_key(int count, int key) {
+  (void)count;
+  (void)key;
+  terminal_clear_line(current);
+  return 0;
+}
+
+void terminal_clear_line(terminal *t) {
+  if (!t->interactive) return;
+  fputs("^C\n", t->out);
+  fflush(t->out);
+  rl_replace_line("", 0);
+  rl_on_new_line();
+  rl_redisplay();
 }
 
 void terminal_open(terminal *t) {
   memset(t, 0, sizeof *t);
-  t->fd = -1;
-  t->saved_fg = -1;
+  t->tty_fd = -1;
   t->in = stdin;
   t->out = stdout;
+  current = t;
   if (isatty(STDIN_FILENO)) {
     t->interactive = 1;
   } else {
     const char *env = getenv("LLMLAB_TTY");
     int fd = env && *env ? open(env, O_RDWR | O_NOCTTY | O_CLOEXEC) : open_parent_tty();
-    if (fd >= 0) {
-      t->fd = fd;
-      t->in = fdopen(fd, "r");
-      t->out = fdopen(dup(fd), "w");
-      t->interactive = t->in && t->out;
-      if (!t->interactive) {
-        t->in = stdin;
-        t->out = stdout;
-      } else {
-        take_foreground(t);
-      }
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (out) {
+      t->tty_fd = fd;
+      t->out = out;
+      t->interactive = t->relayed = 1;
+      /* rank 0 is not in the foreground group: changing the terminal's modes would stop it */
+      signal(SIGTTOU, SIG_IGN);
+      rl_prep_term_function = relay_prep;
+      rl_deprep_term_function = relay_deprep;
+      rl_bind_key(3, ctrl_c_key);
+    } else if (fd >= 0) {
+      close(fd);
     }
   }
   if (t->interactive) {
@@ -81,11 +117,9 @@ void terminal_close(terminal *t) {
     stifle_history(1000);
     write_history(history_path);
   }
-  if (t->saved_fg >= 0 && t->fd >= 0) tcsetpgrp(t->fd, t->saved_fg);
-  if (t->fd >= 0) {
-    fclose(t->in);
-    fclose(t->out);
-  }
+  relay_deprep();
+  if (t->tty_fd >= 0) fclose(t->out);
+  current = NULL;
 }
 
 char *terminal_readline(terminal *t, const char *prompt) {

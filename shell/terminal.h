@@ -1,18 +1,20 @@
-/* Rank 0's terminal. Under mpirun, rank 0's stdin is a pipe from mpirun, so the REPL finds
- * the terminal mpirun itself reads (its parent's stdin) and talks to it directly: readline
- * editing and history work, and prompts are not held back by mpirun's line buffering.
- * Without a terminal (input piped in) lines are read from stdin without prompts. */
+/* Rank 0's terminal. Under mpirun, rank 0's stdin is a pipe that mpirun feeds from the
+ * terminal it owns, and rank 0's stdout goes through mpirun's line buffering. So the REPL
+ * finds that terminal (mpirun's stdin), puts it in raw mode while reading a line, lets
+ * readline take the keystrokes mpirun relays through the pipe, and draws prompts and
+ * output on the terminal directly. mpirun stays the foreground job and never competes
+ * for input; Ctrl-C arrives as a byte, not as a signal mpirun would turn into a kill.
+ * Without any terminal (input piped in) lines are read from stdin without prompts. */
 #ifndef LAB_SHELL_TERMINAL_H
 #define LAB_SHELL_TERMINAL_H
 
 #include <stdio.h>
-#include <sys/types.h>
 
 typedef struct {
-  FILE *in, *out;   /* where lines come from and where the REPL writes */
+  FILE *in, *out;   /* where keystrokes or lines come from, and where the REPL writes */
   int interactive;  /* a terminal: prompts, readline, history */
-  int fd;           /* the opened terminal, or -1 */
-  pid_t saved_fg;   /* foreground group to give back at exit, or -1 */
+  int relayed;      /* keystrokes arrive through mpirun's pipe, the terminal is tty_fd */
+  int tty_fd;       /* the terminal opened for drawing and modes, or -1 */
 } terminal;
 
 void terminal_open(terminal *t);
@@ -20,5 +22,7 @@ void terminal_close(terminal *t);
 /* A line without its newline (malloc'ed), or NULL at end of input. */
 char *terminal_readline(terminal *t, const char *prompt);
 void terminal_add_history(terminal *t, const char *line);
+/* Ctrl-C at the prompt: drop the line being edited and show a fresh prompt. */
+void terminal_clear_line(terminal *t);
 
 #endif
