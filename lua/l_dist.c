@@ -174,7 +174,8 @@ static int l_all_reduce(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_all_reduce(opt_group(L, opts), t, op, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_all_reduce(opt_group(L, opts), t, op, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 /* broadcast(t, src[, opts]) */
@@ -185,7 +186,8 @@ static int l_broadcast(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_broadcast(opt_group(L, opts), t, src, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_broadcast(opt_group(L, opts), t, src, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 /* reduce(t, dst[, op][, opts]) */
@@ -197,7 +199,8 @@ static int l_reduce(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_reduce(opt_group(L, opts), t, op, dst, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_reduce(opt_group(L, opts), t, op, dst, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 /* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
@@ -207,7 +210,8 @@ static int l_all_gather_into_tensor(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_all_gather(opt_group(L, opts), out, in, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_all_gather(opt_group(L, opts), out, in, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 /* Copies the pieces of a gathered buffer (upvalue 1) into the list (upvalue 2). */
@@ -268,7 +272,8 @@ static int l_all_gather(lua_State *L) {
   int fin = lua_gettop(L);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_all_gather(g, buf, in, async ? &w : NULL), w, async, 1, fin);
+  int rc = lab_all_gather(g, buf, in, async ? &w : NULL);
+  return done(L, rc, w, async, 1, fin);
 }
 
 /* reduce_scatter(out, in_tensor_or_list[, op][, opts]) */
@@ -297,7 +302,8 @@ static int l_reduce_scatter(lua_State *L) {
   }
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_reduce_scatter(opt_group(L, opts), out, in, op, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_reduce_scatter(opt_group(L, opts), out, in, op, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 /* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
@@ -307,7 +313,8 @@ static int l_all_to_all(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  return done(L, lab_all_to_all(opt_group(L, opts), out, in, async ? &w : NULL), w, async, 1, 0);
+  int rc = lab_all_to_all(opt_group(L, opts), out, in, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
 }
 
 static int p2p(lua_State *L, int is_send, int force_async) {
