@@ -16,7 +16,10 @@ int ll_error(lua_State *L, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return luaL_error(L, "rank %d: %s", ll_rank(), msg);
+  /* no "file:line:" prefix: the message starts with the rank on every path (tail calls
+   * would otherwise attribute it to the caller's line); scripts get a traceback anyway */
+  lua_pushfstring(L, "rank %d: %s", ll_rank(), msg);
+  return lua_error(L);
 }
 
 int ll_runtime_error(lua_State *L) { return ll_error(L, "%s", lab_last_error()); }
@@ -37,14 +40,17 @@ lab_tensor *ll_check_tensor(lua_State *L, int idx) {
 }
 
 /* Lua's collector does not see tensor bytes: after enough allocation, collect so that
- * tensors no longer referenced give their memory back. The threshold grows with the live
- * total (as a generational collector would), keeping the cost proportional. */
+ * tensors no longer referenced give their memory back. The budget is the bytes that were
+ * live after the previous collection (at least 64 MiB), as a generational collector
+ * would do, so the cost stays proportional to the work. */
 static void gc_pressure(lua_State *L) {
+  static int64_t live_after_gc;
   const lab_mem_account *m = lab_mem_get();
-  int64_t threshold = m->current_total > (64 << 20) ? m->current_total : (64 << 20);
-  if (m->allocated_since_mark > threshold) {
-    lab_mem_mark();
+  int64_t budget = live_after_gc > (64 << 20) ? live_after_gc : (64 << 20);
+  if (m->allocated_since_mark > budget) {
     lua_gc(L, LUA_GCCOLLECT);
+    lab_mem_mark();
+    live_after_gc = m->current_total;
   }
 }
 

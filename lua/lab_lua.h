@@ -43,5 +43,6 @@ void ll_register_tensor(lua_State *L);      /* metatable and methods */
 void ll_register_creation(lua_State *L);    /* into table at -1 */
 void ll_register_tensor_ops(lua_State *L);  /* methods into the metatable's method table at -1 */
 void ll_register_dist(lua_State *L);        /* lab.dist into table at -1 */
+void ll_register_mem(lua_State *L);         /* lab.mem into table at -1 */
 
 #endif

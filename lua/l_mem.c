@@ -1,0 +1,37 @@
+/* lab.mem: the measured memory account of this rank (tensor storage by tag). */
+#include "lab_lua.h"
+#include "runtime/storage.h"
+
+/* stats() -> {current=, peak=, tags={param={current=, peak=}, ...}} in bytes */
+static int l_stats(lua_State *L) {
+  const lab_mem_account *m = lab_mem_get();
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, m->current_total);
+  lua_setfield(L, -2, "current");
+  lua_pushinteger(L, m->peak_total);
+  lua_setfield(L, -2, "peak");
+  lua_createtable(L, 0, LAB_MEM_NTAGS);
+  for (int i = 0; i < LAB_MEM_NTAGS; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, m->current[i]);
+    lua_setfield(L, -2, "current");
+    lua_pushinteger(L, m->peak[i]);
+    lua_setfield(L, -2, "peak");
+    lua_setfield(L, -2, lab_mem_tag_name((lab_mem_tag)i));
+  }
+  lua_setfield(L, -2, "tags");
+  return 1;
+}
+
+static int l_reset_peak(lua_State *L) {
+  (void)L;
+  lab_mem_reset_peak();
+  return 0;
+}
+
+void ll_register_mem(lua_State *L) {
+  static const luaL_Reg f[] = {{"stats", l_stats}, {"reset_peak", l_reset_peak}, {NULL, NULL}};
+  lua_newtable(L);
+  luaL_setfuncs(L, f, 0);
+  lua_setfield(L, -2, "mem");
+}

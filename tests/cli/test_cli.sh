@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The llmlab command line: options, script arguments, exit codes, and errors that would
+# otherwise hang a job (one rank fails while the others wait in a collective).
+set -u
+LLMLAB="$1"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+check() { # name, condition result
+  if [ "$2" -eq 0 ]; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+
+"$LLMLAB" --version | grep -q "^llmlab [0-9]"; check "--version" $?
+"$LLMLAB" --help | grep -q -- "-n N"; check "--help lists -n" $?
+"$LLMLAB" --bogus >/dev/null 2>&1; [ $? -eq 2 ]; check "unknown option exits 2" $?
+
+out="$("$LLMLAB" -e 'print(lab.dist.world(), 6 * 7)')"
+[ "$out" = "$(printf '1\t42')" ]; check "-e without mpirun is a world of 1" $?
+
+cat > "$TMP/args.lua" <<'LUA'
+print(#arg, arg[0]:match("args.lua$") ~= nil, arg[1], arg[2])
+LUA
+out="$("$LLMLAB" "$TMP/args.lua" alpha "two words")"
+[ "$out" = "$(printf '2\ttrue\talpha\ttwo words')" ]; check "script arguments reach arg" $?
+
+out="$("$LLMLAB" -n 2 -e 'io.write(lab.dist.rank(), "/", lab.dist.world(), "\n")' | sort | tr '\n' ' ')"
+[ "$out" = "0/2 1/2 " ]; check "-n 2 runs two ranks" $?
+
+"$LLMLAB" -n 3 -e 'x = 1' >/dev/null 2>&1; check "success exits 0" $?
+
+err="$("$LLMLAB" -n 2 -e 'error("bad on every rank")' 2>&1 >/dev/null)"
+rc=$?
+[ $rc -ne 0 ] && echo "$err" | grep -q "rank 0: .*bad on every rank" && echo "$err" | grep -q "rank 1: .*bad on every rank"
+check "errors on all ranks are each printed with the rank, exit non-zero" $?
+
+# rank 1 fails while rank 0 waits in all_reduce: reported and aborted, not hung
+start=$(date +%s)
+err="$(LLMLAB_ERROR_TIMEOUT=2 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then error("planted failure") end lab.dist.all_reduce(lab.ones(4))' 2>&1)"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: .*planted failure" \
+  && echo "$err" | grep -q "did not finish within 2 s" && [ $elapsed -lt 30 ]
+check "a failed rank with others stuck in a collective aborts after the timeout ($elapsed s)" $?
+
+printf 'x = 21\n=x * 2\n' | "$LLMLAB" -n 2 > "$TMP/piped.txt"
+grep -q "^\[0-1\] 42$" "$TMP/piped.txt"; check "REPL reads piped input without a terminal" $?
+
+echo "$fails failures"
+[ $fails -eq 0 ]

@@ -1,0 +1,220 @@
+/* The REPL driven as a person would: through a pseudo-terminal, typing lines and reading
+ * the screen. Runs `llmlab -n N` and plain `mpirun -np N llmlab`. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+static const char *llmlab_path;
+static char home_dir[256];
+
+typedef struct {
+  pid_t pid;
+  int fd;
+  char buf[1 << 16];
+  size_t len;
+  size_t mark; /* expect() searches from here */
+} session;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void spawn(session *s, char *const argv[]) {
+  memset(s, 0, sizeof *s);
+  struct winsize ws = {.ws_row = 40, .ws_col = 120};
+  s->pid = forkpty(&s->fd, NULL, NULL, &ws);
+  assert_true(s->pid >= 0);
+  if (s->pid == 0) {
+    setenv("TERM", "dumb", 1);
+    setenv("HOME", home_dir, 1);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+}
+
+/* Reads until `text` appears after the mark (then moves the mark past it). */
+static int expect(session *s, const char *text, double timeout) {
+  double end = now() + timeout;
+  for (;;) {
+    s->buf[s->len] = 0;
+    char *hit = strstr(s->buf + s->mark, text);
+    if (hit) {
+      s->mark = (size_t)(hit - s->buf) + strlen(text);
+      return 1;
+    }
+    double left = end - now();
+    if (left <= 0) break;
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
+    ssize_t n = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+    if (n <= 0) break;
+    s->len += (size_t)n;
+  }
+  fprintf(stderr, "--- expected %s; the screen so far:\n%s\n---\n", text, s->buf + s->mark);
+  return 0;
+}
+
+static void type(session *s, const char *keys) {
+  size_t n = strlen(keys);
+  assert_int_equal(write(s->fd, keys, n), (ssize_t)n);
+}
+
+/* Waits for the process to exit; returns its status, or -1 after killing it. */
+static int finish(session *s, double timeout) {
+  double end = now() + timeout;
+  int st;
+  while (now() < end) {
+    char sink[4096];
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, 50) > 0 && read(s->fd, sink, sizeof sink) <= 0) { /* pty closed */ }
+    pid_t r = waitpid(s->pid, &st, WNOHANG);
+    if (r == s->pid) {
+      close(s->fd);
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+  }
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, &st, 0);
+  close(s->fd);
+  return -1;
+}
+
+static void start_ranks(session *s, const char *n) {
+  char *argv[] = {(char *)llmlab_path, "-n", (char *)n, NULL};
+  spawn(s, argv);
+  assert_true(expect(s, "> ", 30));
+}
+
+static void test_grouped_output(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, "4");
+  type(&s, "=lab.dist.rank()\r");
+  assert_true(expect(&s, "[0] 0", 10));
+  assert_true(expect(&s, "[1] 1", 5));
+  assert_true(expect(&s, "[2] 2", 5));
+  assert_true(expect(&s, "[3] 3", 5));
+  type(&s, "x = lab.ones(4) * 2.5\r");
+  type(&s, "x:sum():item()\r");
+  assert_true(expect(&s, "[0-3] 10.0", 10));
+  type(&s, "print(lab.dist.rank() % 2)\r");
+  assert_true(expect(&s, "[0,2] 0", 10));
+  assert_true(expect(&s, "[1,3] 1", 5));
+  type(&s, ":quit\r");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_multiline_chunk(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, "2");
+  type(&s, "for i = 1, 2 do\r");
+  assert_true(expect(&s, ">> ", 10));
+  type(&s, "print(i * 10)\r");
+  assert_true(expect(&s, ">> ", 10));
+  type(&s, "end\r");
+  assert_true(expect(&s, "[0-1] 10", 10));
+  assert_true(expect(&s, "[0-1] 20", 5));
+  type(&s, "function sq(v)\r  return v * v\rend\r");
+  type(&s, "=sq(7)\r");
+  assert_true(expect(&s, "[0-1] 49", 10));
+  type(&s, "\x04"); /* Ctrl-D */
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_error_on_one_rank(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, "4");
+  type(&s, "if lab.dist.rank() == 2 then error('only on two') end\r");
+  assert_true(expect(&s, "[2] error: ", 10));
+  assert_true(expect(&s, "only on two", 5));
+  type(&s, "lab.ones(4, 8):matmul(lab.ones(16, 4))\r");
+  assert_true(expect(&s, "[0-3] error: matmul: shapes [4, 8] and [16, 4]", 10));
+  type(&s, "=1 + 1\r"); /* the REPL goes on */
+  assert_true(expect(&s, "[0-3] 2", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_ctrl_c_clears_the_line(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, "2");
+  type(&s, "this is not lua");
+  type(&s, "\x03");
+  assert_true(expect(&s, "^C", 10));
+  type(&s, "=40 + 2\r");
+  assert_true(expect(&s, "[0-1] 42", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_plain_mpirun_and_history(void **state) {
+  (void)state;
+  session s;
+  char *argv[] = {LLMLAB_MPIRUN, "-np", "2", "--oversubscribe", "--allow-run-as-root",
+                  (char *)llmlab_path, NULL};
+  spawn(&s, argv);
+  assert_true(expect(&s, "> ", 30));
+  type(&s, "=lab.dist.world() * 100\r");
+  assert_true(expect(&s, "[0-1] 200", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/.llmlab_history", home_dir);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[256];
+  int found = 0;
+  while (fgets(line, sizeof line, f)) found = found || strstr(line, "lab.dist.world() * 100") != NULL;
+  fclose(f);
+  assert_true(found);
+}
+
+static void test_script_errors_exit_nonzero(void **state) {
+  (void)state;
+  session s;
+  char *argv[] = {(char *)llmlab_path, "-n", "2", "-e",
+                  "if lab.dist.rank() == 1 then error('planted') end", NULL};
+  spawn(&s, argv);
+  assert_true(expect(&s, "rank 1: ", 30));
+  assert_true(expect(&s, "planted", 5));
+  assert_int_not_equal(finish(&s, 30), 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_repl path/to/llmlab\n");
+    return 2;
+  }
+  llmlab_path = argv[1];
+  snprintf(home_dir, sizeof home_dir, "/tmp/llmlab-repl-test-%d", (int)getpid());
+  mkdir(home_dir, 0700);
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_grouped_output),
+      cmocka_unit_test(test_multiline_chunk),
+      cmocka_unit_test(test_error_on_one_rank),
+      cmocka_unit_test(test_ctrl_c_clears_the_line),
+      cmocka_unit_test(test_plain_mpirun_and_history),
+      cmocka_unit_test(test_script_errors_exit_nonzero),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
