@@ -43,4 +43,33 @@ function lab.format_bytes(n)
   return i == 1 and string.format("%d B", n) or string.format("%.2f %s", n, units[i])
 end
 
+-- Every rank's string, in rank order, on every rank: the strings travel as byte tensors
+-- through all_gather (padded to the longest), which is all a collective can carry.
+function lab.dist.gather_strings(s, group)
+  local len = lab.tensor({ #s }, { dtype = "i64" })
+  lab.dist.all_reduce(len, { op = "max", group = group })
+  local n = len[1]
+  local bytes = lab.zeros(math.max(n, 1), { dtype = "i32" })
+  for i = 1, #s do bytes[i] = s:byte(i) end
+  local all = lab.dist.all_gather(bytes, { group = group })
+  local out = {}
+  for r, t in ipairs(all) do
+    local chars = {}
+    for i, b in ipairs(t:tolist()) do
+      if b == 0 then break end
+      chars[i] = string.char(b)
+    end
+    out[r] = table.concat(chars)
+  end
+  return out
+end
+
+-- rank 0 prints one line per rank, in rank order: "[r] text"
+function lab.dist.print_ranks(s, group)
+  local all = lab.dist.gather_strings(s, group)
+  if lab.dist.rank() == 0 then
+    for r, line in ipairs(all) do print(string.format("[%d] %s", r - 1, line)) end
+  end
+end
+
 return lab

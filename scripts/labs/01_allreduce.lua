@@ -1,0 +1,92 @@
+-- Lab 01: from init to all_reduce.
+--
+-- What it shows: how a job of N processes (ranks) is started, what rank, local_rank and
+-- world mean, and what all_reduce computes, checked against the closed form for every
+-- reduction op. Run it with
+--     scripts/llmlab -n 4 scripts/labs/01_allreduce.lua
+-- or  mpirun -np 4 build/llmlab scripts/labs/01_allreduce.lua   (as root add --allow-run-as-root)
+--
+-- rank vs local_rank. `rank` numbers the processes of the whole job, 0..world-1, across all
+-- machines. `local_rank` numbers the processes on this machine only, 0..local_world-1. Use
+-- rank to decide who does what in the algorithm (who prints, which data shard to read);
+-- use local_rank to pick a device on this machine (GPU local_rank of this node). On one
+-- machine the two are equal; on two machines of 8 GPUs, rank 9 is local_rank 1 on the
+-- second machine.
+--
+-- First troubleshooting steps, in order:
+--  1. A rank that skips a collective hangs every other rank in it. Every rank must call the
+--     same collectives in the same order with the same sizes (watch out for `if rank == 0`
+--     around a collective, and for iterating a table with pairs(): its order differs from
+--     rank to rank). Run with --check-collectives to get an error naming each rank's call
+--     instead of a hang.
+--  2. As root, OpenMPI refuses to start without --allow-run-as-root (llmlab -n adds it).
+--  3. More ranks than cores needs --oversubscribe (llmlab -n adds it); expect it to be
+--     slower: ranks share cores, and each rank uses cores/ranks threads.
+--  4. When in doubt, check the communicator with a tiny all_reduce first, as this lab
+--     does: if ones(1) does not sum to `world`, nothing bigger will work.
+
+local dist = lab.dist
+local rank, world = dist.rank(), dist.world()
+local failures = 0
+
+local function check(what, ok)
+  local all = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
+  dist.all_reduce(all) -- a check fails if it fails on any rank
+  if all[1] > 0 then failures = failures + 1 end
+  lab.print0(string.format("  %-58s %s", what, all[1] == 0 and "ok" or ("FAILED on " .. all[1] .. " rank(s)")))
+end
+
+lab.print0("== Lab 01: from init to all_reduce ==")
+lab.print0(string.format("world = %d ranks, %d threads per rank", world, lab.threads()))
+dist.print_ranks(string.format("rank %d of %d, local_rank %d of %d on %s, pid %d", rank, world,
+  dist.local_rank(), dist.local_world(), dist.hostname(), tonumber(io.open("/proc/self/stat"):read("n"))))
+
+-- Step 1: the smallest possible check that the ranks can talk at all.
+lab.print0("\n1. A tiny all_reduce first: every rank contributes 1")
+local one = lab.ones(1)
+dist.all_reduce(one)
+check("ones(1) sums to world = " .. world, one[1] == world)
+
+-- Step 2: a rank-dependent tensor. Rank r holds x_r = (r + 1) * [1, 2, 3, 4]. After a sum
+-- all_reduce every rank holds sum_r (r + 1) * [1..4] = world (world + 1) / 2 * [1..4].
+lab.print0("\n2. all_reduce(sum) of x_r = (r + 1) * [1, 2, 3, 4]")
+local x = lab.arange(1, 5, { dtype = "f32" }) * (rank + 1)
+dist.print_ranks("before: " .. table.concat(x:tolist(), " "))
+dist.all_reduce(x)
+dist.print_ranks("after:  " .. table.concat(x:tolist(), " "))
+local s = world * (world + 1) / 2
+local closed = lab.arange(1, 5, { dtype = "f32" }) * s
+check(string.format("equals world(world+1)/2 * [1..4] = %g * [1..4]", s), lab.allclose(x, closed, 0, 0))
+
+-- Step 3: every reduction op, with its closed form over x_r = r + 1.
+lab.print0("\n3. Each reduction op on x_r = r + 1")
+local fact = 1
+for k = 2, world do fact = fact * k end
+local cases = { -- an ordered list: every rank must run the ops in the same order
+  { "sum", s, "world(world+1)/2" },
+  { "avg", (world + 1) / 2, "(world+1)/2" },
+  { "max", world, "world" },
+  { "min", 1, "1" },
+  { "prod", fact, "world!" },
+}
+for _, c in ipairs(cases) do
+  local op, want, formula = c[1], c[2], c[3]
+  local t = lab.full({ 3 }, rank + 1.0)
+  dist.all_reduce(t, op)
+  check(string.format("%-4s -> %-8g (%s)", op, t[1], formula), math.abs(t[1] - want) < 1e-6)
+end
+
+-- Step 4: all_reduce works in place on the tensor, and returns it: nothing is allocated,
+-- which is what lets DDP reduce gradients where they live.
+lab.print0("\n4. In place")
+local g = lab.full({ 2 }, 1.0)
+local same = dist.all_reduce(g)
+check("the result is the same tensor object", same == g)
+
+-- What went over the wire: a ring all-reduce sends 2(n-1)/n of the payload per rank.
+local st = dist.stats().world.all_reduce
+lab.print0(string.format("\nall_reduce calls on this rank: %d, payload %s, ring traffic %s",
+  st.calls, lab.format_bytes(st.bytes), lab.format_bytes(st.wire_bytes)))
+
+if failures > 0 then error(string.format("lab 01: %d check(s) failed", failures), 0) end
+lab.print0("\nall checks passed")
