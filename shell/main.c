@@ -74,7 +74,7 @@ static int parse(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--check-collectives") == 0) {
       o->check = 1;
     } else if (strcmp(a, "--version") == 0) {
-      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS)\n", LLMLAB_VERSION);
+      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS %s kernels)\n", LLMLAB_VERSION, lab_blas_corename());
       exit(0);
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(usage, stdout);
@@ -128,7 +128,18 @@ static int finish_batch(int failed) {
   return any ? 1 : 0;
 }
 
+/* Re-executes this program with OPENBLAS_CORETYPE set when OpenBLAS misjudged the CPU
+ * (see lab_blas_better_coretype); exec keeps the pid, so it is safe under mpirun too. */
+static void fix_blas_coretype(char **argv) {
+  if (getenv("OPENBLAS_CORETYPE")) return;
+  const char *better = lab_blas_better_coretype();
+  if (!better) return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+  fix_blas_coretype(argv);
   options o;
   if (parse(argc, argv, &o) < 0) return 2;
   if (o.n > 0 && !launched_by_mpi()) return launch_under_mpirun(o.n, argc, argv, o.n_index, o.n_args) < 0 ? 1 : 0;

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <strings.h>
 
 static int num_threads = 1;
 
@@ -14,6 +15,21 @@ void lab_set_num_threads(int n) {
 }
 
 int lab_get_num_threads(void) { return num_threads; }
+
+const char *lab_blas_corename(void) { return openblas_get_corename(); }
+
+const char *lab_blas_better_coretype(void) {
+  const char *core = openblas_get_corename();
+  int weak = strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 ||
+             strcasecmp(core, "nehalem") == 0 || strcasecmp(core, "sandybridge") == 0 ||
+             strcasecmp(core, "generic") == 0 || strcasecmp(core, "katmai") == 0;
+  int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512 && (weak || strcasecmp(core, "haswell") == 0)) return "SkylakeX";
+  if (avx2 && weak) return "Haswell";
+  return NULL;
+}
 
 void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,

@@ -9,6 +9,14 @@ void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int6
               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
               void *c, int64_t ldc);
 
+/* OpenBLAS picks its kernels from the CPU model; on CPUs it does not know (virtual machines
+ * report "Intel Xeon Processor") it falls back to its SSE3 "Prescott" kernels, 4-6x slower.
+ * Returns the kernel family the CPU's features support (SkylakeX with AVX-512, Haswell with
+ * AVX2+FMA) when OpenBLAS chose a weaker one, else NULL. It takes effect only through the
+ * environment variable OPENBLAS_CORETYPE before the library loads. */
+const char *lab_blas_better_coretype(void);
+const char *lab_blas_corename(void);
+
 /* Threads for our own OpenMP loops and for OpenBLAS. */
 void lab_set_num_threads(int n);
 int lab_get_num_threads(void);
