@@ -31,7 +31,7 @@ static lab_group *check_group(lua_State *L, int idx) {
 }
 
 /* The group named in an options table (or the world). */
-static lab_group *opt_group(lua_State *L, int opts) {
+lab_group *ll_opt_group(lua_State *L, int opts) {
   if (!opts) return lab_dist_world();
   lua_getfield(L, opts, "group");
   lab_group *g = lua_isnil(L, -1) ? lab_dist_world() : check_group(L, -1);
@@ -174,7 +174,7 @@ static int l_all_reduce(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_all_reduce(opt_group(L, opts), t, op, async ? &w : NULL);
+  int rc = lab_all_reduce(ll_opt_group(L, opts), t, op, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -186,7 +186,7 @@ static int l_broadcast(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_broadcast(opt_group(L, opts), t, src, async ? &w : NULL);
+  int rc = lab_broadcast(ll_opt_group(L, opts), t, src, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -199,7 +199,7 @@ static int l_reduce(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_reduce(opt_group(L, opts), t, op, dst, async ? &w : NULL);
+  int rc = lab_reduce(ll_opt_group(L, opts), t, op, dst, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -210,7 +210,7 @@ static int l_all_gather_into_tensor(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_all_gather(opt_group(L, opts), out, in, async ? &w : NULL);
+  int rc = lab_all_gather(ll_opt_group(L, opts), out, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -241,7 +241,7 @@ static int l_all_gather(lua_State *L) {
   }
   luaL_checktype(L, 1, LUA_TTABLE);
   lab_tensor *in = ll_check_tensor(L, 2);
-  lab_group *g = opt_group(L, opts);
+  lab_group *g = ll_opt_group(L, opts);
   if (g->rank < 0) return ll_error(L, "all_gather: this rank is not a member of %s", g->name);
   int async = opt_async(L, opts);
   int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
@@ -302,7 +302,7 @@ static int l_reduce_scatter(lua_State *L) {
   }
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_reduce_scatter(opt_group(L, opts), out, in, op, async ? &w : NULL);
+  int rc = lab_reduce_scatter(ll_opt_group(L, opts), out, in, op, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -313,7 +313,7 @@ static int l_all_to_all(lua_State *L) {
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_all_to_all(opt_group(L, opts), out, in, async ? &w : NULL);
+  int rc = lab_all_to_all(ll_opt_group(L, opts), out, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
@@ -323,7 +323,7 @@ static int p2p(lua_State *L, int is_send, int force_async) {
   int opts = ll_options_index(L);
   int tag = (int)ll_opt_number(L, opts, "tag", 0);
   int async = force_async || opt_async(L, opts);
-  lab_group *g = opt_group(L, opts);
+  lab_group *g = ll_opt_group(L, opts);
   lab_work *w = NULL;
   int rc = is_send ? lab_send(g, t, peer, tag, async ? &w : NULL) : lab_recv(g, t, peer, tag, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
@@ -336,7 +336,7 @@ static int l_irecv(lua_State *L) { return p2p(L, 0, 1); }
 
 static int l_barrier(lua_State *L) {
   int opts = ll_options_index(L);
-  lab_group *g = opts ? opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_world() : check_group(L, 1));
+  lab_group *g = opts ? ll_opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_world() : check_group(L, 1));
   note_call_site(L);
   ll_check_rc(L, lab_barrier(g));
   return 0;
@@ -366,7 +366,7 @@ static int l_split(lua_State *L) {
   int opts = ll_options_index(L);
   int color = lua_isnil(L, 1) ? -1 : (int)luaL_checkinteger(L, 1);
   int key = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : lab_ctl_rank();
-  lab_group *g = lab_dist_split(opt_group(L, opts), color, key);
+  lab_group *g = lab_dist_split(ll_opt_group(L, opts), color, key);
   if (!g) return ll_runtime_error(L);
   push_group(L, g);
   return 1;

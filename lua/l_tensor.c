@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/ewise.h"
 #include "runtime/format.h"
+#include "runtime/autograd/ops.h"
 
 static lab_tensor **check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, LAB_TENSOR_MT); }
 
@@ -71,7 +72,7 @@ static int t_index(lua_State *L) {
       push_elem(L, t->dtype, (char *)lab_data(t) + i * t->stride[0] * (int64_t)lab_dtype_size(t->dtype));
       return 1;
     }
-    ll_push_tensor(L, lab_select(t, 0, i));
+    ll_push_tensor(L, lab_ad_select(t, 0, i));
     return 1;
   }
   const char *k = luaL_checkstring(L, 2);
@@ -91,6 +92,7 @@ static int t_index(lua_State *L) {
     lua_pushliteral(L, "cpu");
     return 1;
   }
+  if (ll_autograd_property(L, t, k)) return 1;
   lua_getmetatable(L, 1);
   lua_getfield(L, -1, "methods");
   lua_getfield(L, -1, k);
@@ -99,9 +101,11 @@ static int t_index(lua_State *L) {
 
 static int t_newindex(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING && ll_autograd_set_property(L, t, lua_tostring(L, 2), 3)) return 0;
   if (lua_type(L, 2) != LUA_TNUMBER) return ll_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
   if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");
   int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
+  ll_check_inplace(L, t, "index assignment");
   lab_tensor *row = lab_select(t, 0, i);
   if (!row) return ll_runtime_error(L);
   int rc;
@@ -218,7 +222,7 @@ static int m_view(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int64_t shape[LAB_MAX_DIMS];
   int n = ll_read_shape(L, 2, shape, "view");
-  ll_push_tensor(L, lab_view(t, n, shape));
+  ll_push_tensor(L, lab_ad_view(t, n, shape));
   return 1;
 }
 
@@ -226,27 +230,27 @@ static int m_reshape(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int64_t shape[LAB_MAX_DIMS];
   int n = ll_read_shape(L, 2, shape, "reshape");
-  ll_push_tensor(L, lab_reshape(t, n, shape));
+  ll_push_tensor(L, lab_ad_reshape(t, n, shape));
   return 1;
 }
 
 static int m_view_as(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
-  ll_push_tensor(L, lab_view(t, o->ndim, o->shape));
+  ll_push_tensor(L, lab_ad_view(t, o->ndim, o->shape));
   return 1;
 }
 
 static int m_flatten(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int64_t n = -1;
-  ll_push_tensor(L, lab_reshape(t, 1, &n));
+  ll_push_tensor(L, lab_ad_reshape(t, 1, &n));
   return 1;
 }
 
 static int m_transpose(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int a = ll_check_dim(L, 2, t->ndim, 0, "transpose"), b = ll_check_dim(L, 3, t->ndim, 0, "transpose");
-  ll_push_tensor(L, lab_transpose(t, a, b));
+  ll_push_tensor(L, lab_ad_transpose(t, a, b));
   return 1;
 }
 
@@ -258,7 +262,7 @@ static int m_t(lua_State *L) {
     ll_push_tensor(L, t);
     return 1;
   }
-  ll_push_tensor(L, lab_transpose(t, 0, 1));
+  ll_push_tensor(L, lab_ad_transpose(t, 0, 1));
   return 1;
 }
 
@@ -269,7 +273,7 @@ static int m_permute(lua_State *L) {
   if (n != t->ndim) return ll_error(L, "permute: %d dims given for a tensor of %d dimensions", n, t->ndim);
   int dims[LAB_MAX_DIMS];
   for (int i = 0; i < n; i++) dims[i] = ll_to_dim(L, d[i], t->ndim, 0, "permute");
-  ll_push_tensor(L, lab_permute(t, dims));
+  ll_push_tensor(L, lab_ad_permute(t, dims));
   return 1;
 }
 
@@ -278,7 +282,7 @@ static int m_narrow(lua_State *L) {
   int d = ll_check_dim(L, 2, t->ndim, 0, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   if (start < 0) start += t->shape[d] + 1;
-  ll_push_tensor(L, lab_narrow(t, d, start - 1, len));
+  ll_push_tensor(L, lab_ad_narrow(t, d, start - 1, len));
   return 1;
 }
 
@@ -293,7 +297,7 @@ static int m_slice(lua_State *L) {
   if (first < 1 || last > n || last < first - 1)
     return ll_error(L, "slice: range %lld..%lld is outside dim %d of size %lld", (long long)first,
                     (long long)last, d + 1, (long long)n);
-  ll_push_tensor(L, lab_narrow(t, d, first - 1, last - first + 1));
+  ll_push_tensor(L, lab_ad_narrow(t, d, first - 1, last - first + 1));
   return 1;
 }
 
@@ -301,7 +305,7 @@ static int m_select(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int d = ll_check_dim(L, 2, t->ndim, 0, "select");
   int64_t i = check_index(L, t, luaL_checkinteger(L, 3), d);
-  ll_push_tensor(L, lab_select(t, d, i));
+  ll_push_tensor(L, lab_ad_select(t, d, i));
   return 1;
 }
 
@@ -309,31 +313,31 @@ static int m_expand(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int64_t shape[LAB_MAX_DIMS];
   int n = ll_read_shape(L, 2, shape, "expand");
-  ll_push_tensor(L, lab_expand(t, n, shape));
+  ll_push_tensor(L, lab_ad_expand(t, n, shape));
   return 1;
 }
 
 static int m_expand_as(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
-  ll_push_tensor(L, lab_expand(t, o->ndim, o->shape));
+  ll_push_tensor(L, lab_ad_expand(t, o->ndim, o->shape));
   return 1;
 }
 
 static int m_unsqueeze(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  ll_push_tensor(L, lab_unsqueeze(t, ll_check_dim(L, 2, t->ndim, 1, "unsqueeze")));
+  ll_push_tensor(L, lab_ad_unsqueeze(t, ll_check_dim(L, 2, t->ndim, 1, "unsqueeze")));
   return 1;
 }
 
 static int m_squeeze(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int d = lua_isnoneornil(L, 2) ? -1 : ll_check_dim(L, 2, t->ndim, 0, "squeeze");
-  ll_push_tensor(L, lab_squeeze(t, d));
+  ll_push_tensor(L, lab_ad_squeeze(t, d));
   return 1;
 }
 
 static int m_contiguous(lua_State *L) {
-  ll_push_tensor(L, lab_contiguous(ll_check_tensor(L, 1)));
+  ll_push_tensor(L, lab_ad_contiguous(ll_check_tensor(L, 1)));
   return 1;
 }
 
@@ -341,13 +345,14 @@ static int m_contiguous(lua_State *L) {
 
 static int m_copy_(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1), *s = ll_check_tensor(L, 2);
+  ll_check_inplace(L, t, "copy_");
   ll_check_rc(L, lab_copy_(t, s));
   lua_settop(L, 1);
   return 1;
 }
 
 static int m_clone(lua_State *L) {
-  ll_push_tensor(L, lab_clone(ll_check_tensor(L, 1)));
+  ll_push_tensor(L, lab_ad_clone(ll_check_tensor(L, 1)));
   return 1;
 }
 
@@ -358,13 +363,13 @@ static int m_to(lua_State *L) {
     return 1;
   }
   lab_dtype dt = ll_opt_dtype(L, 2, t->dtype);
-  ll_push_tensor(L, lab_to_dtype(t, dt));
+  ll_push_tensor(L, lab_ad_to_dtype(t, dt));
   return 1;
 }
 
 #define TO_TYPE(NAME, DT)                                                                      \
   static int NAME(lua_State *L) {                                                              \
-    ll_push_tensor(L, lab_to_dtype(ll_check_tensor(L, 1), DT));                                \
+    ll_push_tensor(L, lab_ad_to_dtype(ll_check_tensor(L, 1), DT));                                \
     return 1;                                                                                  \
   }
 TO_TYPE(m_float, LAB_F32)
@@ -377,12 +382,14 @@ TO_TYPE(m_bool, LAB_BOOL)
 
 static int m_fill_(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
+  ll_check_inplace(L, t, "fill_");
   ll_check_rc(L, lab_fill_(t, lua_type(L, 2) == LUA_TBOOLEAN ? lua_toboolean(L, 2) : luaL_checknumber(L, 2)));
   lua_settop(L, 1);
   return 1;
 }
 
 static int m_zero_(lua_State *L) {
+  ll_check_inplace(L, ll_check_tensor(L, 1), "zero_");
   ll_check_rc(L, lab_fill_(ll_check_tensor(L, 1), 0));
   lua_settop(L, 1);
   return 1;

@@ -10,6 +10,7 @@
 #include "runtime/join.h"
 #include "runtime/matmul.h"
 #include "runtime/reduce.h"
+#include "runtime/autograd/ops.h"
 
 /* ---- binary ---- */
 
@@ -34,7 +35,7 @@ static int binary(lua_State *L, lab_binary_op op) {
     x = ll_scalar_for(L, 1, b, &od);
   }
   if ((op >= LAB_EQ && op <= LAB_GE) || (op == LAB_DIV && od >= 0 && !lab_dtype_is_float((lab_dtype)od))) od = -1;
-  lab_tensor *r = lab_binary(op, x, y, od);
+  lab_tensor *r = lab_ad_binary(op, x, y, od);
   lab_tensor_release(x);
   lab_tensor_release(y);
   ll_push_tensor(L, r);
@@ -43,6 +44,7 @@ static int binary(lua_State *L, lab_binary_op op) {
 
 static int binary_(lua_State *L, lab_binary_op op) {
   lab_tensor *a = ll_check_tensor(L, 1);
+  ll_check_inplace(L, a, lab_binary_name(op));
   int od;
   lab_tensor *b = ll_scalar_for(L, 2, a, &od);
   int rc = lab_binary_(op, a, b);
@@ -73,10 +75,11 @@ BINARY(ge, LAB_GE)
 
 #define UNARY(NAME, OP)                                                                        \
   static int m_##NAME(lua_State *L) {                                                          \
-    ll_push_tensor(L, lab_unary(OP, ll_check_tensor(L, 1)));                                   \
+    ll_push_tensor(L, lab_ad_unary(OP, ll_check_tensor(L, 1)));                                \
     return 1;                                                                                  \
   }                                                                                            \
   static int m_##NAME##_(lua_State *L) {                                                       \
+    ll_check_inplace(L, ll_check_tensor(L, 1), #NAME "_");                                     \
     ll_check_rc(L, lab_unary_(OP, ll_check_tensor(L, 1)));                                     \
     lua_settop(L, 1);                                                                          \
     return 1;                                                                                  \
@@ -111,7 +114,7 @@ static int m_clamp(lua_State *L) {
   double lo, hi;
   int hl, hh;
   clamp_args(L, &lo, &hl, &hi, &hh);
-  ll_push_tensor(L, lab_clamp(t, lo, hl, hi, hh));
+  ll_push_tensor(L, lab_ad_clamp(t, lo, hl, hi, hh));
   return 1;
 }
 
@@ -120,6 +123,7 @@ static int m_clamp_(lua_State *L) {
   double lo, hi;
   int hl, hh;
   clamp_args(L, &lo, &hl, &hi, &hh);
+  ll_check_inplace(L, t, "clamp_");
   ll_check_rc(L, lab_clamp_(t, lo, hl, hi, hh));
   lua_settop(L, 1);
   return 1;
@@ -133,7 +137,7 @@ int ll_where(lua_State *L) {
   int od;
   lab_tensor *x = ll_scalar_for(L, 2, like, &od);
   lab_tensor *y = ll_scalar_for(L, 3, like, &od);
-  lab_tensor *r = lab_where(c, x, y);
+  lab_tensor *r = lab_ad_where(c, x, y);
   lab_tensor_release(x);
   lab_tensor_release(y);
   ll_push_tensor(L, r);
@@ -174,7 +178,7 @@ static int reduce(lua_State *L, lab_reduce_op op, const char *name, double param
   lab_tensor *t = ll_check_tensor(L, 1);
   int dim, keepdim;
   reduce_args(L, t, name, &dim, &keepdim);
-  ll_push_tensor(L, lab_reduction(op, t, dim, keepdim, param));
+  ll_push_tensor(L, lab_ad_reduction(op, t, dim, keepdim, param));
   return 1;
 }
 
@@ -193,7 +197,7 @@ static int m_var(lua_State *L) { return reduce(L, LAB_R_VAR, "var", correction_o
 
 static int m_std(lua_State *L) {
   reduce(L, LAB_R_VAR, "std", correction_of(L));
-  ll_check_rc(L, lab_unary_(LAB_SQRT, ll_check_tensor(L, -1)));
+  ll_push_tensor(L, lab_ad_unary(LAB_SQRT, ll_check_tensor(L, -1)));
   return 1;
 }
 
@@ -211,7 +215,7 @@ static int m_norm(lua_State *L) {
   lua_remove(L, 2);
   int dim, keepdim;
   reduce_args(L, t, "norm", &dim, &keepdim);
-  ll_push_tensor(L, lab_reduction(LAB_R_NORM, t, dim, keepdim, p));
+  ll_push_tensor(L, lab_ad_reduction(LAB_R_NORM, t, dim, keepdim, p));
   return 1;
 }
 
@@ -222,19 +226,21 @@ static int extreme(lua_State *L, int want_max, int indices_only) {
   int dim, keepdim;
   reduce_args(L, t, name, &dim, &keepdim);
   lab_tensor *v = NULL, *ix = NULL;
-  ll_check_rc(L, lab_reduce_ext(t, dim, keepdim, want_max, &v, &ix));
+  ll_check_rc(L, lab_ad_reduce_ext(t, dim, keepdim, want_max, &v, &ix));
   if (!v || !ix) {
     lab_tensor_release(v);
     lab_tensor_release(ix);
     return ll_runtime_error(L);
   }
-  /* indices count from 1, like every position in Lua */
+  /* indices count from 1, like every position in Lua (a new tensor: the 0-based one may be
+   * saved for backward) */
   lab_tensor *one = lab_tensor_scalar(LAB_I64, 1);
-  int rc = one ? lab_binary_(LAB_ADD, ix, one) : -1;
+  lab_tensor *ix1 = one ? lab_binary(LAB_ADD, ix, one, -1) : NULL;
   lab_tensor_release(one);
-  if (rc < 0) {
+  lab_tensor_release(ix);
+  ix = ix1;
+  if (!ix) {
     lab_tensor_release(v);
-    lab_tensor_release(ix);
     return ll_runtime_error(L);
   }
   if (indices_only) {
@@ -265,7 +271,7 @@ static int m_argmin(lua_State *L) { return extreme(L, 0, 1); }
 static int softmax(lua_State *L, int log) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int dim = lua_isnoneornil(L, 2) ? t->ndim - 1 : ll_check_dim(L, 2, t->ndim, 0, log ? "log_softmax" : "softmax");
-  ll_push_tensor(L, lab_softmax(t, dim < 0 ? 0 : dim, log));
+  ll_push_tensor(L, lab_ad_softmax(t, dim < 0 ? 0 : dim, log));
   return 1;
 }
 static int m_softmax(lua_State *L) { return softmax(L, 0); }
@@ -274,12 +280,23 @@ static int m_log_softmax(lua_State *L) { return softmax(L, 1); }
 /* ---- matmul, split ---- */
 
 int ll_matmul(lua_State *L) {
-  ll_push_tensor(L, lab_matmul(ll_check_tensor(L, 1), ll_check_tensor(L, 2)));
+  ll_push_tensor(L, lab_ad_matmul(ll_check_tensor(L, 1), ll_check_tensor(L, 2)));
   return 1;
 }
 
-static int push_list(lua_State *L, int n, lab_tensor **v) {
+/* Pushes the pieces of t along dim as a list; with autograd they become narrow()s that
+ * record their gradient path. */
+static int push_list(lua_State *L, int n, lab_tensor **v, lab_tensor *t, int dim) {
   if (n < 0) return ll_runtime_error(L);
+  if (lab_ag_needed(1, &t)) {
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+      int64_t len = v[i]->shape[dim];
+      lab_tensor_release(v[i]);
+      v[i] = lab_ad_narrow(t, dim, at, len);
+      at += len;
+    }
+  }
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
     lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
@@ -297,7 +314,7 @@ static int m_split(lua_State *L) {
   int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "split");
   lab_tensor **v = NULL;
   int n = lab_split(t, size, dim, &v);
-  return push_list(L, n, v);
+  return push_list(L, n, v, t, dim);
 }
 
 static int m_chunk(lua_State *L) {
@@ -306,7 +323,7 @@ static int m_chunk(lua_State *L) {
   int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "chunk");
   lab_tensor **v = NULL;
   int n = lab_chunk(t, (int)chunks, dim, &v);
-  return push_list(L, n, v);
+  return push_list(L, n, v, t, dim);
 }
 
 /* Collects a Lua list of tensors; the array is malloc'ed, references borrowed. */
@@ -337,7 +354,7 @@ int ll_cat(lua_State *L) {
     if (d < 0) d += nd + 1;
     dim = (int)d - 1;
   }
-  lab_tensor *r = lab_cat(n, v, dim);
+  lab_tensor *r = lab_ad_cat(n, v, dim);
   free(v);
   ll_push_tensor(L, r);
   return 1;
@@ -352,7 +369,7 @@ int ll_stack(lua_State *L) {
     if (d < 0) d += v[0]->ndim + 2;
     dim = (int)d - 1;
   }
-  lab_tensor *r = lab_stack(n, v, dim);
+  lab_tensor *r = lab_ad_stack(n, v, dim);
   free(v);
   ll_push_tensor(L, r);
   return 1;

@@ -38,6 +38,19 @@ double ll_opt_number(lua_State *L, int opts, const char *field, double def);
  * type suited to `like` (see ll_scalar_for). */
 lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *out_dtype);
 
+/* Raises when t requires grad and grad mode is on: in-place writes would corrupt what the
+ * graph saved (optimizers update parameters inside lab.no_grad). */
+void ll_check_inplace(lua_State *L, lab_tensor *t, const char *op);
+/* t.grad, t.requires_grad, t.grad_fn, t.is_leaf: pushes and returns 1 if k is one of them */
+int ll_autograd_property(lua_State *L, lab_tensor *t, const char *k);
+/* t.grad = g / t.requires_grad = b from the value at idx; returns 1 if k is one of them */
+int ll_autograd_set_property(lua_State *L, lab_tensor *t, const char *k, int idx);
+void ll_register_autograd(lua_State *L); /* methods, lab.no_grad, lab.autograd, nn ops */
+
+struct lab_group;
+/* the group in options table at opts (field "group"), or the world */
+struct lab_group *ll_opt_group(lua_State *L, int opts);
+
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */
 void ll_register_creation(lua_State *L);    /* into table at -1 */

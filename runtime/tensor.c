@@ -122,8 +122,11 @@ lab_tensor *lab_tensor_arange(lab_dtype dt, double start, double end, double ste
 
 void lab_tensor_retain(lab_tensor *t) { t->refcount++; }
 
+void lab_ag_meta_free(struct lab_ag_meta *m); /* runtime/autograd/engine.c */
+
 void lab_tensor_release(lab_tensor *t) {
   if (!t || --t->refcount > 0) return;
+  if (t->ag) lab_ag_meta_free(t->ag);
   lab_storage_release(t->storage);
   free(t);
 }
@@ -338,7 +341,7 @@ lab_tensor *lab_expand(lab_tensor *t, int ndim, const int64_t *shape) {
              lab_dims_str(ndim, shape, b, sizeof b));
     return NULL;
   }
-  int64_t s[LAB_MAX_DIMS], st[LAB_MAX_DIMS];
+  int64_t s[LAB_MAX_DIMS] = {0}, st[LAB_MAX_DIMS] = {0};
   int lead = ndim - t->ndim;
   for (int i = 0; i < ndim; i++) {
     int j = i - lead;
@@ -398,6 +401,8 @@ lab_tensor *lab_squeeze(lab_tensor *t, int dim) {
   }
   return view_of(t, n, shape, stride, t->offset);
 }
+
+lab_tensor *lab_alias(lab_tensor *t) { return view_of(t, t->ndim, t->shape, t->stride, t->offset); }
 
 lab_tensor *lab_contiguous(lab_tensor *t) {
   if (lab_is_contiguous(t)) {

@@ -12,6 +12,8 @@
 
 #define LAB_MAX_DIMS 8
 
+struct lab_ag_meta; /* autograd state, runtime/autograd.h; NULL for plain tensors */
+
 typedef struct lab_tensor {
   int refcount;
   lab_dtype dtype;
@@ -20,6 +22,7 @@ typedef struct lab_tensor {
   int64_t stride[LAB_MAX_DIMS];
   int64_t offset;
   lab_storage *storage;
+  struct lab_ag_meta *ag;
 } lab_tensor;
 
 const char *lab_dtype_name(lab_dtype t);
@@ -58,6 +61,7 @@ lab_tensor *lab_expand(lab_tensor *t, int ndim, const int64_t *shape); /* -1 kee
 lab_tensor *lab_unsqueeze(lab_tensor *t, int dim);
 lab_tensor *lab_squeeze(lab_tensor *t, int dim); /* dim < 0: every size-1 dim */
 lab_tensor *lab_contiguous(lab_tensor *t);       /* t itself (retained) when contiguous */
+lab_tensor *lab_alias(lab_tensor *t);            /* a new header, same storage and layout */
 
 /* copies */
 int lab_copy_(lab_tensor *dst, lab_tensor *src); /* broadcasts src, converts dtype */

@@ -1,6 +1,7 @@
 -- Pure-Lua helpers of the `lab` module, loaded once after the C parts are registered.
 -- They read like what they do: print on one rank, compare tensors, format sizes.
 local lab = lab
+require("lab.autograd")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

@@ -1,0 +1,276 @@
+/* Fused NN kernels. Each is written once as a macro over the element type T (float or
+ * double) and instantiated for both, so the f64 path used by gradient checks runs the very
+ * same arithmetic as the f32 path used for training. */
+#include "nn.h"
+
+#include <math.h>
+#include <string.h>
+
+#define DISPATCH(ct, NAME, ...)                                                               \
+  do {                                                                                        \
+    if ((ct) == LAB_F64) NAME##_d(__VA_ARGS__);                                               \
+    else NAME##_f(__VA_ARGS__);                                                               \
+  } while (0)
+
+/* ---- layer norm ---- */
+#define LAYER_NORM(T, S)                                                                      \
+  static void layer_norm_fwd_##S(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, \
+                                 int64_t rows, int64_t D, double eps) {                      \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+      const T *xr = x + r * D;                                                                \
+      T *yr = y + r * D;                                                                      \
+      double m = 0, v = 0;                                                                    \
+      for (int64_t i = 0; i < D; i++) m += xr[i];                                             \
+      m /= (double)D;                                                                         \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        double d = xr[i] - m;                                                                 \
+        v += d * d;                                                                           \
+      }                                                                                       \
+      T rs = (T)(1.0 / sqrt(v / (double)D + eps));                                            \
+      T mm = (T)m;                                                                            \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        T n = (xr[i] - mm) * rs;                                                              \
+        yr[i] = n * (w ? w[i] : (T)1) + (b ? b[i] : (T)0);                                    \
+      }                                                                                       \
+      mean[r] = mm;                                                                           \
+      rstd[r] = rs;                                                                           \
+    }                                                                                         \
+  }                                                                                           \
+  static void layer_norm_bwd_##S(const T *g, const T *x, const T *w, const T *mean,           \
+                                 const T *rstd, T *dx, T *dw, T *db, int64_t rows, int64_t D) { \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+      const T *gr = g + r * D, *xr = x + r * D;                                               \
+      T m = mean[r], rs = rstd[r];                                                            \
+      double sum_gw = 0, sum_gwn = 0;                                                         \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        T n = (xr[i] - m) * rs;                                                               \
+        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
+        sum_gw += gw;                                                                         \
+        sum_gwn += gw * n;                                                                    \
+        if (dw) dw[i] += gr[i] * n;                                                           \
+        if (db) db[i] += gr[i];                                                               \
+      }                                                                                       \
+      if (!dx) continue;                                                                      \
+      T a = (T)(sum_gw / (double)D), c = (T)(sum_gwn / (double)D);                            \
+      T *dxr = dx + r * D;                                                                    \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        T n = (xr[i] - m) * rs;                                                               \
+        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
+        dxr[i] = (gw - a - n * c) * rs;                                                       \
+      }                                                                                       \
+    }                                                                                         \
+  }
+LAYER_NORM(float, f)
+LAYER_NORM(double, d)
+
+void lab_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y,
+                        void *mean, void *rstd, int64_t rows, int64_t D, double eps) {
+  DISPATCH(ct, layer_norm_fwd, x, w, b, y, mean, rstd, rows, D, eps);
+}
+
+void lab_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
+                        const void *mean, const void *rstd, void *dx, void *dw, void *db,
+                        int64_t rows, int64_t D) {
+  DISPATCH(ct, layer_norm_bwd, g, x, w, mean, rstd, dx, dw, db, rows, D);
+}
+
+/* ---- RMS norm ---- */
+#define RMS_NORM(T, S)                                                                        \
+  static void rms_norm_fwd_##S(const T *x, const T *w, T *y, T *rstd, int64_t rows,           \
+                               int64_t D, double eps) {                                       \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+      const T *xr = x + r * D;                                                                \
+      double ss = 0;                                                                          \
+      for (int64_t i = 0; i < D; i++) ss += (double)xr[i] * xr[i];                            \
+      T rs = (T)(1.0 / sqrt(ss / (double)D + eps));                                           \
+      for (int64_t i = 0; i < D; i++) y[r * D + i] = xr[i] * rs * (w ? w[i] : (T)1);          \
+      rstd[r] = rs;                                                                           \
+    }                                                                                         \
+  }                                                                                           \
+  static void rms_norm_bwd_##S(const T *g, const T *x, const T *w, const T *rstd, T *dx,      \
+                               T *dw, int64_t rows, int64_t D) {                              \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+      const T *gr = g + r * D, *xr = x + r * D;                                               \
+      T rs = rstd[r];                                                                         \
+      double dot = 0;                                                                         \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
+        dot += gw * xr[i];                                                                    \
+        if (dw) dw[i] += gr[i] * xr[i] * rs;                                                  \
+      }                                                                                       \
+      if (!dx) continue;                                                                      \
+      T c = (T)(dot / (double)D) * rs * rs * rs;                                              \
+      for (int64_t i = 0; i < D; i++) dx[r * D + i] = gr[i] * (w ? w[i] : (T)1) * rs - xr[i] * c; \
+    }                                                                                         \
+  }
+RMS_NORM(float, f)
+RMS_NORM(double, d)
+
+void lab_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd,
+                      int64_t rows, int64_t D, double eps) {
+  DISPATCH(ct, rms_norm_fwd, x, w, y, rstd, rows, D, eps);
+}
+
+void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
+                      const void *rstd, void *dx, void *dw, int64_t rows, int64_t D) {
+  DISPATCH(ct, rms_norm_bwd, g, x, w, rstd, dx, dw, rows, D);
+}
+
+/* ---- activations ---- */
+/* gelu_tanh(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi) */
+#define ACT(T, S, EXP, TANH, ERF)                                                             \
+  static void act_fwd_##S(int kind, const T *x, T *y, int64_t n) {                            \
+    const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      T v = x[i];                                                                             \
+      if (kind == 0) y[i] = (T)0.5 * v * ((T)1 + ERF(v * (T)0.7071067811865476));             \
+      else if (kind == 1) y[i] = (T)0.5 * v * ((T)1 + TANH(k * (v + c * v * v * v)));         \
+      else y[i] = v / ((T)1 + EXP(-v));                                                       \
+    }                                                                                         \
+  }                                                                                           \
+  static void act_bwd_##S(int kind, const T *g, const T *x, T *dx, int64_t n) {               \
+    const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      T v = x[i], d;                                                                          \
+      if (kind == 0) {                                                                        \
+        T cdf = (T)0.5 * ((T)1 + ERF(v * (T)0.7071067811865476));                             \
+        T pdf = EXP((T)-0.5 * v * v) * (T)0.3989422804014327;                                 \
+        d = cdf + v * pdf;                                                                    \
+      } else if (kind == 1) {                                                                 \
+        T u = k * (v + c * v * v * v), t = TANH(u);                                           \
+        d = (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * v * v); \
+      } else {                                                                                \
+        T s = (T)1 / ((T)1 + EXP(-v));                                                        \
+        d = s * ((T)1 + v * ((T)1 - s));                                                      \
+      }                                                                                       \
+      dx[i] = g[i] * d;                                                                       \
+    }                                                                                         \
+  }
+ACT(float, f, expf, tanhf, erff)
+ACT(double, d, exp, tanh, erf)
+
+void lab_act_fwd(lab_dtype ct, int kind, const void *x, void *y, int64_t n) {
+  DISPATCH(ct, act_fwd, kind, x, y, n);
+}
+
+void lab_act_bwd(lab_dtype ct, int kind, const void *g, const void *x, void *dx, int64_t n) {
+  DISPATCH(ct, act_bwd, kind, g, x, dx, n);
+}
+
+/* ---- cross-entropy ---- */
+/* loss_r = lse - (1 - s) x[target] - s mean(x) */
+#define XENT(T, S, EXP, LOG)                                                                  \
+  static int64_t xent_fwd_##S(const T *x, const int64_t *tg, T *loss, T *lse, int64_t N,      \
+                              int64_t C, int64_t ignore, double s) {                          \
+    int64_t count = 0;                                                                        \
+    _Pragma("omp parallel for schedule(static) reduction(+:count)")                          \
+    for (int64_t r = 0; r < N; r++) {                                                         \
+      const T *xr = x + r * C;                                                                \
+      T m = xr[0];                                                                            \
+      for (int64_t i = 1; i < C; i++) m = xr[i] > m ? xr[i] : m;                              \
+      double se = 0, sx = 0;                                                                  \
+      for (int64_t i = 0; i < C; i++) {                                                       \
+        se += EXP(xr[i] - m);                                                                 \
+        sx += xr[i];                                                                          \
+      }                                                                                       \
+      T l = m + (T)LOG(se);                                                                   \
+      lse[r] = l;                                                                             \
+      if (tg[r] == ignore) {                                                                  \
+        loss[r] = 0;                                                                          \
+        continue;                                                                             \
+      }                                                                                       \
+      count++;                                                                                \
+      loss[r] = (T)(l - (1.0 - s) * xr[tg[r]] - s * sx / (double)C);                          \
+    }                                                                                         \
+    return count;                                                                             \
+  }                                                                                           \
+  static void xent_bwd_##S(const T *x, const int64_t *tg, const T *lse, T *dx, int64_t N,     \
+                           int64_t C, int64_t ignore, double s, double scale) {               \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t r = 0; r < N; r++) {                                                         \
+      const T *xr = x + r * C;                                                                \
+      T *dr = dx + r * C;                                                                     \
+      if (tg[r] == ignore) {                                                                  \
+        memset(dr, 0, sizeof(T) * (size_t)C);                                                 \
+        continue;                                                                             \
+      }                                                                                       \
+      T sc = (T)scale, off = (T)(s / (double)C), l = lse[r];                                  \
+      for (int64_t i = 0; i < C; i++) dr[i] = (EXP(xr[i] - l) - off) * sc;                    \
+      dr[tg[r]] -= (T)(1.0 - s) * sc;                                                         \
+    }                                                                                         \
+  }
+XENT(float, f, expf, log)
+XENT(double, d, exp, log)
+
+int64_t lab_cross_entropy_fwd(lab_dtype ct, const void *logits, const int64_t *target,
+                              void *loss, void *lse, int64_t N, int64_t C, int64_t ignore_index,
+                              double smoothing) {
+  if (ct == LAB_F64) return xent_fwd_d(logits, target, loss, lse, N, C, ignore_index, smoothing);
+  return xent_fwd_f(logits, target, loss, lse, N, C, ignore_index, smoothing);
+}
+
+void lab_cross_entropy_bwd(lab_dtype ct, const void *logits, const int64_t *target,
+                           const void *lse, void *dlogits, int64_t N, int64_t C,
+                           int64_t ignore_index, double smoothing, double scale) {
+  DISPATCH(ct, xent_bwd, logits, target, lse, dlogits, N, C, ignore_index, smoothing, scale);
+}
+
+/* ---- embedding ---- */
+void lab_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out,
+                       int64_t n, int64_t D) {
+  size_t row = lab_dtype_size(ct) * (size_t)D;
+  for (int64_t i = 0; i < n; i++) memcpy((char *)out + (size_t)i * row, (const char *)weight + (size_t)idx[i] * row, row);
+}
+
+#define EMB_BWD(T, S)                                                                         \
+  static void emb_bwd_##S(const T *g, const int64_t *idx, T *dw, int64_t n, int64_t D) {      \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      T *row = dw + idx[i] * D;                                                               \
+      const T *gr = g + i * D;                                                                \
+      for (int64_t j = 0; j < D; j++) row[j] += gr[j];                                        \
+    }                                                                                         \
+  }
+EMB_BWD(float, f)
+EMB_BWD(double, d)
+
+void lab_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight,
+                       int64_t n, int64_t D) {
+  DISPATCH(ct, emb_bwd, g, idx, dweight, n, D);
+}
+
+/* ---- attention helpers ---- */
+#define MASK(T, S)                                                                            \
+  static void causal_mask_##S(T *sc, int64_t batches, int64_t Tq, int64_t Sk) {               \
+    int64_t shift = Sk - Tq;                                                                  \
+    for (int64_t b = 0; b < batches; b++)                                                     \
+      for (int64_t t = 0; t < Tq; t++) {                                                      \
+        T *row = sc + (b * Tq + t) * Sk;                                                      \
+        for (int64_t s = t + shift + 1; s < Sk; s++) row[s] = (T)-INFINITY;                   \
+      }                                                                                       \
+  }                                                                                           \
+  static void softmax_bwd_rows_##S(const T *P, T *dP, int64_t rows, int64_t Sk, double scale) { \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t r = 0; r < rows; r++) {                                                      \
+      const T *p = P + r * Sk;                                                                \
+      T *d = dP + r * Sk;                                                                     \
+      double dot = 0;                                                                         \
+      for (int64_t i = 0; i < Sk; i++) dot += (double)d[i] * p[i];                            \
+      T dt = (T)dot, sc = (T)scale;                                                           \
+      for (int64_t i = 0; i < Sk; i++) d[i] = p[i] * (d[i] - dt) * sc;                        \
+    }                                                                                         \
+  }
+MASK(float, f)
+MASK(double, d)
+
+void lab_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S) {
+  DISPATCH(ct, causal_mask, scores, batches, T, S);
+}
+
+void lab_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S,
+                          double scale) {
+  DISPATCH(ct, softmax_bwd_rows, P, dP, rows, S, scale);
+}

@@ -1,0 +1,409 @@
+/* Neural-network ops with fused kernels (kernels/cpu/nn.c). Each converts its inputs to a
+ * contiguous compute-type copy (f32 for the half types, f64 for f64), runs the kernel, and
+ * returns the result in the input's dtype; the backward does the same with the gradient. */
+#include <math.h>
+#include <string.h>
+
+#include "../../kernels/cpu/convert.h"
+#include "../../kernels/cpu/nn.h"
+#include "../../kernels/cpu/reduce.h"
+#include "../error.h"
+#include "../matmul.h"
+#include "../random.h"
+#include "ops.h"
+#include "util.h"
+
+/* A contiguous copy (or t itself) in the compute type of t. */
+static lab_tensor *ct_of(lab_tensor *t) {
+  lab_dtype ct = t->dtype == LAB_F64 ? LAB_F64 : LAB_F32;
+  lab_tensor *c = lab_to_dtype(t, ct);
+  if (!c) return NULL;
+  lab_tensor *cc = lab_contiguous(c);
+  lab_tensor_release(c);
+  return cc;
+}
+
+static lab_dtype ct_type(lab_dtype t) { return t == LAB_F64 ? LAB_F64 : LAB_F32; }
+
+static int float_check(const char *op, const char *what, const lab_tensor *t) {
+  if (lab_dtype_is_float(t->dtype)) return 0;
+  return lab_fail(op, "%s must be floating point, got %s", what, lab_dtype_name(t->dtype));
+}
+
+/* Int64 contiguous ids, each checked to lie in [0, limit) (or equal `allowed`). */
+static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, int64_t allowed) {
+  if (lab_dtype_is_float(idx->dtype) || idx->dtype == LAB_BOOL) {
+    lab_fail(op, "ids must be integers, got %s", lab_dtype_name(idx->dtype));
+    return NULL;
+  }
+  lab_tensor *c = lab_to_dtype(idx, LAB_I64);
+  lab_tensor *cc = c ? lab_contiguous(c) : NULL;
+  lab_tensor_release(c);
+  if (!cc) return NULL;
+  const int64_t *p = lab_data(cc);
+  for (int64_t i = 0; i < lab_numel(cc); i++)
+    if ((p[i] < 0 || p[i] >= limit) && p[i] != allowed) {
+      lab_fail(op, "id %lld at position %lld is outside [0, %lld) (ids count from 0)", (long long)p[i],
+               (long long)i + 1, (long long)limit);
+      lab_tensor_release(cc);
+      return NULL;
+    }
+  return cc;
+}
+
+/* ---- embedding ---- */
+
+/* saved[0] ids (i64); i[0..1] weight shape */
+static int embedding_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *ids = n->saved[0];
+  lab_tensor *gc = ct_of(g);
+  lab_tensor *dw = gc ? lab_tensor_zeros(gc->dtype, 2, &n->i[0]) : NULL;
+  if (!dw) {
+    lab_tensor_release(gc);
+    return -1;
+  }
+  lab_embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), n->i[1]);
+  lab_tensor_release(gc);
+  gin[0] = ag_cast(dw, n->in_dtype[0]);
+  return gin[0] ? 0 : -1;
+}
+
+lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
+  char s[128];
+  if (weight->ndim != 2) {
+    lab_fail("embedding", "weight must be [vocab, dim], got %s", lab_shape_str(weight, s, sizeof s));
+    return NULL;
+  }
+  if (idx->ndim + 1 > LAB_MAX_DIMS) {
+    lab_fail("embedding", "ids have too many dimensions");
+    return NULL;
+  }
+  lab_tensor *ids = ids_of("embedding", idx, weight->shape[0], -1);
+  if (!ids) return NULL;
+  lab_tensor *w = lab_contiguous(weight);
+  int64_t shape[LAB_MAX_DIMS];
+  memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
+  shape[idx->ndim] = weight->shape[1];
+  lab_tensor *out = w ? lab_tensor_empty(weight->dtype, idx->ndim + 1, shape) : NULL;
+  if (out) lab_embedding_fwd(weight->dtype, lab_data(w), lab_data(ids), lab_data(out), lab_numel(ids), weight->shape[1]);
+  lab_tensor_release(w);
+  if (!out || !lab_ag_needed(1, &weight)) {
+    lab_tensor_release(ids);
+    return out;
+  }
+  lab_node *n = lab_node_new("embedding", embedding_bw, 1, &weight);
+  if (!n) {
+    lab_tensor_release(ids);
+    return ag_drop(out);
+  }
+  n->i[0] = weight->shape[0];
+  n->i[1] = weight->shape[1];
+  int rc = lab_node_save(n, 0, ids);
+  lab_tensor_release(ids);
+  return ag_finish(n, out, rc);
+}
+
+/* ---- layer norm and RMS norm ---- */
+
+/* saved[0] x (ct), [1] w (ct) or NULL, [2] mean, [3] rstd; i[0] rows, i[1] D, i[2] rms */
+static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *x = n->saved[0], *w = n->saved[1];
+  int64_t rows = n->i[0], D = n->i[1];
+  int rms = (int)n->i[2];
+  lab_dtype ct = x->dtype;
+  lab_tensor *gc = lab_to_dtype(g, ct), *gcc = gc ? lab_contiguous(gc) : NULL;
+  lab_tensor_release(gc);
+  if (!gcc) return -1;
+  lab_tensor *dx = ag_wants(n, 0) ? lab_tensor_empty(ct, x->ndim, x->shape) : NULL;
+  lab_tensor *dw = (w && ag_wants(n, 1)) ? lab_tensor_zeros(ct, 1, &D) : NULL;
+  lab_tensor *db = (!rms && n->nin > 2 && ag_wants(n, 2)) ? lab_tensor_zeros(ct, 1, &D) : NULL;
+  if (rms)
+    lab_rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[3]),
+                     dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL, rows, D);
+  else
+    lab_layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[2]),
+                       lab_data(n->saved[3]), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
+                       db ? lab_data(db) : NULL, rows, D);
+  lab_tensor_release(gcc);
+  if (dx) gin[0] = ag_cast(dx, n->in_dtype[0]);
+  if (dw) gin[1] = ag_cast(dw, n->in_dtype[1]);
+  if (db) gin[2] = ag_cast(db, n->in_dtype[2]);
+  return 0;
+}
+
+static int norm_param_check(const char *op, const char *what, const lab_tensor *p, int64_t D) {
+  char s[128];
+  if (!p) return 0;
+  if (p->ndim != 1 || p->shape[0] != D)
+    return lab_fail(op, "%s of shape %s does not match the last dim %lld of the input", what,
+                    lab_shape_str(p, s, sizeof s), (long long)D);
+  return float_check(op, what, p);
+}
+
+static lab_tensor *norm(const char *op, lab_tensor *x, lab_tensor *w, lab_tensor *b, double eps, int rms) {
+  if (x->ndim == 0) {
+    lab_fail(op, "needs at least one dimension");
+    return NULL;
+  }
+  int64_t D = x->shape[x->ndim - 1], rows = D ? lab_numel(x) / D : 0;
+  if (float_check(op, "input", x) < 0 || norm_param_check(op, "weight", w, D) < 0 ||
+      norm_param_check(op, "bias", b, D) < 0)
+    return NULL;
+  lab_dtype ct = ct_type(x->dtype);
+  lab_tensor *xc = ct_of(x), *wc = w ? ct_of(w) : NULL, *bc = b ? ct_of(b) : NULL;
+  lab_tensor *y = lab_tensor_empty(ct, x->ndim, x->shape);
+  lab_tensor *mean = lab_tensor_empty(ct, 1, &rows), *rstd = lab_tensor_empty(ct, 1, &rows);
+  lab_tensor *out = NULL;
+  if (xc && (!w || wc) && (!b || bc) && y && mean && rstd) {
+    if (rms) lab_rms_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, lab_data(y), lab_data(rstd), rows, D, eps);
+    else lab_layer_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, bc ? lab_data(bc) : NULL, lab_data(y),
+                            lab_data(mean), lab_data(rstd), rows, D, eps);
+    out = lab_to_dtype(y, x->dtype);
+  }
+  lab_tensor *in[3] = {x, w, b};
+  int nin = rms ? 2 : 3;
+  if (out && lab_ag_needed(nin, in)) {
+    lab_node *n = lab_node_new(op, norm_bw, nin, in);
+    if (!n) {
+      out = ag_drop(out);
+    } else {
+      n->i[0] = rows;
+      n->i[1] = D;
+      n->i[2] = rms;
+      int rc = lab_node_save(n, 0, xc) | lab_node_save(n, 2, mean) | lab_node_save(n, 3, rstd);
+      if (wc) rc |= lab_node_save(n, 1, wc);
+      out = ag_finish(n, out, rc);
+    }
+  }
+  lab_tensor_release(xc);
+  lab_tensor_release(wc);
+  lab_tensor_release(bc);
+  lab_tensor_release(y);
+  lab_tensor_release(mean);
+  lab_tensor_release(rstd);
+  return out;
+}
+
+lab_tensor *lab_ad_layer_norm(lab_tensor *x, lab_tensor *w, lab_tensor *b, double eps) {
+  return norm("layer_norm", x, w, b, eps, 0);
+}
+
+lab_tensor *lab_ad_rms_norm(lab_tensor *x, lab_tensor *w, double eps) { return norm("rms_norm", x, w, NULL, eps, 1); }
+
+/* ---- activations ---- */
+
+/* saved[0] x (ct); i[0] kind */
+static int act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *x = n->saved[0];
+  lab_tensor *gc = lab_to_dtype(g, x->dtype), *gcc = gc ? lab_contiguous(gc) : NULL;
+  lab_tensor_release(gc);
+  lab_tensor *dx = gcc ? lab_tensor_empty(x->dtype, x->ndim, x->shape) : NULL;
+  if (dx) lab_act_bwd(x->dtype, (int)n->i[0], lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
+  lab_tensor_release(gcc);
+  gin[0] = ag_cast(dx, n->in_dtype[0]);
+  return gin[0] ? 0 : -1;
+}
+
+static lab_tensor *activation(const char *op, lab_tensor *x, int kind) {
+  if (float_check(op, "input", x) < 0) return NULL;
+  lab_tensor *xc = ct_of(x);
+  lab_tensor *y = xc ? lab_tensor_empty(xc->dtype, x->ndim, x->shape) : NULL;
+  if (y) lab_act_fwd(xc->dtype, kind, lab_data(xc), lab_data(y), lab_numel(x));
+  lab_tensor *out = y ? lab_to_dtype(y, x->dtype) : NULL;
+  lab_tensor_release(y);
+  if (out && lab_ag_needed(1, &x)) {
+    lab_node *n = lab_node_new(op, act_bw, 1, &x);
+    if (!n) out = ag_drop(out);
+    else {
+      n->i[0] = kind;
+      out = ag_finish(n, out, lab_node_save(n, 0, xc));
+    }
+  }
+  lab_tensor_release(xc);
+  return out;
+}
+
+lab_tensor *lab_ad_gelu(lab_tensor *x, int tanh_approx) { return activation("gelu", x, tanh_approx ? 1 : 0); }
+lab_tensor *lab_ad_silu(lab_tensor *x) { return activation("silu", x, 2); }
+
+/* ---- dropout ---- */
+
+/* saved[0] the scaled keep mask (0 or 1/(1-p)) in the input's dtype */
+static int dropout_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *r = lab_binary(LAB_MUL, g, n->saved[0], -1);
+  gin[0] = ag_cast(r, n->in_dtype[0]);
+  return gin[0] ? 0 : -1;
+}
+
+lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
+  if (p < 0 || p >= 1) {
+    lab_fail("dropout", "probability %g must be in [0, 1)", p);
+    return NULL;
+  }
+  if (!training || p == 0) return ag_ref(x);
+  if (float_check("dropout", "input", x) < 0) return NULL;
+  lab_tensor *u = lab_tensor_empty(ct_type(x->dtype), x->ndim, x->shape);
+  if (!u || lab_rand_(u, 0, 1) < 0) {
+    lab_tensor_release(u);
+    return NULL;
+  }
+  lab_tensor *pt = lab_tensor_scalar(u->dtype, p);
+  lab_tensor *keep = pt ? lab_binary(LAB_GE, u, pt, x->dtype) : NULL;
+  lab_tensor *mask = keep ? ag_chain(keep, LAB_MUL, NULL, 1.0 / (1.0 - p)) : NULL;
+  lab_tensor_release(u);
+  lab_tensor_release(pt);
+  lab_tensor *out = mask ? lab_binary(LAB_MUL, x, mask, -1) : NULL;
+  if (out && lab_ag_needed(1, &x)) {
+    lab_node *n = lab_node_new("dropout", dropout_bw, 1, &x);
+    out = n ? ag_finish(n, out, lab_node_save(n, 0, mask)) : ag_drop(out);
+  }
+  lab_tensor_release(mask);
+  return out;
+}
+
+/* ---- cross-entropy ---- */
+
+/* saved[0] logits (ct, [N, C]), [1] targets (i64), [2] lse; i[0] N, i[1] C, i[2] ignore,
+ * i[3] count; d[0] smoothing; i[4..] the logits' original shape */
+static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *x = n->saved[0];
+  int64_t N = n->i[0], C = n->i[1];
+  double scale = lab_get_f64(g->dtype, lab_data(g)) / (double)(n->i[3] ? n->i[3] : 1);
+  lab_tensor *dx = lab_tensor_empty(x->dtype, 2, (int64_t[]){N, C});
+  if (!dx) return -1;
+  lab_cross_entropy_bwd(x->dtype, lab_data(x), lab_data(n->saved[1]), lab_data(n->saved[2]), lab_data(dx), N, C,
+                        n->i[2], n->d[0], scale);
+  lab_tensor *r = lab_view(dx, (int)n->i[4], &n->i[5]);
+  lab_tensor_release(dx);
+  gin[0] = ag_cast(r, n->in_dtype[0]);
+  return gin[0] ? 0 : -1;
+}
+
+lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t ignore_index,
+                                 double label_smoothing) {
+  char a[128], b[128];
+  const char *op = "cross_entropy";
+  if (float_check(op, "logits", logits) < 0) return NULL;
+  if (logits->ndim < 1 || logits->ndim - 1 != target->ndim) {
+    lab_fail(op, "logits %s need one more dim (the classes) than targets %s", lab_shape_str(logits, a, sizeof a),
+             lab_shape_str(target, b, sizeof b));
+    return NULL;
+  }
+  for (int d = 0; d < target->ndim; d++)
+    if (target->shape[d] != logits->shape[d]) {
+      lab_fail(op, "logits %s and targets %s disagree in dim %d", lab_shape_str(logits, a, sizeof a),
+               lab_shape_str(target, b, sizeof b), d + 1);
+      return NULL;
+    }
+  if (label_smoothing < 0 || label_smoothing > 1) {
+    lab_fail(op, "label_smoothing %g must be in [0, 1]", label_smoothing);
+    return NULL;
+  }
+  int64_t C = logits->shape[logits->ndim - 1], N = C ? lab_numel(logits) / C : 0;
+  lab_tensor *tg = ids_of(op, target, C, ignore_index);
+  lab_tensor *xc = tg ? ct_of(logits) : NULL;
+  lab_dtype ct = ct_type(logits->dtype);
+  lab_tensor *loss = xc ? lab_tensor_empty(ct, 1, &N) : NULL, *lse = loss ? lab_tensor_empty(ct, 1, &N) : NULL;
+  lab_tensor *out = NULL;
+  int64_t count = 0;
+  if (lse) {
+    count = lab_cross_entropy_fwd(ct, lab_data(xc), lab_data(tg), lab_data(loss), lab_data(lse), N, C,
+                                  ignore_index, label_smoothing);
+    double total = lab_row_sum_f(ct, lab_data(loss), N);
+    out = lab_tensor_scalar(logits->dtype, count ? total / (double)count : NAN);
+  }
+  if (out && lab_ag_needed(1, &logits)) {
+    lab_node *n = lab_node_new(op, xent_bw, 1, &logits);
+    if (!n) out = ag_drop(out);
+    else {
+      n->i[0] = N;
+      n->i[1] = C;
+      n->i[2] = ignore_index;
+      n->i[3] = count;
+      n->d[0] = label_smoothing;
+      ag_store_shape(n, 4, logits);
+      int rc = lab_node_save(n, 0, xc) | lab_node_save(n, 1, tg) | lab_node_save(n, 2, lse);
+      out = ag_finish(n, out, rc);
+    }
+  }
+  lab_tensor_release(tg);
+  lab_tensor_release(xc);
+  lab_tensor_release(loss);
+  lab_tensor_release(lse);
+  return out;
+}
+
+/* ---- scaled dot-product attention ---- */
+
+static lab_tensor *mm_t(lab_tensor *a, lab_tensor *b, int ta, int tb) {
+  lab_tensor *A = ta ? lab_transpose(a, a->ndim - 2, a->ndim - 1) : ag_ref(a);
+  lab_tensor *B = tb ? lab_transpose(b, b->ndim - 2, b->ndim - 1) : ag_ref(b);
+  lab_tensor *c = (A && B) ? lab_matmul(A, B) : NULL;
+  lab_tensor_release(A);
+  lab_tensor_release(B);
+  return c;
+}
+
+/* saved q, k, v (ct) and P; d[0] scale */
+static int sdpa_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *P = n->saved[3];
+  lab_tensor *gc = lab_to_dtype(g, q->dtype);
+  if (!gc) return -1;
+  lab_tensor *dP = mm_t(gc, v, 0, 1); /* [.., T, S] */
+  lab_tensor *dv = ag_wants(n, 2) ? mm_t(P, gc, 1, 0) : NULL;
+  lab_tensor_release(gc);
+  if (!dP) return -1;
+  int64_t S = P->shape[P->ndim - 1];
+  lab_softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, n->d[0]);
+  if (ag_wants(n, 0)) gin[0] = ag_cast(lab_matmul(dP, k), n->in_dtype[0]);
+  if (ag_wants(n, 1)) gin[1] = ag_cast(mm_t(dP, q, 1, 0), n->in_dtype[1]);
+  if (dv) gin[2] = ag_cast(dv, n->in_dtype[2]);
+  lab_tensor_release(dP);
+  return (ag_wants(n, 0) && !gin[0]) || (ag_wants(n, 1) && !gin[1]) ? -1 : 0;
+}
+
+lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale) {
+  char a[128], b[128], c[128];
+  const char *op = "sdpa";
+  if (float_check(op, "q", q) < 0 || float_check(op, "k", k) < 0 || float_check(op, "v", v) < 0) return NULL;
+  int ok = q->ndim >= 2 && q->ndim == k->ndim && k->ndim == v->ndim;
+  for (int d = 0; ok && d < q->ndim - 2; d++) ok = q->shape[d] == k->shape[d] && k->shape[d] == v->shape[d];
+  ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
+  if (!ok) {
+    lab_fail(op, "q %s, k %s, v %s must be [..., T, D], [..., S, D], [..., S, Dv] with equal batch dims",
+             lab_shape_str(q, a, sizeof a), lab_shape_str(k, b, sizeof b), lab_shape_str(v, c, sizeof c));
+    return NULL;
+  }
+  int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
+  if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
+  lab_tensor *qc = ct_of(q), *kc = ct_of(k), *vc = ct_of(v);
+  lab_tensor *P = (qc && kc && vc) ? mm_t(qc, kc, 0, 1) : NULL; /* [.., T, S] */
+  lab_tensor *out = NULL;
+  if (P) {
+    lab_dtype ct = P->dtype;
+    lab_tensor *sc = lab_tensor_scalar(ct, scale);
+    if (sc) lab_binary_(LAB_MUL, P, sc);
+    lab_tensor_release(sc);
+    int64_t rows = lab_numel(P) / (S ? S : 1);
+    if (causal) lab_causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
+    lab_softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
+    lab_tensor *o = lab_matmul(P, vc);
+    out = o ? lab_to_dtype(o, q->dtype) : NULL;
+    lab_tensor_release(o);
+  }
+  lab_tensor *in[3] = {q, k, v};
+  if (out && lab_ag_needed(3, in)) {
+    lab_node *n = lab_node_new(op, sdpa_bw, 3, in);
+    if (!n) out = ag_drop(out);
+    else {
+      n->d[0] = scale;
+      int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) | lab_node_save(n, 3, P);
+      out = ag_finish(n, out, rc);
+    }
+  }
+  lab_tensor_release(qc);
+  lab_tensor_release(kc);
+  lab_tensor_release(vc);
+  lab_tensor_release(P);
+  return out;
+}

@@ -1,0 +1,35 @@
+/* Small helpers shared by the backward functions (internal to runtime/autograd). */
+#ifndef LAB_RUNTIME_AUTOGRAD_UTIL_H
+#define LAB_RUNTIME_AUTOGRAD_UTIL_H
+
+#include "../ewise.h"
+#include "autograd.h"
+
+static inline int dtype_valid(int d) { return d >= 0 && d < LAB_NDTYPES; }
+
+/* whether input i of the node has somewhere for its gradient to go */
+static inline int ag_wants(const lab_node *n, int i) { return n->next[i].node || n->next[i].leaf; }
+
+static inline lab_tensor *ag_ref(lab_tensor *t) {
+  lab_tensor_retain(t);
+  return t;
+}
+
+/* releases out (an op result) and returns NULL, for failure paths */
+lab_tensor *ag_drop(lab_tensor *out);
+/* attaches n to out (rc from the saves: -1 drops both) */
+lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc);
+/* stores t's ndim at i[at] and shape at i[at+1..] */
+void ag_store_shape(lab_node *n, int at, const lab_tensor *t);
+/* r converted to dtype (consumes r) */
+lab_tensor *ag_cast(lab_tensor *r, int dtype);
+/* r summed to the input's shape and cast to its dtype (consumes r) */
+lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, int ndim, const int64_t *shape);
+/* (x op other) or, with other NULL, (x op scalar); consumes x */
+lab_tensor *ag_chain(lab_tensor *x, lab_binary_op op, lab_tensor *other, double scalar);
+/* x op scalar, x kept */
+lab_tensor *ag_scalar_op(lab_tensor *x, lab_binary_op op, double scalar);
+/* scalar - x */
+lab_tensor *ag_scalar_rsub(double scalar, lab_tensor *x);
+
+#endif

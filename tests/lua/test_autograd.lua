@@ -1,0 +1,187 @@
+-- Autograd: every differentiable op against finite differences in f64, and the engine's
+-- behaviour (accumulation, retain_graph, no_grad, detach, hooks, Function, errors).
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local T = require("harness")
+lab.manual_seed(1)
+
+local function leaf(...)
+  return lab.randn(...):to("f64"):requires_grad_()
+end
+
+local function check(name, fn, inputs, opts)
+  T.test("gradcheck " .. name, function()
+    local ok, msg = lab.autograd.gradcheck(fn, inputs, opts)
+    T.ok(ok, msg)
+  end)
+end
+
+local a, b = leaf(3, 4), leaf(3, 4)
+local row = leaf(4)
+local pos = lab.no_grad(function() return (lab.rand(3, 4, { dtype = "f64" }) + 0.5):requires_grad_() end)
+check("add with broadcasting", function(x, y) return x + y end, { a, row })
+check("sub", function(x, y) return x - y end, { a, b })
+check("mul with broadcasting", function(x, y) return x * y end, { a, row })
+check("div", function(x, y) return x / y end, { a, pos })
+check("pow", function(x, y) return x:pow(y) end, { pos, b })
+check("pow by a number", function(x) return x ^ 3 end, { a })
+check("maximum/minimum", function(x, y) return x:maximum(y) + x:minimum(y) * 2 end, { a, b })
+check("neg abs", function(x) return -x:abs() end, { a })
+check("exp log sqrt rsqrt", function(x) return x:exp() + x:log() + x:sqrt() + x:rsqrt() end, { pos })
+check("tanh sigmoid", function(x) return x:tanh() + x:sigmoid() end, { a })
+check("clamp", function(x) return x:clamp(-0.5, 0.5) end, { a })
+check("where", function(x, y) return lab.where(x:gt(0), x, y) end, { a, b })
+check("sum mean over dims", function(x) return x:sum(1) + x:mean(1, true):squeeze() + x:sum() end, { a })
+check("var std norm", function(x) return x:var(2) + x:std(2) + x:norm(2, 2) + x:norm(1, 2) * 0 + x:norm(3, 2) end, { a })
+check("prod", function(x) return x:prod(2) end, { pos })
+check("max min values", function(x) return x:max(2) + x:min(1):sum() + x:max() end, { a })
+check("softmax log_softmax", function(x) return x:softmax(2) * 3 + x:log_softmax(1) end, { a })
+check("matmul 2-D, batched, 1-D", function(x, y) return x:matmul(y:t()):sum(1) end, { a, b })
+local bat1, bat2 = leaf(2, 3, 4), leaf(4, 5)
+check("batched matmul with broadcast", function(x, y) return x:matmul(y) end, { bat1, bat2 })
+local vec = leaf(4)
+check("matrix-vector", function(x, y) return x:matmul(y) end, { a, vec })
+check("views", function(x)
+  return x:view(2, 6):t():reshape(3, 4):transpose(1, 2):permute(2, 1):unsqueeze(1):squeeze(1)
+end, { a })
+check("narrow select slice expand", function(x)
+  return x:narrow(2, 2, 2):sum() + x:select(1, 2):sum() + x:slice(2, 1, 1):expand(3, 5):sum()
+end, { a })
+check("cat stack split chunk", function(x, y)
+  local parts = x:split(2, 2)
+  local ch = y:chunk(3, 1)
+  return lab.cat({ parts[2], parts[1], ch[3]:expand(3, 4):narrow(2, 1, 2) }, 1):sum(1):sum()
+      + lab.stack({ x, y }, 1):sum(1):sum(1):sum() * 2
+end, { a, b })
+check("contiguous clone", function(x) return x:t():contiguous():clone() end, { a })
+check("to f32 and back (f32 rounding: a coarser step)", function(x) return x:to("f32"):to("f64") end, { a }, { eps = 1e-2, atol = 1e-3 })
+local W = leaf(6, 4)
+local ids = lab.tensor({ { 0, 5, 2 }, { 5, 5, 1 } })
+check("embedding (repeated ids accumulate)", function(w) return lab.embedding(ids, w) end, { W })
+local lw, lb = leaf(4), leaf(4)
+check("layer_norm", function(x, w, bb) return lab.layer_norm(x, w, bb) end, { a, lw, lb })
+check("layer_norm without affine", function(x) return lab.layer_norm(x) end, { a })
+check("rms_norm", function(x, w) return lab.rms_norm(x, w) end, { a, lw })
+check("gelu exact and tanh", function(x) return x:gelu() + x:gelu("tanh") end, { a })
+check("silu relu", function(x) return x:silu() + x:relu() end, { a })
+local logits = leaf(5, 7)
+local targets = lab.tensor({ 0, 6, 3, -100, 2 })
+check("cross_entropy with ignore_index", function(x) return lab.cross_entropy(x, targets) end, { logits })
+check("cross_entropy with label smoothing", function(x) return lab.cross_entropy(x, targets, { label_smoothing = 0.1 }) end, { logits })
+local logits3 = leaf(2, 3, 7)
+check("cross_entropy over [B, T, C]", function(x) return lab.cross_entropy(x, lab.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })) end, { logits3 })
+local q, k, v = leaf(2, 2, 5, 4), leaf(2, 2, 5, 4), leaf(2, 2, 5, 3)
+check("sdpa", function(x, y, z) return lab.sdpa(x, y, z) end, { q, k, v })
+check("sdpa causal", function(x, y, z) return lab.sdpa(x, y, z, { causal = true }) end, { q, k, v })
+check("dropout (same mask each call)", function(x)
+  lab.manual_seed(99)
+  return lab.dropout(x, 0.3, true)
+end, { a })
+
+T.test("sdpa matches the composed ops", function()
+  local Q, K, V = lab.randn(1, 2, 6, 4), lab.randn(1, 2, 6, 4), lab.randn(1, 2, 6, 4)
+  local scores = Q:matmul(K:transpose(-2, -1)) / 2
+  local mask = lab.ones(6, 6):tolist()
+  local m = lab.zeros(6, 6)
+  for i = 1, 6 do for j = i + 1, 6 do m[i][j] = -1e30 end end
+  local ref = (scores + m):softmax(-1):matmul(V)
+  T.ok(lab.allclose(lab.sdpa(Q, K, V, { causal = true }), ref, 1e-5, 1e-6), "causal sdpa")
+end)
+
+T.test("gradients accumulate into leaves until cleared", function()
+  local x = lab.ones(3):requires_grad_();
+  (x * 2):sum():backward();
+  (x * 3):sum():backward()
+  T.values(x.grad, { 5, 5, 5 })
+  x.grad = nil
+  T.eq(x.grad, nil);
+  (x * x):sum():backward()
+  T.values(x.grad, { 2, 2, 2 })
+end)
+
+T.test("backward with a gradient, retain_graph, and the second-time error", function()
+  local x = lab.tensor({ 1.0, 2.0 }):requires_grad_()
+  local y = x * x
+  y:backward(lab.tensor({ 1.0, 0.5 }), { retain_graph = true })
+  T.values(x.grad, { 2, 2 })
+  y:backward(lab.tensor({ 1.0, 0.5 }))
+  T.values(x.grad, { 4, 4 })
+  T.raises(function() y:backward(lab.tensor({ 1.0, 0.5 })) end, "second time", "retain_graph")
+  T.raises(function() (x * 1):backward() end, "non-scalar")
+  T.raises(function() lab.ones(2):sum():backward() end, "does not require grad")
+end)
+
+T.test("no_grad, detach, requires_grad rules", function()
+  local x = lab.ones(2):requires_grad_()
+  local y = lab.no_grad(function() return x * 2 end)
+  T.eq(y.requires_grad, false)
+  do
+    local guard <close> = lab.no_grad()
+    T.eq((x * 2).requires_grad, false)
+  end
+  T.eq((x * 2).requires_grad, true)
+  T.eq(x:detach().requires_grad, false)
+  T.eq((x * 2).grad_fn, "mul")
+  T.eq(x.is_leaf, true)
+  T.eq((x * 2).is_leaf, false)
+  T.raises(function() lab.tensor({ 1, 2 }):requires_grad_() end, "floating-point")
+  T.raises(function() (x * 2):requires_grad_(false) end, "leaf")
+  T.raises(function() x:mul_(2) end, "in-place", "no_grad")
+  local d = x:detach()
+  d:mul_(3) -- a detached alias shares memory and may change in place
+  T.eq(x[1], 3)
+end)
+
+T.test("hooks see and may replace gradients", function()
+  local x = lab.ones(2):requires_grad_()
+  local seen
+  local h = x:register_hook(function(g) seen = g:sum():item() return g * 10 end)
+  local mid = x * 3
+  mid:register_hook(function(g) return g + 1 end)
+  mid:sum():backward()
+  T.eq(seen, 12, "the leaf hook sees (1 + 1) * 3 per element (the mid hook ran first)")
+  T.values(x.grad, { 60, 60 })
+  h:remove()
+  x.grad = nil;
+  (x * 1):sum():backward()
+  T.values(x.grad, { 1, 1 })
+end)
+
+T.test("autograd.Function calls back into Lua", function()
+  local Cube = lab.autograd.Function {
+    forward = function(ctx, x)
+      ctx:save_for_backward(x)
+      return x * x * x
+    end,
+    backward = function(ctx, g)
+      local x = ctx.saved_tensors[1]
+      return g * x * x * 3
+    end,
+  }
+  local x = lab.tensor({ 1.0, 2.0 }, { dtype = "f64" }):requires_grad_()
+  local y = Cube(x)
+  T.eq(y.grad_fn, "Function")
+  y:sum():backward()
+  T.values(x.grad, { 3, 12 })
+  local ok, msg = lab.autograd.gradcheck(function(z) return Cube:apply(z) end, { leaf(3) })
+  T.ok(ok, msg)
+  local Bad = lab.autograd.Function { forward = function(ctx, z) return z * 1 end, backward = function() error("boom") end }
+  T.raises(function() Bad(x):sum():backward() end, "boom")
+end)
+
+T.test("graphs are freed: memory stays flat over many steps", function()
+  local w = lab.randn(256, 256):requires_grad_()
+  local x = lab.randn(64, 256)
+  local function step()
+    local loss = x:matmul(w):tanh():sum()
+    loss:backward()
+    w.grad = nil
+  end
+  step()
+  collectgarbage()
+  local base = lab.mem.stats().current
+  for _ = 1, 50 do step() end
+  collectgarbage()
+  T.ok(lab.mem.stats().current <= base + 1024, "no growth after 50 steps")
+end)
+
+T.finish()
