@@ -46,6 +46,7 @@ int ll_autograd_property(lua_State *L, lab_tensor *t, const char *k);
 /* t.grad = g / t.requires_grad = b from the value at idx; returns 1 if k is one of them */
 int ll_autograd_set_property(lua_State *L, lab_tensor *t, const char *k, int idx);
 void ll_register_autograd(lua_State *L); /* methods, lab.no_grad, lab.autograd, nn ops */
+void ll_register_nn_support(lua_State *L); /* fused optimizer steps, mem tags, .npy */
 
 struct lab_group;
 /* the group in options table at opts (field "group"), or the world */

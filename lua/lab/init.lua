@@ -2,6 +2,9 @@
 -- They read like what they do: print on one rank, compare tensors, format sizes.
 local lab = lab
 require("lab.autograd")
+lab.nn = require("lab.nn")
+lab.optim = require("lab.optim")
+require("lab.gpt")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

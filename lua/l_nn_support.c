@@ -1,0 +1,72 @@
+/* C support for lab.nn and lab.optim: the fused AdamW step, memory tags for parameters
+ * and optimizer state, and .npy import/export. */
+#include <string.h>
+
+#include "kernels/cpu/optim.h"
+#include "lab_lua.h"
+#include "runtime/npy.h"
+#include "runtime/storage.h"
+
+/* adamw_step(p, m, v, {lr=, beta1=, beta2=, eps=, weight_decay=, step=}) uses p.grad */
+static int l_adamw_step(lua_State *L) {
+  lab_tensor *p = ll_check_tensor(L, 1), *m = ll_check_tensor(L, 2), *v = ll_check_tensor(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lab_tensor *g = NULL;
+  lua_getfield(L, 1, "grad");
+  g = ll_test_tensor(L, -1);
+  if (!g) return 0; /* a parameter without a gradient is left alone */
+  if (p->dtype != g->dtype || p->dtype != m->dtype || p->dtype != v->dtype || !lab_is_contiguous(p) ||
+      !lab_is_contiguous(g) || !lab_is_contiguous(m) || !lab_is_contiguous(v) || lab_numel(p) != lab_numel(g) ||
+      lab_numel(p) != lab_numel(m) || lab_numel(p) != lab_numel(v))
+    return ll_error(L, "adamw: parameter, grad and states must be contiguous, same size and dtype (%s, %s, %s, %s)",
+                    lab_dtype_name(p->dtype), lab_dtype_name(g->dtype), lab_dtype_name(m->dtype), lab_dtype_name(v->dtype));
+  if (p->dtype != LAB_F32 && p->dtype != LAB_F64)
+    return ll_error(L, "adamw: the fused step takes f32 or f64 parameters, got %s", lab_dtype_name(p->dtype));
+  double lr = ll_opt_number(L, 4, "lr", 1e-3), b1 = ll_opt_number(L, 4, "beta1", 0.9);
+  double b2 = ll_opt_number(L, 4, "beta2", 0.999), eps = ll_opt_number(L, 4, "eps", 1e-8);
+  double wd = ll_opt_number(L, 4, "weight_decay", 0.01);
+  int64_t step = (int64_t)ll_opt_number(L, 4, "step", 1);
+  lab_adamw_kernel(p->dtype, lab_data(p), lab_data(g), lab_data(m), lab_data(v), lab_numel(p), lr, b1, b2, eps, wd, step);
+  return 0;
+}
+
+/* lab.mem.tag(t, 'param' | 'grad' | 'optimizer' | 'activation' | 'comm' | 'other') */
+static int l_tag(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  for (int i = 0; i < LAB_MEM_NTAGS; i++)
+    if (strcmp(name, lab_mem_tag_name((lab_mem_tag)i)) == 0) {
+      lab_storage_set_tag(t->storage, (lab_mem_tag)i);
+      lua_settop(L, 1);
+      return 1;
+    }
+  return ll_error(L, "mem.tag: unknown tag '%s' (param, grad, optimizer, activation, comm, other)", name);
+}
+
+static int l_load_npy(lua_State *L) {
+  ll_push_tensor(L, lab_npy_load(luaL_checkstring(L, 1)));
+  return 1;
+}
+
+static int m_save_npy(lua_State *L) {
+  ll_check_rc(L, lab_npy_save(ll_check_tensor(L, 1), luaL_checkstring(L, 2)));
+  return 0;
+}
+
+void ll_register_nn_support(lua_State *L) {
+  lua_pushcfunction(L, l_load_npy);
+  lua_setfield(L, -2, "load_npy");
+  lua_getfield(L, -1, "mem");
+  lua_pushcfunction(L, l_tag);
+  lua_setfield(L, -2, "tag");
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, l_adamw_step);
+  lua_setfield(L, -2, "adamw_step");
+  lua_setfield(L, -2, "_optim_c");
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  lua_pushcfunction(L, m_save_npy);
+  lua_setfield(L, -2, "save_npy");
+  lua_pop(L, 2);
+}

@@ -1,0 +1,143 @@
+-- A GPT: token and position embeddings, pre-LN transformer blocks (causal self-attention
+-- and an MLP, each wrapped in a residual), a final LayerNorm, and a language-model head
+-- tied to the token embedding. Initialised as GPT-2: N(0, 0.02), with the residual
+-- projections scaled by 1/sqrt(2 n_layer) so the residual stream does not grow with depth.
+local nn = lab.nn
+
+-- x [B, T, C] -> [B, T, C]: heads split C, attend causally, and are merged back
+local CausalSelfAttention = nn.class("CausalSelfAttention")
+nn.CausalSelfAttention = CausalSelfAttention
+function CausalSelfAttention:init(cfg)
+  assert(cfg.d_model % cfg.n_head == 0, "d_model must be a multiple of n_head")
+  self.d_model, self.n_head = cfg.d_model, cfg.n_head
+  self:add("qkv", nn.Linear(cfg.d_model, 3 * cfg.d_model))
+  self:add("proj", nn.Linear(cfg.d_model, cfg.d_model))
+  self:add("drop", nn.Dropout(cfg.dropout or 0))
+end
+function CausalSelfAttention:describe() return string.format("%d heads", self.n_head) end
+function CausalSelfAttention:forward(x)
+  local B, T, C = x.shape[1], x.shape[2], x.shape[3]
+  local H = self.n_head
+  local q, k, v = table.unpack(self.qkv(x):split(C, 3))
+  local function heads(t) return t:view(B, T, H, C // H):transpose(2, 3) end -- [B, H, T, D]
+  local y = lab.sdpa(heads(q), heads(k), heads(v), { causal = true })
+  y = y:transpose(2, 3):contiguous():view(B, T, C)
+  return self.drop(self.proj(y))
+end
+
+local MLP = nn.class("MLP")
+nn.MLP = MLP
+function MLP:init(cfg)
+  local hidden = cfg.d_ff or 4 * cfg.d_model
+  self:add("fc", nn.Linear(cfg.d_model, hidden))
+  self:add("act", nn.GELU({ approximate = "tanh" }))
+  self:add("proj", nn.Linear(hidden, cfg.d_model))
+  self:add("drop", nn.Dropout(cfg.dropout or 0))
+end
+function MLP:forward(x) return self.drop(self.proj(self.act(self.fc(x)))) end
+
+local Block = nn.class("Block")
+nn.Block = Block
+function Block:init(cfg)
+  self:add("ln1", nn.LayerNorm(cfg.d_model))
+  self:add("attn", CausalSelfAttention(cfg))
+  self:add("ln2", nn.LayerNorm(cfg.d_model))
+  self:add("mlp", MLP(cfg))
+end
+function Block:forward(x)
+  x = x + self.attn(self.ln1(x))
+  return x + self.mlp(self.ln2(x))
+end
+
+-- cfg: vocab, d_model, n_layer, n_head, seq_len, [d_ff], [dropout], [tied=true]
+local GPT = nn.class("GPT")
+nn.GPT = GPT
+function GPT:init(cfg)
+  self.cfg = cfg
+  self:add("wte", nn.Embedding(cfg.vocab, cfg.d_model))
+  self:add("wpe", nn.Embedding(cfg.seq_len, cfg.d_model))
+  self:add("drop", nn.Dropout(cfg.dropout or 0))
+  local blocks = nn.ModuleList()
+  for _ = 1, cfg.n_layer do blocks:append(Block(cfg)) end
+  self:add("blocks", blocks)
+  self:add("ln_f", nn.LayerNorm(cfg.d_model))
+  if cfg.tied == false then self:add("head", nn.Linear(cfg.d_model, cfg.vocab, { bias = false })) end
+  self:init_weights()
+end
+
+function GPT:describe()
+  local c = self.cfg
+  return string.format("vocab %d, d_model %d, %d layers, %d heads, seq %d", c.vocab, c.d_model, c.n_layer, c.n_head, c.seq_len)
+end
+
+function GPT:init_weights()
+  local std, resid_std = 0.02, 0.02 / math.sqrt(2 * self.cfg.n_layer)
+  lab.no_grad(function()
+    for _, np in ipairs(self:named_parameters()) do
+      local name, p = np[1], np[2]
+      if name:match("bias$") then
+        if not name:match("^ln") and not name:match("%.ln") then p:zero_() end
+      elseif name:match("ln.*weight$") or name:match("ln_f") then
+        -- LayerNorm weights stay 1
+      elseif name:match("proj%.weight$") then
+        p:normal_(0, resid_std)
+      else
+        p:normal_(0, std)
+      end
+    end
+  end)
+end
+
+-- ids [B, T] (0-based token ids) -> logits [B, T, vocab]; with targets also the mean loss
+function GPT:forward(ids, targets)
+  local T = ids.shape[2]
+  assert(T <= self.cfg.seq_len, string.format("sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len))
+  local pos = lab.arange(T)
+  local x = self.drop(self.wte(ids) + self.wpe(pos))
+  for _, block in self.blocks:iter() do x = block(x) end
+  x = self.ln_f(x)
+  local head = self.head and self.head.weight or self.wte.weight
+  local B, C = x.shape[1], x.shape[3]
+  local logits = x:view(B * T, C):matmul(head:t()):view(B, T, self.cfg.vocab)
+  if targets then return logits, lab.cross_entropy(logits, targets) end
+  return logits
+end
+
+-- forward and backward FLOPs per token: 6 N for the weights plus 12 L T C for attention
+-- scores (Kaplan et al., as in nanoGPT's estimate_mfu)
+function GPT:flops_per_token()
+  local c = self.cfg
+  local n = self:num_parameters() - self.wpe.weight:numel()
+  return 6 * n + 12 * c.n_layer * c.seq_len * c.d_model
+end
+
+-- greedy or sampled continuation of ids [1, T]
+function GPT:generate(ids, n, opts)
+  opts = opts or {}
+  return lab.no_grad(function()
+    local out = ids:tolist()[1]
+    for _ = 1, n do
+      local start = math.max(1, #out - self.cfg.seq_len + 1)
+      local ctx = {}
+      for i = start, #out do ctx[#ctx + 1] = out[i] end
+      local logits = self(lab.tensor({ ctx }))
+      local last = logits:select(2, #ctx):select(1, 1)
+      local nxt
+      if opts.temperature and opts.temperature > 0 then
+        local p = (last / opts.temperature):softmax(1):tolist()
+        local r, acc = math.random(), 0
+        nxt = #p - 1
+        for i, pi in ipairs(p) do
+          acc = acc + pi
+          if r <= acc then nxt = i - 1 break end
+        end
+      else
+        nxt = last:argmax():item() - 1 -- argmax is 1-based; token ids count from 0
+      end
+      out[#out + 1] = nxt
+    end
+    return lab.tensor({ out })
+  end)
+end
+
+return GPT

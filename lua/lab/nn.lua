@@ -1,0 +1,283 @@
+-- lab.nn: modules in the manner of torch.nn. A module holds parameters (tensors that
+-- require grad) and child modules as fields, remembers the order they were added in (so
+-- parameters() and state_dict() are the same on every rank), and is called to run forward.
+-- Backward is autograd's: modules never write it by hand.
+local nn = {}
+
+local Module = {}
+Module.__index = Module
+nn.Module = Module
+
+-- A new module class: `local Linear = nn.class("Linear")`, constructor Linear.new(self, ...)
+function nn.class(name, parent)
+  local cls = setmetatable({}, { __index = parent or Module })
+  cls.__index = cls
+  cls.__name = name
+  cls.__call = function(self, ...) return self:forward(...) end
+  cls.__tostring = Module.__tostring
+  setmetatable(cls, {
+    __index = parent or Module,
+    __call = function(c, ...)
+      local obj = setmetatable({ _names = {}, _kinds = {}, training = true }, c)
+      obj:init(...)
+      return obj
+    end,
+  })
+  return cls
+end
+
+function Module:init() end
+
+-- registers a parameter: it requires grad and is accounted as parameter memory
+function Module:param(name, t)
+  if t ~= nil then
+    t:requires_grad_(true)
+    lab.mem.tag(t, "param")
+  end
+  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
+  self._kinds[name] = "param"
+  self[name] = t
+  return t
+end
+
+-- registers a buffer: saved in state_dict, not trained
+function Module:buffer(name, t)
+  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
+  self._kinds[name] = "buffer"
+  self[name] = t
+  return t
+end
+
+function Module:add(name, m)
+  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
+  self._kinds[name] = "module"
+  self[name] = m
+  return m
+end
+
+function Module:children()
+  local out = {}
+  for _, n in ipairs(self._names) do
+    if self._kinds[n] == "module" then out[#out + 1] = self[n] end
+  end
+  return out
+end
+
+-- {name, tensor} pairs in registration order, depth first: "blocks.1.attn.qkv.weight"
+function Module:named_parameters(prefix, out, seen)
+  out, seen = out or {}, seen or {}
+  prefix = prefix or ""
+  for _, n in ipairs(self._names) do
+    local v, kind = self[n], self._kinds[n]
+    if kind == "param" and v ~= nil and not seen[v] then
+      seen[v] = true -- a tied weight appears once
+      out[#out + 1] = { prefix .. n, v }
+    elseif kind == "module" then
+      v:named_parameters(prefix .. n .. ".", out, seen)
+    end
+  end
+  return out
+end
+
+function Module:parameters()
+  local out = {}
+  for i, p in ipairs(self:named_parameters()) do out[i] = p[2] end
+  return out
+end
+
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+function Module:state_dict(prefix, out)
+  out, prefix = out or {}, prefix or ""
+  for _, n in ipairs(self._names) do
+    local v, kind = self[n], self._kinds[n]
+    if (kind == "param" or kind == "buffer") and v ~= nil then out[prefix .. n] = v
+    elseif kind == "module" then v:state_dict(prefix .. n .. ".", out) end
+  end
+  return out
+end
+
+-- copies values in; with strict (default) every key must match both ways, shapes too
+function Module:load_state_dict(sd, strict)
+  if strict == nil then strict = true end
+  local mine = self:state_dict()
+  lab.no_grad(function()
+    for k, t in pairs(mine) do
+      local src = sd[k]
+      if src == nil then
+        if strict then error(string.format("load_state_dict: missing key %s", k), 3) end
+      else
+        if table.concat(src.shape, ",") ~= table.concat(t.shape, ",") then
+          error(string.format("load_state_dict: %s has shape [%s] in the file, [%s] in the model", k,
+            table.concat(src.shape, ", "), table.concat(t.shape, ", ")), 3)
+        end
+        t:copy_(src)
+      end
+    end
+  end)
+  if strict then
+    for k in pairs(sd) do
+      if mine[k] == nil then error(string.format("load_state_dict: unexpected key %s", k), 2) end
+    end
+  end
+end
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  self.training = mode
+  for _, c in ipairs(self:children()) do c:train(mode) end
+  return self
+end
+
+function Module:eval() return self:train(false) end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+local function count_own(m)
+  local n = 0
+  for _, name in ipairs(m._names) do
+    if m._kinds[name] == "param" and m[name] ~= nil then n = n + m[name]:numel() end
+  end
+  return n
+end
+
+local function describe(m)
+  return m.describe and m:describe() or ""
+end
+
+-- the module tree with parameter counts, like print(model) in PyTorch
+function Module:__tostring()
+  local lines = {}
+  local function walk(mod, name, depth)
+    local total = mod:num_parameters()
+    lines[#lines + 1] = string.format("%s%s%s(%s)  %s params", string.rep("  ", depth),
+      name and (name .. ": ") or "", getmetatable(mod).__name or "Module", describe(mod), total)
+    for _, n in ipairs(mod._names) do
+      if mod._kinds[n] == "module" then walk(mod[n], n, depth + 1) end
+    end
+  end
+  walk(self, nil, 0)
+  return table.concat(lines, "\n")
+end
+
+-- ---- layers ----
+
+-- y = x W^T + b, W of shape [out, in] as in PyTorch; initialised U(-1/sqrt(in), 1/sqrt(in))
+local Linear = nn.class("Linear")
+nn.Linear = Linear
+function Linear:init(n_in, n_out, opts)
+  opts = opts or {}
+  self.n_in, self.n_out = n_in, n_out
+  local bound = 1 / math.sqrt(n_in)
+  local dtype = opts.dtype or "f32"
+  self:param("weight", lab.empty(n_out, n_in, { dtype = dtype }):uniform_(-bound, bound))
+  if opts.bias ~= false then
+    self:param("bias", lab.empty(n_out, { dtype = dtype }):uniform_(-bound, bound))
+  end
+end
+function Linear:describe() return string.format("%d -> %d%s", self.n_in, self.n_out, self.bias and "" or ", no bias") end
+function Linear:forward(x)
+  -- fold leading dims into one matrix: one large GEMM instead of a loop of small ones
+  local shape = x.shape
+  local flat = #shape == 2 and x or x:reshape(-1, self.n_in)
+  local y = flat:matmul(self.weight:t())
+  if self.bias then y = y + self.bias end
+  if #shape ~= 2 then
+    shape[#shape] = self.n_out
+    y = y:view(shape)
+  end
+  return y
+end
+
+local Embedding = nn.class("Embedding")
+nn.Embedding = Embedding
+function Embedding:init(num, dim, opts)
+  opts = opts or {}
+  self.num, self.dim = num, dim
+  self:param("weight", lab.randn(num, dim, { dtype = opts.dtype or "f32" }))
+end
+function Embedding:describe() return string.format("%d x %d", self.num, self.dim) end
+-- ids count from 0 (they are data values, as in PyTorch and in .npy files)
+function Embedding:forward(ids) return lab.embedding(ids, self.weight) end
+
+local LayerNorm = nn.class("LayerNorm")
+nn.LayerNorm = LayerNorm
+function LayerNorm:init(dim, opts)
+  opts = opts or {}
+  self.dim, self.eps = dim, opts.eps or 1e-5
+  if opts.elementwise_affine ~= false then
+    self:param("weight", lab.ones(dim))
+    self:param("bias", lab.zeros(dim))
+  end
+end
+function LayerNorm:describe() return tostring(self.dim) end
+function LayerNorm:forward(x) return lab.layer_norm(x, self.weight, self.bias, self.eps) end
+
+local RMSNorm = nn.class("RMSNorm")
+nn.RMSNorm = RMSNorm
+function RMSNorm:init(dim, opts)
+  opts = opts or {}
+  self.dim, self.eps = dim, opts.eps or 1e-6
+  self:param("weight", lab.ones(dim))
+end
+function RMSNorm:describe() return tostring(self.dim) end
+function RMSNorm:forward(x) return lab.rms_norm(x, self.weight, self.eps) end
+
+local GELU = nn.class("GELU")
+nn.GELU = GELU
+function GELU:init(opts) self.approximate = (opts or {}).approximate or "none" end
+function GELU:describe() return self.approximate end
+function GELU:forward(x) return x:gelu(self.approximate) end
+
+local Dropout = nn.class("Dropout")
+nn.Dropout = Dropout
+function Dropout:init(p) self.p = p or 0.5 end
+function Dropout:describe() return tostring(self.p) end
+function Dropout:forward(x) return lab.dropout(x, self.p, self.training) end
+
+local Sequential = nn.class("Sequential")
+nn.Sequential = Sequential
+function Sequential:init(...)
+  local mods = { ... }
+  if #mods == 1 and getmetatable(mods[1]) == nil then mods = mods[1] end
+  self.n = #mods
+  for i, m in ipairs(mods) do self:add(tostring(i), m) end
+end
+function Sequential:forward(x)
+  for i = 1, self.n do x = self[tostring(i)](x) end
+  return x
+end
+function Sequential:__len() return self.n end
+
+local ModuleList = nn.class("ModuleList")
+nn.ModuleList = ModuleList
+function ModuleList:init(mods)
+  self.n = 0
+  for _, m in ipairs(mods or {}) do self:append(m) end
+end
+function ModuleList:append(m)
+  self.n = self.n + 1
+  self:add(tostring(self.n), m)
+  return self
+end
+function ModuleList:at(i) return self[tostring(i)] end
+function ModuleList:iter()
+  local i = 0
+  return function()
+    i = i + 1
+    if i <= self.n then return i, self[tostring(i)] end
+  end
+end
+
+local CrossEntropyLoss = nn.class("CrossEntropyLoss")
+nn.CrossEntropyLoss = CrossEntropyLoss
+function CrossEntropyLoss:init(opts) self.opts = opts or {} end
+function CrossEntropyLoss:forward(logits, target) return lab.cross_entropy(logits, target, self.opts) end
+
+return nn

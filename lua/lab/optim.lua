@@ -1,0 +1,108 @@
+-- lab.optim: optimizers over a list of parameters, learning-rate schedules and gradient
+-- clipping. Updates run inside lab.no_grad: they change parameters in place.
+local optim = {}
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+
+function Optimizer:zero_grad()
+  for _, p in ipairs(self.params) do p.grad = nil end
+end
+
+local function new(cls, params, defaults, opts)
+  local self = setmetatable({ params = params, state = {}, step_count = 0 }, cls)
+  for k, v in pairs(defaults) do self[k] = (opts or {})[k] == nil and v or opts[k] end
+  return self
+end
+
+-- SGD with momentum and Nesterov, as torch.optim.SGD:
+--   g += wd p; b = mu b + g; g = nesterov and g + mu b or b; p -= lr g
+local SGD = setmetatable({}, { __index = Optimizer })
+SGD.__index = SGD
+function optim.SGD(params, opts)
+  return new(SGD, params, { lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0 }, opts)
+end
+function SGD:step()
+  self.step_count = self.step_count + 1
+  lab.no_grad(function()
+    for i, p in ipairs(self.params) do
+      local g = p.grad
+      if g then
+        if self.weight_decay ~= 0 then g = g + p * self.weight_decay end
+        if self.momentum ~= 0 then
+          local buf = self.state[i]
+          if not buf then
+            buf = g:clone()
+            lab.mem.tag(buf, "optimizer")
+            self.state[i] = buf
+          else
+            buf:mul_(self.momentum):add_(g)
+          end
+          g = self.nesterov and (g + buf * self.momentum) or buf
+        end
+        p:sub_(g * self.lr)
+      end
+    end
+  end)
+end
+
+-- AdamW with decoupled weight decay, one fused C pass per parameter
+local AdamW = setmetatable({}, { __index = Optimizer })
+AdamW.__index = AdamW
+function optim.AdamW(params, opts)
+  local self = new(AdamW, params, { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0.01 }, opts)
+  return self
+end
+function AdamW:step()
+  self.step_count = self.step_count + 1
+  local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps,
+    weight_decay = self.weight_decay, step = self.step_count }
+  for i, p in ipairs(self.params) do
+    local s = self.state[i]
+    if not s then
+      s = { m = lab.zeros_like(p), v = lab.zeros_like(p) }
+      lab.mem.tag(s.m, "optimizer")
+      lab.mem.tag(s.v, "optimizer")
+      self.state[i] = s
+    end
+    local wd = self.weight_decay
+    -- biases and norm weights (1-D) are not decayed, as in GPT-2 / nanoGPT
+    hp.weight_decay = (p:dim() >= 2) and wd or 0
+    lab._optim_c.adamw_step(p, s.m, s.v, hp)
+  end
+end
+
+-- Linear warmup to lr, then cosine decay to min_lr at max_steps (nanoGPT's schedule).
+function optim.warmup_cosine(step, opts)
+  local lr, min_lr = opts.lr, opts.min_lr or 0
+  local warmup, max_steps = opts.warmup or 0, opts.max_steps
+  if step < warmup then return lr * (step + 1) / warmup end
+  if step >= max_steps then return min_lr end
+  local t = (step - warmup) / math.max(1, max_steps - warmup)
+  return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (lr - min_lr)
+end
+
+-- Scales all gradients so their global L2 norm is at most max_norm; returns the norm
+-- before clipping (as torch.nn.utils.clip_grad_norm_).
+function optim.clip_grad_norm(params, max_norm)
+  local total = 0
+  for _, p in ipairs(params) do
+    local g = p.grad
+    if g then
+      local n = g:norm():item()
+      total = total + n * n
+    end
+  end
+  total = math.sqrt(total)
+  if total > max_norm then
+    local scale = max_norm / (total + 1e-6)
+    lab.no_grad(function()
+      for _, p in ipairs(params) do
+        if p.grad then p.grad = p.grad * scale end
+      end
+    end)
+  end
+  return total
+end
+
+return optim
