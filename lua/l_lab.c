@@ -26,6 +26,11 @@ static int l_is_tensor(lua_State *L) {
   return 1;
 }
 
+static int l_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 1)));
+  return 1;
+}
+
 static int l_clock(lua_State *L) {
   lua_pushnumber(L, lab_now());
   return 1;
@@ -69,6 +74,7 @@ int luaopen_lab(lua_State *L) {
   ll_register_nn_support(L);
   static const luaL_Reg misc[] = {{"threads", l_threads},   {"set_threads", l_set_threads},
                                   {"is_tensor", l_is_tensor}, {"clock", l_clock},
+                                  {"isatty", l_isatty},
                                   {NULL, NULL}};
   luaL_setfuncs(L, misc, 0);
   lua_pushliteral(L, LLMLAB_VERSION);

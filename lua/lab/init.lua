@@ -5,6 +5,8 @@ require("lab.autograd")
 lab.nn = require("lab.nn")
 lab.optim = require("lab.optim")
 require("lab.gpt")
+lab.data = require("lab.data")
+lab.train = require("lab.train")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

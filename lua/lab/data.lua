@@ -1,0 +1,129 @@
+-- Training data for the GPT labs: a byte-level text corpus and two synthetic tasks whose
+-- answers can be checked exactly. Every batch is (ids, targets) of shape [B, T] with 0-based
+-- token ids; targets are -100 (ignored by cross_entropy) where there is nothing to predict.
+local data = {}
+
+-- ---- byte-level text ----
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- The project's own sources (C, Lua, Markdown) when no file is given.
+function data.default_corpus(root)
+  root = root or "."
+  local p = io.popen("find '" .. root .. "' -type f \\( -name '*.c' -o -name '*.h' -o -name '*.lua' -o -name '*.md' \\) -not -path '*/build/*' 2>/dev/null | sort")
+  local parts = {}
+  for path in p:lines() do parts[#parts + 1] = read_file(path) end
+  p:close()
+  return table.concat(parts, "\n")
+end
+
+function data.text(path)
+  local s = path and read_file(path) or data.default_corpus()
+  if not s or #s < 2 then error("data.text: cannot read a corpus from " .. tostring(path), 2) end
+  -- bytes as an i64 tensor, built in chunks so a large file does not need a giant table
+  local n = #s
+  local t = lab.empty(n, { dtype = "i64" })
+  local chunk = 1 << 16
+  for at = 1, n, chunk do
+    local last = math.min(n, at + chunk - 1)
+    t:slice(1, at, last):copy_(lab.tensor({ s:byte(at, last) }))
+  end
+  return { tokens = t, vocab = 256, n = n, describe = string.format("%d bytes of text", n) }
+end
+
+-- random windows of T+1 bytes: ids are the first T, targets the next T
+function data.text_batch(corpus, B, T)
+  local starts = lab.randint(0, corpus.n - T - 1, { B }):tolist()
+  local ids, tg = lab.empty(B, T, { dtype = "i64" }), lab.empty(B, T, { dtype = "i64" })
+  for b = 1, B do
+    local s = starts[b] + 1
+    ids[b] = corpus.tokens:slice(1, s, s + T - 1)
+    tg[b] = corpus.tokens:slice(1, s + 1, s + T)
+  end
+  return ids, tg
+end
+
+-- ---- copy: n random symbols, a separator, then the same symbols again ----
+-- vocab: symbols 0..k-1, separator k. Only the copied half is scored.
+function data.copy_task(n, k)
+  local task = { vocab = k + 1, seq_len = 2 * n + 1, describe = string.format("copy %d symbols of %d", n, k) }
+  function task.batch(B)
+    local src = lab.randint(0, k, { B, n }):tolist()
+    local ids, tg = {}, {}
+    for b = 1, B do
+      local seq = {}
+      for i = 1, n do seq[i] = src[b][i] end
+      seq[n + 1] = k
+      for i = 1, n do seq[n + 1 + i] = src[b][i] end
+      local row_ids, row_tg = {}, {}
+      for t = 1, 2 * n + 1 do
+        row_ids[t] = seq[t]
+        -- position t predicts seq[t + 1]; only predictions of the copy are scored
+        row_tg[t] = (t >= n + 1 and t < 2 * n + 1) and seq[t + 1] or -100
+      end
+      row_tg[2 * n + 1] = -100
+      ids[b], tg[b] = row_ids, row_tg
+    end
+    return lab.tensor(ids), lab.tensor(tg)
+  end
+  return task
+end
+
+-- ---- addition: "a+b=" then the sum's digits, least significant first ----
+-- digits 0-9, '+' = 10, '=' = 11. a and b have n digits; the sum has n + 1.
+function data.add_task(n)
+  local plus, eq = 10, 11
+  -- a (n) '+' b (n) '=' sum (n + 1): 3n + 3 tokens, of which the model reads 3n + 2
+  local task = { vocab = 12, seq_len = 3 * n + 2, describe = string.format("%d-digit addition", n) }
+  function task.batch(B)
+    local ids, tg = {}, {}
+    local a = lab.randint(0, 10, { B, n }):tolist()
+    local c = lab.randint(0, 10, { B, n }):tolist()
+    for b = 1, B do
+      local seq = {}
+      for i = 1, n do seq[#seq + 1] = a[b][i] end
+      seq[#seq + 1] = plus
+      for i = 1, n do seq[#seq + 1] = c[b][i] end
+      seq[#seq + 1] = eq
+      -- digits are written most significant first; the sum comes out reversed
+      local carry = 0
+      for i = n, 1, -1 do
+        local s = a[b][i] + c[b][i] + carry
+        seq[#seq + 1] = s % 10
+        carry = s // 10
+      end
+      seq[#seq + 1] = carry
+      local L = #seq -- 3n + 3
+      local row_ids, row_tg = {}, {}
+      for t = 1, L - 1 do
+        row_ids[t] = seq[t]
+        row_tg[t] = (t >= 2 * n + 2) and seq[t + 1] or -100
+      end
+      ids[b], tg[b] = row_ids, row_tg
+    end
+    return lab.tensor(ids), lab.tensor(tg)
+  end
+  return task
+end
+
+-- Teacher-forced accuracy on the scored positions: per token and per whole sequence.
+function data.accuracy(model, ids, tg)
+  return lab.no_grad(function()
+    local pred = model(ids):argmax(-1) - 1 -- argmax counts from 1, token ids from 0
+    local scored = tg:ne(-100)
+    local right = pred:eq(tg):bool():to("i64") * scored:to("i64")
+    local per_seq_right = right:sum(2)
+    local per_seq_scored = scored:to("i64"):sum(2)
+    local token_acc = right:sum():item() / math.max(1, scored:to("i64"):sum():item())
+    local seq_acc = per_seq_right:eq(per_seq_scored):to("i64"):sum():item() / ids.shape[1]
+    return token_acc, seq_acc
+  end)
+end
+
+return data

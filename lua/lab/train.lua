@@ -1,0 +1,77 @@
+-- The GPT training loop shared by scripts/train_gpt.lua and the tests: AdamW with warmup
+-- and cosine decay, gradient clipping, a progress line (in place on a terminal, plain lines
+-- otherwise), and an optional metrics file of JSON lines.
+local train = {}
+
+local function json_line(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    local v = t[k]
+    local s = type(v) == "number" and (v == math.floor(v) and math.abs(v) < 2 ^ 53 and string.format("%d", v) or string.format("%.6g", v))
+      or string.format("%q", tostring(v))
+    parts[#parts + 1] = string.format("%q: %s", k, s)
+  end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+local function fmt_time(s)
+  if s >= 3600 then return string.format("%dh%02dm", s // 3600, (s % 3600) // 60) end
+  if s >= 60 then return string.format("%dm%02ds", s // 60, s % 60) end
+  return string.format("%.0fs", s)
+end
+
+-- opts: model, batch (function() -> ids, targets), steps, lr, min_lr, warmup, clip,
+-- weight_decay, log_every, metrics (path), quiet, on_step(step, loss)
+function train.run(opts)
+  local model, steps = opts.model, opts.steps
+  local params = model:parameters()
+  local opt = lab.optim.AdamW(params, { lr = opts.lr or 3e-4, weight_decay = opts.weight_decay or 0.1, betas = { 0.9, 0.95 } })
+  local metrics = opts.metrics and assert(io.open(opts.metrics, "w"))
+  local in_place = lab.isatty(1) and lab.dist.world() == 1 and not opts.quiet
+  local rank0 = lab.dist.rank() == 0
+  local t_start, tokens = lab.clock(), 0
+  local last_loss
+  model:train()
+  for step = 0, steps - 1 do
+    local t0 = lab.clock()
+    local lr = lab.optim.warmup_cosine(step, { lr = opts.lr or 3e-4, min_lr = opts.min_lr or (opts.lr or 3e-4) / 10,
+      warmup = opts.warmup or 0, max_steps = steps })
+    opt.lr = lr
+    local ids, tg = opts.batch()
+    local _, loss = model(ids, tg)
+    opt:zero_grad()
+    loss:backward()
+    local gnorm = opts.clip and lab.optim.clip_grad_norm(params, opts.clip) or nil
+    opt:step()
+    last_loss = loss:item()
+    local dt = lab.clock() - t0
+    tokens = tokens + ids:numel()
+    local elapsed = lab.clock() - t_start
+    local tps = tokens / elapsed
+    if opts.on_step then opts.on_step(step, last_loss) end
+    if metrics then
+      metrics:write(json_line({ step = step, loss = last_loss, lr = lr, tokens_per_s = ids:numel() / dt,
+        grad_norm = gnorm, time = elapsed }), "\n")
+    end
+    local every = opts.log_every or 10
+    if rank0 and not opts.quiet and (step % every == 0 or step == steps - 1 or in_place) then
+      local eta = (steps - step - 1) * elapsed / (step + 1)
+      local line = string.format("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  ETA %s", step + 1, steps, last_loss,
+        lr, tps, fmt_time(eta))
+      if in_place then
+        io.write("\r", line, "   ")
+        if step == steps - 1 then io.write("\n") end
+        io.flush()
+      else
+        print(line)
+      end
+    end
+  end
+  if metrics then metrics:close() end
+  return { loss = last_loss, tokens_per_s = tokens / (lab.clock() - t_start), time = lab.clock() - t_start }
+end
+
+return train
