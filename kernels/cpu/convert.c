@@ -66,13 +66,13 @@ void lab_store_row(lab_dtype ct, const void *src, lab_dtype dst_t, char *dst, in
 }
 
 double lab_get_f64(lab_dtype t, const void *p) {
-  double v;
+  double v = 0;
   lab_load_row(t, p, 0, LAB_F64, &v, 1);
   return v;
 }
 
 int64_t lab_get_i64(lab_dtype t, const void *p) {
-  int64_t v;
+  int64_t v = 0;
   lab_load_row(t, p, 0, LAB_I64, &v, 1);
   return v;
 }

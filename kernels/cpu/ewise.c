@@ -1,6 +1,7 @@
 /* Elementwise loops. Each op is a plain loop over contiguous arrays so the compiler can
  * vectorise it; the runtime calls these per block with conversions around them. */
 #include "ewise.h"
+#include "fastmath.h"
 
 #include <math.h>
 
@@ -81,20 +82,28 @@ void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void
   switch (op) {                                                                                \
   case LAB_NEG: UNARY_LOOP(T, -x[i]); break;                                                   \
   case LAB_ABS: UNARY_LOOP(T, fabs##S(x[i])); break;                                           \
-  case LAB_EXP: UNARY_LOOP(T, exp##S(x[i])); break;                                            \
+  case LAB_EXP: UNARY_LOOP(T, EXPF(x[i])); break;                                              \
   case LAB_LOG: UNARY_LOOP(T, log##S(x[i])); break;                                            \
   case LAB_SQRT: UNARY_LOOP(T, sqrt##S(x[i])); break;                                          \
   case LAB_RSQRT: UNARY_LOOP(T, (T)1 / sqrt##S(x[i])); break;                                  \
-  case LAB_TANH: UNARY_LOOP(T, tanh##S(x[i])); break;                                          \
-  case LAB_SIGMOID: UNARY_LOOP(T, (T)1 / ((T)1 + exp##S(-x[i]))); break;                       \
+  case LAB_TANH: UNARY_LOOP(T, TANHF(x[i])); break;                                            \
+  case LAB_SIGMOID: UNARY_LOOP(T, (T)1 / ((T)1 + EXPF(-x[i]))); break;                         \
   default: break;                                                                              \
   }
 
 void lab_unary_kernel(lab_unary_op op, lab_dtype ct, const void *a, void *out, int64_t n) {
   if (ct == LAB_F32) {
+#define EXPF lab_expf
+#define TANHF lab_tanhf
     UNARY_FLOAT(float, f);
+#undef EXPF
+#undef TANHF
   } else if (ct == LAB_F64) {
+#define EXPF exp
+#define TANHF tanh
     UNARY_FLOAT(double, );
+#undef EXPF
+#undef TANHF
   } else { /* the runtime promotes transcendental ops on integers to float */
     switch (op) {
     case LAB_NEG: UNARY_LOOP(int64_t, -x[i]); break;

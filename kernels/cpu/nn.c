@@ -2,6 +2,7 @@
  * double) and instantiated for both, so the f64 path used by gradient checks runs the very
  * same arithmetic as the f32 path used for training. */
 #include "nn.h"
+#include "fastmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -119,39 +120,53 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
 }
 
 /* ---- activations ---- */
-/* gelu_tanh(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi) */
-#define ACT(T, S, EXP, TANH, ERF)                                                             \
+/* gelu_tanh(x) = x/2 (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2/pi); written as
+ * x sigmoid(2u) so one exp per element serves. One loop per kind keeps each vectorisable. */
+#define ACT(T, S, EXP, ERF)                                                                   \
   static void act_fwd_##S(int kind, const T *x, T *y, int64_t n) {                            \
-    const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
-    _Pragma("omp parallel for schedule(static)")                                             \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      T v = x[i];                                                                             \
-      if (kind == 0) y[i] = (T)0.5 * v * ((T)1 + ERF(v * (T)0.7071067811865476));             \
-      else if (kind == 1) y[i] = (T)0.5 * v * ((T)1 + TANH(k * (v + c * v * v * v)));         \
-      else y[i] = v / ((T)1 + EXP(-v));                                                       \
+    const T k2 = (T)(2 * 0.7978845608028654), c = (T)0.044715;                                \
+    if (kind == 0) {                                                                          \
+      _Pragma("omp parallel for schedule(static)")                                           \
+      for (int64_t i = 0; i < n; i++) y[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * (T)0.7071067811865476)); \
+    } else if (kind == 1) {                                                                   \
+      _Pragma("omp parallel for simd schedule(static)")                                      \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T v = x[i];                                                                           \
+        y[i] = v / ((T)1 + EXP(-k2 * (v + c * v * v * v)));                                   \
+      }                                                                                       \
+    } else {                                                                                  \
+      _Pragma("omp parallel for simd schedule(static)")                                      \
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + EXP(-x[i]));                     \
     }                                                                                         \
   }                                                                                           \
   static void act_bwd_##S(int kind, const T *g, const T *x, T *dx, int64_t n) {               \
     const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
-    _Pragma("omp parallel for schedule(static)")                                             \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      T v = x[i], d;                                                                          \
-      if (kind == 0) {                                                                        \
+    if (kind == 0) {                                                                          \
+      _Pragma("omp parallel for schedule(static)")                                           \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T v = x[i];                                                                           \
         T cdf = (T)0.5 * ((T)1 + ERF(v * (T)0.7071067811865476));                             \
         T pdf = EXP((T)-0.5 * v * v) * (T)0.3989422804014327;                                 \
-        d = cdf + v * pdf;                                                                    \
-      } else if (kind == 1) {                                                                 \
-        T u = k * (v + c * v * v * v), t = TANH(u);                                           \
-        d = (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * v * v); \
-      } else {                                                                                \
-        T s = (T)1 / ((T)1 + EXP(-v));                                                        \
-        d = s * ((T)1 + v * ((T)1 - s));                                                      \
+        dx[i] = g[i] * (cdf + v * pdf);                                                       \
       }                                                                                       \
-      dx[i] = g[i] * d;                                                                       \
+    } else if (kind == 1) {                                                                   \
+      /* with s = sigmoid(2u): d/dx = s + x s (1 - s) 2 k (1 + 3 c x^2) */                    \
+      _Pragma("omp parallel for simd schedule(static)")                                      \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T v = x[i];                                                                           \
+        T s = (T)1 / ((T)1 + EXP((T)-2 * k * (v + c * v * v * v)));                           \
+        dx[i] = g[i] * (s + v * s * ((T)1 - s) * (T)2 * k * ((T)1 + (T)3 * c * v * v));       \
+      }                                                                                       \
+    } else {                                                                                  \
+      _Pragma("omp parallel for simd schedule(static)")                                      \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T v = x[i], s = (T)1 / ((T)1 + EXP(-v));                                              \
+        dx[i] = g[i] * s * ((T)1 + v * ((T)1 - s));                                           \
+      }                                                                                       \
     }                                                                                         \
   }
-ACT(float, f, expf, tanhf, erff)
-ACT(double, d, exp, tanh, erf)
+ACT(float, f, lab_expf, erff)
+ACT(double, d, exp, erf)
 
 void lab_act_fwd(lab_dtype ct, int kind, const void *x, void *y, int64_t n) {
   DISPATCH(ct, act_fwd, kind, x, y, n);
@@ -203,7 +218,7 @@ void lab_act_bwd(lab_dtype ct, int kind, const void *g, const void *x, void *dx,
       dr[tg[r]] -= (T)(1.0 - s) * sc;                                                         \
     }                                                                                         \
   }
-XENT(float, f, expf, log)
+XENT(float, f, lab_expf, log)
 XENT(double, d, exp, log)
 
 int64_t lab_cross_entropy_fwd(lab_dtype ct, const void *logits, const int64_t *target,

@@ -1,6 +1,7 @@
 /* Row reductions and row softmax. Softmax subtracts the row max first so exp never
  * overflows, and log-softmax is computed as x - max - log(sum exp) for the same reason. */
 #include "reduce.h"
+#include "fastmath.h"
 
 #include <math.h>
 
@@ -115,7 +116,7 @@ double lab_row_norm(lab_dtype ct, const void *x, int64_t n, double p) {
 
 void lab_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int want_log) {
   if (ct == LAB_F32) {
-    SOFTMAX(float, expf, logf)
+    SOFTMAX(float, lab_expf, logf)
   } else {
     SOFTMAX(double, exp, log)
   }
