@@ -20,7 +20,15 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, lab_mem_tag_name((lab_mem_tag)i));
   }
   lua_setfield(L, -2, "tags");
+  lua_pushinteger(L, (lua_Integer)lab_mem_cached_bytes());
+  lua_setfield(L, -2, "cached");
   return 1;
+}
+
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  lab_mem_empty_cache();
+  return 0;
 }
 
 static int l_reset_peak(lua_State *L) {
@@ -30,7 +38,8 @@ static int l_reset_peak(lua_State *L) {
 }
 
 void ll_register_mem(lua_State *L) {
-  static const luaL_Reg f[] = {{"stats", l_stats}, {"reset_peak", l_reset_peak}, {NULL, NULL}};
+  static const luaL_Reg f[] = {{"stats", l_stats}, {"reset_peak", l_reset_peak},
+                              {"empty_cache", l_empty_cache}, {NULL, NULL}};
   lua_newtable(L);
   luaL_setfuncs(L, f, 0);
   lua_setfield(L, -2, "mem");

@@ -84,8 +84,8 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
     lab_tensor_release(B);
     return NULL;
   }
-  int ta, tb;
-  int64_t lda, ldb;
+  int ta = 0, tb = 0;
+  int64_t lda = 1, ldb = 1;
   blas_layout(A, A->ndim - 2, A->ndim - 1, &ta, &lda);
   blas_layout(B, B->ndim - 2, B->ndim - 1, &tb, &ldb);
   int64_t batches = 1;

@@ -144,6 +144,16 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
   out_shapes(t, dim, keepdim, &nk, kept, &nf, final);
   lab_tensor *out = lab_tensor_empty(c.out_t, nk, kept);
   if (!out) return NULL;
+  /* sum or mean over a middle dim of a contiguous f32/f64 tensor: whole-row adds */
+  if ((op == LAB_R_SUM || op == LAB_R_MEAN) && dim < t->ndim - 1 && lab_is_contiguous(t) &&
+      (t->dtype == LAB_F32 || t->dtype == LAB_F64)) {
+    int64_t outer = 1, inner = 1, R = t->shape[dim];
+    for (int d = 0; d < dim; d++) outer *= t->shape[d];
+    for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+    lab_sum_middle(t->dtype, lab_data(t), lab_data(out), outer, R, inner,
+                   op == LAB_R_MEAN ? (R ? 1.0 / (double)R : NAN) : 1.0);
+    return finish_shape(out, nf, final);
+  }
   if (run_reduce(&c, t, dim, out, NULL) < 0) {
     lab_tensor_release(out);
     return NULL;

@@ -29,11 +29,72 @@ static void account_add(lab_mem_tag tag, int64_t bytes) {
   if (bytes > 0) account.allocated_since_mark += bytes;
 }
 
+/* ---- the block cache ----
+ * A training step allocates the same sizes every step. Freed blocks are kept in lists by
+ * (rounded) size and handed out again, so steady-state steps make no system calls and touch
+ * no fresh pages (each fresh page costs a fault and a kernel zeroing). Bounded: at most
+ * CACHE_LIMIT bytes are kept; lab_mem_empty_cache() gives them all back. */
+#define CACHE_BUCKETS 1024
+#define CACHE_LIMIT ((size_t)1 << 30)
+#define CACHE_MIN ((size_t)4096) /* small blocks: malloc's own bins do this well */
+
+typedef struct cached_block {
+  struct cached_block *next;
+  size_t size;
+} cached_block;
+
+static cached_block *cache[CACHE_BUCKETS];
+static size_t cached_bytes;
+
+static size_t bucket_of(size_t size) { return (size / 64 * 0x9E3779B97F4A7C15ull) >> 54 & (CACHE_BUCKETS - 1); }
+
+static void *cache_take(size_t size) {
+  cached_block **p = &cache[bucket_of(size)];
+  for (; *p; p = &(*p)->next)
+    if ((*p)->size == size) {
+      cached_block *b = *p;
+      *p = b->next;
+      cached_bytes -= size;
+      return b;
+    }
+  return NULL;
+}
+
+static int cache_put(void *data, size_t size) {
+  if (size < CACHE_MIN || cached_bytes + size > CACHE_LIMIT) return 0;
+  cached_block *b = data;
+  b->size = size;
+  b->next = cache[bucket_of(size)];
+  cache[bucket_of(size)] = b;
+  cached_bytes += size;
+  return 1;
+}
+
+void lab_mem_empty_cache(void) {
+  for (int i = 0; i < CACHE_BUCKETS; i++) {
+    while (cache[i]) {
+      cached_block *b = cache[i];
+      cache[i] = b->next;
+      free(b);
+    }
+  }
+  cached_bytes = 0;
+}
+
+size_t lab_mem_cached_bytes(void) { return cached_bytes; }
+
 lab_storage *lab_storage_new(size_t nbytes, int zero) {
   lab_storage *s = malloc(sizeof *s);
   size_t rounded = (nbytes + 63) & ~(size_t)63;
   void *data = NULL;
-  if (s && rounded > 0) data = aligned_alloc(64, rounded);
+  if (s && rounded > 0) {
+    data = rounded >= CACHE_MIN ? cache_take(rounded) : NULL;
+    if (!data) data = aligned_alloc(64, rounded);
+    if (!data && cached_bytes) { /* out of memory: give the cache back and try once more */
+      lab_mem_empty_cache();
+      data = aligned_alloc(64, rounded);
+    }
+  }
   if (!s || (rounded > 0 && !data)) {
     free(s);
     free(data);
@@ -54,7 +115,8 @@ void lab_storage_retain(lab_storage *s) { s->refcount++; }
 void lab_storage_release(lab_storage *s) {
   if (!s || --s->refcount > 0) return;
   account_add(s->tag, -(int64_t)s->nbytes);
-  free(s->data);
+  size_t rounded = (s->nbytes + 63) & ~(size_t)63;
+  if (!s->data || !cache_put(s->data, rounded)) free(s->data);
   free(s);
 }
 

@@ -41,5 +41,8 @@ const lab_mem_account *lab_mem_get(void);
 const char *lab_mem_tag_name(lab_mem_tag tag);
 void lab_mem_mark(void);
 void lab_mem_reset_peak(void);
+/* Freed blocks kept for reuse (not counted as tensor memory), and giving them back. */
+size_t lab_mem_cached_bytes(void);
+void lab_mem_empty_cache(void);
 
 #endif

@@ -121,3 +121,29 @@ void lab_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int6
     SOFTMAX(double, exp, log)
   }
 }
+
+#define SUM_MIDDLE(T)                                                                         \
+  do {                                                                                        \
+    const T *X = x;                                                                           \
+    T *O = out;                                                                               \
+    const int64_t block = 512; /* columns per task: the accumulator stays in L1 */            \
+    int64_t nblocks = (inner + block - 1) / block;                                            \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t t = 0; t < outer * nblocks; t++) {                                           \
+      int64_t o = t / nblocks, j0 = (t % nblocks) * block;                                    \
+      int64_t m = inner - j0 < block ? inner - j0 : block;                                    \
+      double acc[512];                                                                        \
+      for (int64_t j = 0; j < m; j++) acc[j] = 0;                                             \
+      for (int64_t r = 0; r < R; r++) {                                                       \
+        const T *row = X + (o * R + r) * inner + j0;                                          \
+        for (int64_t j = 0; j < m; j++) acc[j] += row[j];                                     \
+      }                                                                                       \
+      for (int64_t j = 0; j < m; j++) O[o * inner + j0 + j] = (T)(acc[j] * scale);            \
+    }                                                                                         \
+  } while (0)
+
+void lab_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
+                    double scale) {
+  if (ct == LAB_F64) SUM_MIDDLE(double);
+  else SUM_MIDDLE(float);
+}
