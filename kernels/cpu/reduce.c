@@ -99,7 +99,7 @@ double lab_row_norm(lab_dtype ct, const void *x, int64_t n, double p) {
     T *o = (T *)out + r * n;                                                                   \
     T m = xi[0];                                                                               \
     for (int64_t i = 1; i < n; i++) m = xi[i] > m ? xi[i] : m;                                 \
-    double s = 0;                                                                              \
+    T s = 0; /* in the element type: rows are short and the terms positive, so f32 suffices */ \
     if (want_log) {                                                                            \
       for (int64_t i = 0; i < n; i++) s += EXP(xi[i] - m);                                     \
       T ls = (T)LOG(s);                                                                        \
@@ -109,7 +109,7 @@ double lab_row_norm(lab_dtype ct, const void *x, int64_t n, double p) {
         o[i] = EXP(xi[i] - m);                                                                 \
         s += o[i];                                                                             \
       }                                                                                        \
-      T inv = (T)(1.0 / s);                                                                    \
+      T inv = (T)1 / s;                                                                        \
       for (int64_t i = 0; i < n; i++) o[i] *= inv;                                             \
     }                                                                                          \
   }
