@@ -1,0 +1,61 @@
+-- Optimizers, schedules and clipping against closed forms.
+package.path = (arg[0]:match("(.*/)") or "./") .. "../?.lua;" .. package.path
+local T = require("harness")
+
+local function param(values)
+  local p = lab.tensor(values, { dtype = "f64" }):requires_grad_()
+  return p
+end
+
+T.test("SGD, momentum and Nesterov follow torch.optim.SGD", function()
+  -- loss = sum(p^2)/2: the gradient is p itself
+  local p = param({ 1.0, -2.0 })
+  local opt = lab.optim.SGD({ p }, { lr = 0.1 })
+  ;(p * p):sum():mul(0.5):backward()
+  opt:step()
+  T.values(p, { 0.9, -1.8 }, 1e-12)
+  local q = param({ 1.0 })
+  local m = lab.optim.SGD({ q }, { lr = 0.1, momentum = 0.9 })
+  for _ = 1, 2 do
+    m:zero_grad();
+    (q * q):sum():mul(0.5):backward()
+    m:step()
+  end
+  -- step 1: b = 1, q = 0.9; step 2: b = 0.9 * 1 + 0.9 = 1.8, q = 0.9 - 0.18 = 0.72
+  T.near(q[1], 0.72, 1e-12)
+  local r = param({ 1.0 })
+  local nes = lab.optim.SGD({ r }, { lr = 0.1, momentum = 0.9, nesterov = true })
+  ;(r * r):sum():mul(0.5):backward()
+  nes:step()
+  -- b = 1; g = 1 + 0.9 * 1 = 1.9; r = 1 - 0.19
+  T.near(r[1], 0.81, 1e-12)
+end)
+
+T.test("AdamW: first step moves each weight by lr (sign of the gradient), decay decoupled", function()
+  local p = param({ { 1.0, -1.0 }, { 2.0, 0.5 } })
+  local opt = lab.optim.AdamW({ p }, { lr = 0.01, weight_decay = 0.1 })
+  ;(p * lab.tensor({ { 3.0, -4.0 }, { 0.5, 2.0 } }, { dtype = "f64" })):sum():backward()
+  opt:step()
+  -- m/bc1 = g, v/bc2 = g^2: the update is lr * sign(g) (up to eps); decay p *= 1 - lr wd
+  local want = { { 1.0 * 0.999 - 0.01, -1.0 * 0.999 + 0.01 }, { 2.0 * 0.999 - 0.01, 0.5 * 0.999 - 0.01 } }
+  T.values(p, want, 1e-6)
+end)
+
+T.test("warmup then cosine decay", function()
+  local o = { lr = 1.0, min_lr = 0.1, warmup = 10, max_steps = 110 }
+  T.near(lab.optim.warmup_cosine(0, o), 0.1, 1e-12)
+  T.near(lab.optim.warmup_cosine(9, o), 1.0, 1e-12)
+  T.near(lab.optim.warmup_cosine(60, o), 0.55, 1e-12)
+  T.near(lab.optim.warmup_cosine(110, o), 0.1, 1e-12)
+end)
+
+T.test("global-norm clipping", function()
+  local a, b = param({ 3.0 }), param({ 4.0 })
+  ;(a * a * 0.5 + b * b * 0.5):sum():backward()
+  local norm = lab.optim.clip_grad_norm({ a, b }, 1.0)
+  T.near(norm, 5, 1e-12)
+  T.near(a.grad[1], 0.6, 1e-6)
+  T.near(b.grad[1], 0.8, 1e-6)
+end)
+
+T.finish()
