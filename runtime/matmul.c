@@ -124,17 +124,20 @@ lab_tensor *lab_matmul(lab_tensor *a, lab_tensor *b) {
   lab_tensor_release(A);
   lab_tensor_release(B);
   if (!C) return NULL;
-  lab_tensor *r = C;
-  if (a->ndim == 1 || b->ndim == 1) {
-    int64_t shape[LAB_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < C->ndim; i++) {
-      if (a->ndim == 1 && i == C->ndim - 2) continue;
-      if (b->ndim == 1 && i == C->ndim - 1) continue;
-      shape[nd++] = C->shape[i];
-    }
-    r = lab_view(C, nd, shape);
-    lab_tensor_release(C);
-  }
+  if (a->ndim > 1 && b->ndim > 1) return C;
+  int64_t shape[LAB_MAX_DIMS];
+  int nd = lab_matmul_drop_vector_dims(a->ndim, b->ndim, C, shape);
+  lab_tensor *r = lab_view(C, nd, shape);
+  lab_tensor_release(C);
   return r;
+}
+
+int lab_matmul_drop_vector_dims(int a_ndim, int b_ndim, const lab_tensor *c, int64_t *shape) {
+  int nd = 0;
+  for (int i = 0; i < c->ndim; i++) {
+    if (a_ndim == 1 && i == c->ndim - 2) continue;
+    if (b_ndim == 1 && i == c->ndim - 1) continue;
+    shape[nd++] = c->shape[i];
+  }
+  return nd;
 }

@@ -110,14 +110,9 @@ static int unary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *x = n->saved[0], *y = n->saved[1], *r = NULL;
   switch (op) {
   case LAB_NEG: r = lab_unary(LAB_NEG, g); break;
-  case LAB_ABS: { /* sign(x) = (x > 0) - (x < 0) */
-    lab_tensor *zero = lab_tensor_scalar(x->dtype, 0);
-    lab_tensor *pos = lab_binary(LAB_GT, x, zero, g->dtype), *neg = lab_binary(LAB_LT, x, zero, g->dtype);
-    lab_tensor *sign = (pos && neg) ? lab_binary(LAB_SUB, pos, neg, -1) : NULL;
+  case LAB_ABS: {
+    lab_tensor *sign = ag_sign(x);
     r = sign ? lab_binary(LAB_MUL, g, sign, -1) : NULL;
-    lab_tensor_release(zero);
-    lab_tensor_release(pos);
-    lab_tensor_release(neg);
     lab_tensor_release(sign);
     break;
   }

@@ -55,17 +55,12 @@ static int reduce_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
       lab_tensor *axp = ax ? ag_scalar_op(ax, LAB_POW, p - 1) : NULL;
       lab_tensor *yp = ag_scalar_op(yk, LAB_POW, p - 1);
       lab_tensor *q = (axp && yp) ? lab_binary(LAB_DIV, axp, yp, -1) : NULL;
-      lab_tensor *zero = lab_tensor_scalar(LAB_F32, 0);
-      lab_tensor *pos = lab_binary(LAB_GT, x, zero, x->dtype), *neg = lab_binary(LAB_LT, x, zero, x->dtype);
-      lab_tensor *sign = (pos && neg) ? lab_binary(LAB_SUB, pos, neg, -1) : NULL;
+      lab_tensor *sign = ag_sign(x);
       t = (q && sign) ? lab_binary(LAB_MUL, q, sign, -1) : NULL;
       lab_tensor_release(ax);
       lab_tensor_release(axp);
       lab_tensor_release(yp);
       lab_tensor_release(q);
-      lab_tensor_release(zero);
-      lab_tensor_release(pos);
-      lab_tensor_release(neg);
       lab_tensor_release(sign);
     }
     r = t ? lab_binary(LAB_MUL, t, gk, -1) : NULL;
@@ -243,12 +238,7 @@ lab_tensor *lab_ad_matmul(lab_tensor *a, lab_tensor *b) {
   lab_tensor_release(B);
   if (!C) return NULL;
   int64_t shape[LAB_MAX_DIMS];
-  int nd = 0;
-  for (int i = 0; i < C->ndim; i++) {
-    if (a->ndim == 1 && i == C->ndim - 2) continue;
-    if (b->ndim == 1 && i == C->ndim - 1) continue;
-    shape[nd++] = C->shape[i];
-  }
+  int nd = lab_matmul_drop_vector_dims(a->ndim, b->ndim, C, shape);
   lab_tensor *r = lab_ad_view(C, nd, shape);
   lab_tensor_release(C);
   return r;

@@ -55,3 +55,14 @@ lab_tensor *ag_scalar_rsub(double scalar, lab_tensor *x) {
   lab_tensor_release(s);
   return r;
 }
+
+lab_tensor *ag_sign(lab_tensor *x) {
+  lab_tensor *zero = lab_tensor_scalar(x->dtype, 0);
+  lab_tensor *pos = zero ? lab_binary(LAB_GT, x, zero, x->dtype) : NULL;
+  lab_tensor *neg = zero ? lab_binary(LAB_LT, x, zero, x->dtype) : NULL;
+  lab_tensor *sign = (pos && neg) ? lab_binary(LAB_SUB, pos, neg, -1) : NULL;
+  lab_tensor_release(zero);
+  lab_tensor_release(pos);
+  lab_tensor_release(neg);
+  return sign;
+}

@@ -29,6 +29,8 @@ lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, int ndim, const int64
 lab_tensor *ag_chain(lab_tensor *x, lab_binary_op op, lab_tensor *other, double scalar);
 /* x op scalar, x kept */
 lab_tensor *ag_scalar_op(lab_tensor *x, lab_binary_op op, double scalar);
+/* sign(x) = (x > 0) - (x < 0), in x's dtype */
+lab_tensor *ag_sign(lab_tensor *x);
 /* scalar - x */
 lab_tensor *ag_scalar_rsub(double scalar, lab_tensor *x);
 
