@@ -26,6 +26,7 @@ int ll_runtime_error(lua_State *L) { return ll_error(L, "%s", lab_last_error());
 
 lab_tensor *ll_test_tensor(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  if (box && !*box) ll_error(L, "tensor argument %d was already closed", idx);
   return box ? *box : NULL;
 }
 
