@@ -120,6 +120,77 @@ static int run_hook(void *ctx, lab_tensor *grad, lab_tensor **replace) {
   return 0;
 }
 
+/* post-accumulate hooks call fn(param); end-of-backward callbacks call fn() */
+typedef struct {
+  lua_State *L;
+  int fn_ref, arg_ref; /* arg_ref: the parameter's userdata, or LUA_NOREF */
+} lua_post_callback;
+
+static void free_post_callback(void *p) {
+  lua_post_callback *cb = p;
+  luaL_unref(cb->L, LUA_REGISTRYINDEX, cb->fn_ref);
+  luaL_unref(cb->L, LUA_REGISTRYINDEX, cb->arg_ref);
+  free(cb);
+}
+
+static int run_post_callback(void *ctx, lab_tensor *grad, lab_tensor **replace) {
+  (void)grad;
+  (void)replace;
+  lua_post_callback *cb = ctx;
+  lua_State *L = cb->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->fn_ref);
+  int nargs = 0;
+  if (cb->arg_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->arg_ref);
+    nargs = 1;
+  }
+  if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
+    lab_fail("hook", "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return -1;
+  }
+  return 0;
+}
+
+static lua_post_callback *new_post_callback(lua_State *L, int fn_idx, int arg_idx) {
+  lua_post_callback *cb = malloc(sizeof *cb);
+  if (!cb) return NULL;
+  cb->L = L;
+  lua_pushvalue(L, fn_idx);
+  cb->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  cb->arg_ref = LUA_NOREF;
+  if (arg_idx) {
+    lua_pushvalue(L, arg_idx);
+    cb->arg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return cb;
+}
+
+/* p:register_post_accumulate_grad_hook(fn): fn(p) after each gradient lands in p.grad.
+ * (The hook holds a reference to p: parameters live as long as their model anyway.) */
+static int m_register_post_hook(lua_State *L) {
+  lab_tensor *t = ll_check_tensor_meta(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_post_callback *cb = new_post_callback(L, 2, 1);
+  if (!cb) return ll_error(L, "register_post_accumulate_grad_hook: out of memory");
+  int id = lab_register_post_accumulate_hook(t, run_post_callback, cb, free_post_callback);
+  if (id < 0) {
+    free_post_callback(cb);
+    return ll_runtime_error(L);
+  }
+  lua_pushinteger(L, id);
+  return 1;
+}
+
+/* lab.autograd.queue_callback(fn): fn() once the running backward has finished */
+static int l_queue_callback(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_post_callback *cb = new_post_callback(L, 1, 0);
+  if (!cb) return ll_error(L, "queue_callback: out of memory");
+  ll_check_rc(L, lab_queue_backward_callback(run_post_callback, cb, free_post_callback));
+  return 0;
+}
+
 static int hook_remove(lua_State *L) {
   lua_getfield(L, 1, "tensor");
   lua_getfield(L, 1, "id");
@@ -427,6 +498,7 @@ void ll_register_autograd(lua_State *L) {
   lua_getfield(L, -1, "methods");
   static const luaL_Reg methods[] = {{"requires_grad_", m_requires_grad_}, {"backward", m_backward},
                                      {"detach", m_detach}, {"register_hook", m_register_hook},
+                                     {"register_post_accumulate_grad_hook", m_register_post_hook},
                                      {"gelu", m_gelu}, {"silu", m_silu}, {"relu", m_relu},
                                      {NULL, NULL}};
   luaL_setfuncs(L, methods, 0);
@@ -446,6 +518,8 @@ void ll_register_autograd(lua_State *L) {
   lua_setfield(L, -2, "Function");
   lua_pushcfunction(L, l_backward);
   lua_setfield(L, -2, "backward");
+  lua_pushcfunction(L, l_queue_callback);
+  lua_setfield(L, -2, "queue_callback");
   static const luaL_Reg dist[] = {{"all_reduce", d_all_reduce}, {"all_gather", d_all_gather},
                                   {"reduce_scatter", d_reduce_scatter}, {"copy_to_region", d_copy_to},
                                   {"reduce_from_region", d_reduce_from}, {"gather_from_region", d_gather_from},

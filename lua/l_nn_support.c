@@ -7,13 +7,16 @@
 #include "runtime/npy.h"
 #include "runtime/storage.h"
 
-/* adamw_step(p, m, v, {lr=, beta1=, beta2=, eps=, weight_decay=, step=}) uses p.grad */
+/* adamw_step(p, m, v, {lr=, beta1=, beta2=, eps=, weight_decay=, step=}[, grad]) uses
+ * p.grad unless a gradient is given (ZeRO passes its gradient shard) */
 static int l_adamw_step(lua_State *L) {
   lab_tensor *p = ll_check_tensor(L, 1), *m = ll_check_tensor(L, 2), *v = ll_check_tensor(L, 3);
   luaL_checktype(L, 4, LUA_TTABLE);
-  lab_tensor *g = NULL;
-  lua_getfield(L, 1, "grad");
-  g = ll_test_tensor(L, -1);
+  lab_tensor *g = ll_test_tensor(L, 5);
+  if (!g) {
+    lua_getfield(L, 1, "grad");
+    g = ll_test_tensor(L, -1);
+  }
   if (!g) return 0; /* a parameter without a gradient is left alone */
   if (p->dtype != g->dtype || p->dtype != m->dtype || p->dtype != v->dtype || !lab_is_contiguous(p) ||
       !lab_is_contiguous(g) || !lab_is_contiguous(m) || !lab_is_contiguous(v) || lab_numel(p) != lab_numel(g) ||
@@ -43,6 +46,54 @@ static int l_tag(lua_State *L) {
   return ll_error(L, "mem.tag: unknown tag '%s' (param, grad, optimizer, activation, comm, other)", name);
 }
 
+/* lab._rebind(t, flat, offset): t becomes a contiguous view of flat's storage starting at
+ * element offset (1-based), keeping its identity (autograd leaf, hooks, Lua references):
+ * how ZeRO makes every parameter a window into one flat buffer. Values are copied over. */
+static int l_rebind(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1), *flat = ll_check_tensor(L, 2);
+  lua_Integer off = luaL_checkinteger(L, 3) - 1;
+  if (t->dtype != flat->dtype || !lab_is_contiguous(flat) || off < 0 || off + lab_numel(t) > lab_numel(flat))
+    return ll_error(L, "rebind: a %s tensor of %lld elements does not fit at %lld in a %s buffer of %lld",
+                    lab_dtype_name(t->dtype), (long long)lab_numel(t), (long long)off + 1,
+                    lab_dtype_name(flat->dtype), (long long)lab_numel(flat));
+  lab_tensor *old = lab_alias(t); /* keeps the old values readable during the copy */
+  if (!old) return ll_runtime_error(L);
+  lab_storage_retain(flat->storage);
+  lab_storage_release(t->storage);
+  t->storage = flat->storage;
+  t->offset = flat->offset + off;
+  int64_t s = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    t->stride[d] = s;
+    s *= t->shape[d];
+  }
+  int rc = lab_copy_(t, old);
+  lab_tensor_release(old);
+  ll_check_rc(L, rc);
+  return 0;
+}
+
+/* lab._release_data(t) frees t's storage memory while every view and saved alias keeps
+ * pointing at the storage object; lab._restore_data(t) allocates it again (contents
+ * undefined). ZeRO-3 holds a layer's full parameters only while it computes. */
+static lab_tensor *raw_tensor(lua_State *L, int idx) {
+  lab_tensor **box = luaL_checkudata(L, idx, LAB_TENSOR_MT);
+  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  return *box;
+}
+
+static int l_release_data(lua_State *L) {
+  lab_tensor *t = raw_tensor(L, 1);
+  lab_storage_release_data(t->storage);
+  return 0;
+}
+
+static int l_restore_data(lua_State *L) {
+  lab_tensor *t = raw_tensor(L, 1);
+  ll_check_rc(L, lab_storage_restore_data(t->storage));
+  return 0;
+}
+
 static int l_load_npy(lua_State *L) {
   ll_push_tensor(L, lab_npy_load(luaL_checkstring(L, 1)));
   return 1;
@@ -56,6 +107,12 @@ static int m_save_npy(lua_State *L) {
 void ll_register_nn_support(lua_State *L) {
   lua_pushcfunction(L, l_load_npy);
   lua_setfield(L, -2, "load_npy");
+  lua_pushcfunction(L, l_rebind);
+  lua_setfield(L, -2, "_rebind");
+  lua_pushcfunction(L, l_release_data);
+  lua_setfield(L, -2, "_release_data");
+  lua_pushcfunction(L, l_restore_data);
+  lua_setfield(L, -2, "_restore_data");
   lua_getfield(L, -1, "mem");
   lua_pushcfunction(L, l_tag);
   lua_setfield(L, -2, "tag");

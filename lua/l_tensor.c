@@ -26,6 +26,12 @@ static int t_tostring(lua_State *L) {
     lua_pushliteral(L, "tensor(<closed>)");
     return 1;
   }
+  if (!(*box)->storage->data && (*box)->storage->nbytes > 0) {
+    char shape[128];
+    lua_pushfstring(L, "tensor(<sharded: not gathered>, shape=%s, dtype=%s)", lab_shape_str(*box, shape, sizeof shape),
+                    lab_dtype_name((*box)->dtype));
+    return 1;
+  }
   char *s = lab_format(*box);
   if (!s) return ll_error(L, "tostring: out of memory");
   lua_pushstring(L, s);
@@ -64,7 +70,8 @@ static int64_t check_index(lua_State *L, lab_tensor *t, lua_Integer i, int dim) 
 }
 
 static int t_index(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
+  lab_tensor *t = ll_check_tensor_meta(L, 1);
+  if (lua_type(L, 2) == LUA_TNUMBER) t = ll_check_tensor(L, 1);
   if (lua_type(L, 2) == LUA_TNUMBER) {
     if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :item())");
     int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
@@ -100,8 +107,9 @@ static int t_index(lua_State *L) {
 }
 
 static int t_newindex(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
+  lab_tensor *t = ll_check_tensor_meta(L, 1);
   if (lua_type(L, 2) == LUA_TSTRING && ll_autograd_set_property(L, t, lua_tostring(L, 2), 3)) return 0;
+  t = ll_check_tensor(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER) return ll_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
   if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");
   int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
@@ -129,7 +137,7 @@ static int t_newindex(lua_State *L) {
 /* ---- information ---- */
 
 static int m_size(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
+  lab_tensor *t = ll_check_tensor_meta(L, 1);
   if (lua_isnoneornil(L, 2)) {
     push_shape(L, t);
     return 1;
@@ -139,7 +147,7 @@ static int m_size(lua_State *L) {
 }
 
 static int m_stride(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
+  lab_tensor *t = ll_check_tensor_meta(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     lua_pushinteger(L, t->stride[ll_check_dim(L, 2, t->ndim, 0, "stride")]);
     return 1;
@@ -153,27 +161,27 @@ static int m_stride(lua_State *L) {
 }
 
 static int m_dim(lua_State *L) {
-  lua_pushinteger(L, ll_check_tensor(L, 1)->ndim);
+  lua_pushinteger(L, ll_check_tensor_meta(L, 1)->ndim);
   return 1;
 }
 
 static int m_numel(lua_State *L) {
-  lua_pushinteger(L, lab_numel(ll_check_tensor(L, 1)));
+  lua_pushinteger(L, lab_numel(ll_check_tensor_meta(L, 1)));
   return 1;
 }
 
 static int m_nbytes(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)lab_nbytes(ll_check_tensor(L, 1)));
+  lua_pushinteger(L, (lua_Integer)lab_nbytes(ll_check_tensor_meta(L, 1)));
   return 1;
 }
 
 static int m_element_size(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)lab_dtype_size(ll_check_tensor(L, 1)->dtype));
+  lua_pushinteger(L, (lua_Integer)lab_dtype_size(ll_check_tensor_meta(L, 1)->dtype));
   return 1;
 }
 
 static int m_is_contiguous(lua_State *L) {
-  lua_pushboolean(L, lab_is_contiguous(ll_check_tensor(L, 1)));
+  lua_pushboolean(L, lab_is_contiguous(ll_check_tensor_meta(L, 1)));
   return 1;
 }
 

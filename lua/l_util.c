@@ -27,7 +27,20 @@ int ll_runtime_error(lua_State *L) { return ll_error(L, "%s", lab_last_error());
 lab_tensor *ll_test_tensor(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
   if (box && !*box) ll_error(L, "tensor argument %d was already closed", idx);
+  if (box && !(*box)->storage->data && (*box)->storage->nbytes > 0)
+    ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
+             "while its module computes", idx);
   return box ? *box : NULL;
+}
+
+lab_tensor *ll_check_tensor_meta(lua_State *L, int idx) {
+  lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  if (!box) {
+    ll_error(L, "expected a tensor as argument %d, got %s", idx, luaL_typename(L, idx));
+    return NULL;
+  }
+  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  return *box;
 }
 
 lab_tensor *ll_check_tensor(lua_State *L, int idx) {
@@ -37,6 +50,9 @@ lab_tensor *ll_check_tensor(lua_State *L, int idx) {
     return NULL;
   }
   if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  if (!(*box)->storage->data && (*box)->storage->nbytes > 0)
+    ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
+             "while its module computes", idx);
   return *box;
 }
 

@@ -15,6 +15,8 @@ int ll_error(lua_State *L, const char *fmt, ...);
 int ll_runtime_error(lua_State *L);
 
 lab_tensor *ll_check_tensor(lua_State *L, int idx);
+/* For shape, dtype and other facts: also accepts a ZeRO-3 parameter whose data is away. */
+lab_tensor *ll_check_tensor_meta(lua_State *L, int idx);
 lab_tensor *ll_test_tensor(lua_State *L, int idx); /* NULL if not a tensor */
 /* Pushes a tensor userdata owning the reference t; raises the runtime error if t is NULL. */
 void ll_push_tensor(lua_State *L, lab_tensor *t);

@@ -114,6 +114,10 @@ void lab_storage_retain(lab_storage *s) { s->refcount++; }
 
 void lab_storage_release(lab_storage *s) {
   if (!s || --s->refcount > 0) return;
+  if (!s->data && s->nbytes > 0) { /* memory already given back (release_data) */
+    free(s);
+    return;
+  }
   account_add(s->tag, -(int64_t)s->nbytes);
   size_t rounded = (s->nbytes + 63) & ~(size_t)63;
   if (!s->data || !cache_put(s->data, rounded)) free(s->data);
@@ -121,9 +125,32 @@ void lab_storage_release(lab_storage *s) {
 }
 
 void lab_storage_set_tag(lab_storage *s, lab_mem_tag tag) {
+  if (!s->data && s->nbytes > 0) {
+    s->tag = tag;
+    return;
+  }
   account_add(s->tag, -(int64_t)s->nbytes);
   s->tag = tag;
   account.current[tag] += (int64_t)s->nbytes;
   account.current_total += (int64_t)s->nbytes;
   if (account.current[tag] > account.peak[tag]) account.peak[tag] = account.current[tag];
+}
+
+void lab_storage_release_data(lab_storage *s) {
+  if (!s->data) return;
+  size_t rounded = (s->nbytes + 63) & ~(size_t)63;
+  if (!cache_put(s->data, rounded)) free(s->data);
+  s->data = NULL;
+  account_add(s->tag, -(int64_t)s->nbytes);
+}
+
+int lab_storage_restore_data(lab_storage *s) {
+  if (s->data || s->nbytes == 0) return 0;
+  size_t rounded = (s->nbytes + 63) & ~(size_t)63;
+  void *data = cache_take(rounded);
+  if (!data) data = aligned_alloc(64, rounded);
+  if (!data) return lab_fail("alloc", "out of memory allocating %zu bytes", s->nbytes);
+  s->data = data;
+  account_add(s->tag, (int64_t)s->nbytes);
+  return 0;
 }

@@ -29,6 +29,9 @@ lab_storage *lab_storage_new(size_t nbytes, int zero);
 void lab_storage_retain(lab_storage *s);
 void lab_storage_release(lab_storage *s);
 void lab_storage_set_tag(lab_storage *s, lab_mem_tag tag);
+/* Frees the memory but keeps the object (data NULL); restore allocates it again. */
+void lab_storage_release_data(lab_storage *s);
+int lab_storage_restore_data(lab_storage *s);
 
 typedef struct {
   int64_t current[LAB_MEM_NTAGS];

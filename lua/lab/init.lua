@@ -7,6 +7,8 @@ lab.optim = require("lab.optim")
 require("lab.gpt")
 lab.data = require("lab.data")
 lab.train = require("lab.train")
+lab.ddp = require("lab.ddp")
+lab.zero = require("lab.zero")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

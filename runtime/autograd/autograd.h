@@ -58,7 +58,8 @@ typedef struct lab_ag_meta {
   int requires_grad;
   lab_tensor *grad;
   lab_node *grad_fn;
-  lab_hook *hooks; /* leaf hooks */
+  lab_hook *hooks;      /* leaf hooks: see the incoming gradient */
+  lab_hook *post_hooks; /* leaf hooks after accumulation: see the leaf (grad passed NULL) */
 } lab_ag_meta;
 
 /* grad mode (no_grad regions switch it off) */
@@ -89,6 +90,14 @@ void lab_node_release(lab_node *n);
 /* Adds a hook; returns its id (> 0) or -1. */
 int lab_register_hook(lab_tensor *t, lab_hook_fn fn, void *ctx, void (*free_ctx)(void *));
 int lab_remove_hook(lab_tensor *t, int id);
+
+/* A hook run after a gradient was accumulated into leaf t's .grad (DDP and ZeRO start
+ * their communication there); fn receives grad = the leaf's accumulated .grad. */
+int lab_register_post_accumulate_hook(lab_tensor *t, lab_hook_fn fn, void *ctx, void (*free_ctx)(void *));
+
+/* Callbacks queued during a backward run once when that backward has finished, in queue
+ * order (DDP waits for its last buckets there). Returns -1 when no backward is running. */
+int lab_queue_backward_callback(lab_hook_fn fn, void *ctx, void (*free_ctx)(void *));
 
 /* backward from root; grad may be NULL for a one-element root (implicit 1). */
 int lab_backward(lab_tensor *root, lab_tensor *grad, int retain_graph);

@@ -33,6 +33,7 @@ void lab_ag_meta_free(lab_ag_meta *m) {
   lab_tensor_release(m->grad);
   lab_node_release(m->grad_fn);
   free_hooks(m->hooks);
+  free_hooks(m->post_hooks);
   free(m);
 }
 
@@ -182,10 +183,57 @@ int lab_register_hook(lab_tensor *t, lab_hook_fn fn, void *ctx, void (*free_ctx)
   return h->id;
 }
 
+int lab_register_post_accumulate_hook(lab_tensor *t, lab_hook_fn fn, void *ctx, void (*free_ctx)(void *)) {
+  if (!lab_requires_grad(t) || !lab_is_leaf(t))
+    return lab_fail("register_post_accumulate_grad_hook", "only leaf tensors that require grad accumulate gradients");
+  lab_hook *h = calloc(1, sizeof *h);
+  if (!h) return lab_fail("register_post_accumulate_grad_hook", "out of memory");
+  h->fn = fn;
+  h->ctx = ctx;
+  h->free_ctx = free_ctx;
+  h->id = next_hook_id++;
+  lab_hook **list = &t->ag->post_hooks;
+  while (*list) list = &(*list)->next;
+  *list = h;
+  return h->id;
+}
+
+/* the queue of end-of-backward callbacks; depth > 0 while a backward runs */
+static lab_hook *end_queue;
+static int backward_depth;
+
+int lab_queue_backward_callback(lab_hook_fn fn, void *ctx, void (*free_ctx)(void *)) {
+  if (backward_depth == 0) {
+    if (free_ctx) free_ctx(ctx);
+    return lab_fail("queue_callback", "no backward is running");
+  }
+  lab_hook *h = calloc(1, sizeof *h);
+  if (!h) return lab_fail("queue_callback", "out of memory");
+  h->fn = fn;
+  h->ctx = ctx;
+  h->free_ctx = free_ctx;
+  lab_hook **list = &end_queue;
+  while (*list) list = &(*list)->next;
+  *list = h;
+  return 0;
+}
+
+/* Runs (and empties) the queue; callbacks may queue more, which also run. */
+static int run_end_queue(int rc) {
+  while (end_queue) {
+    lab_hook *h = end_queue;
+    end_queue = h->next;
+    if (rc == 0 && h->fn(h->ctx, NULL, NULL) < 0) rc = -1;
+    if (h->free_ctx) h->free_ctx(h->ctx);
+    free(h);
+  }
+  return rc;
+}
+
 int lab_remove_hook(lab_tensor *t, int id) {
   if (!t->ag) return 0;
-  lab_hook **lists[2] = {&t->ag->hooks, t->ag->grad_fn ? &t->ag->grad_fn->hooks : NULL};
-  for (int k = 0; k < 2; k++) {
+  lab_hook **lists[3] = {&t->ag->hooks, t->ag->grad_fn ? &t->ag->grad_fn->hooks : NULL, &t->ag->post_hooks};
+  for (int k = 0; k < 3; k++) {
     if (!lists[k]) continue;
     for (lab_hook **p = lists[k]; *p; p = &(*p)->next)
       if ((*p)->id == id) {
@@ -243,6 +291,12 @@ static int accumulate(lab_tensor **dst, lab_tensor *g) {
   return rc;
 }
 
+static int run_post_hooks(lab_tensor *leaf) {
+  for (lab_hook *h = leaf->ag->post_hooks; h; h = h->next)
+    if (h->fn(h->ctx, leaf->ag->grad, NULL) < 0) return -1;
+  return 0;
+}
+
 /* Stores into a leaf's .grad: a private contiguous tensor of the leaf's dtype and shape. */
 static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
   if (run_hooks(leaf->ag->hooks, &g) < 0) {
@@ -253,7 +307,7 @@ static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
   if (m->grad) {
     int rc = lab_binary_(LAB_ADD, m->grad, g);
     lab_tensor_release(g);
-    return rc;
+    return rc < 0 ? rc : run_post_hooks(leaf);
   }
   lab_tensor *own;
   if (g->refcount == 1 && lab_is_contiguous(g) && g->dtype == leaf->dtype && !g->ag &&
@@ -270,7 +324,7 @@ static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
   }
   lab_storage_set_tag(own->storage, LAB_MEM_GRAD);
   m->grad = own;
-  return 0;
+  return run_post_hooks(leaf);
 }
 
 /* ---- backward ---- */
@@ -292,7 +346,18 @@ static int push(node_list *l, lab_node *n) {
   return 0;
 }
 
+static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph);
+
 int lab_backward(lab_tensor *root, lab_tensor *grad, int retain_graph) {
+  backward_depth++;
+  int rc = backward_pass(root, grad, retain_graph);
+  backward_depth--;
+  /* the outermost backward runs the queued callbacks (a failed one drops them) */
+  if (backward_depth == 0) rc = run_end_queue(rc);
+  return rc;
+}
+
+static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
   char s[128];
   if (!lab_requires_grad(root))
     return lab_fail("backward", "the tensor does not require grad and has no grad_fn");

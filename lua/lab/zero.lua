@@ -1,0 +1,266 @@
+-- lab.zero: ZeRO data parallelism (Rajbhandari et al., 2020), as DeepSpeed's stages 1-3.
+--
+-- Data parallelism keeps N copies of everything. With mixed-precision Adam that is 16 bytes
+-- per parameter on every rank (parameters, gradients, two optimizer moments); ZeRO stores
+-- each piece once across the N ranks:
+--   stage 1  optimizer states sharded: gradients are reduce-scattered instead of all-reduced,
+--            each rank updates only its 1/N of the parameters with its 1/N of the moments,
+--            and the updated parameters are all-gathered back;
+--   stage 2  gradients sharded too: each bucket is reduce-scattered as soon as backward has
+--            filled it and the full gradients are freed, so only 1/N of them stays;
+--   stage 3  parameters sharded: each module's parameters are all-gathered just before its
+--            forward (and again before its backward), and freed after; the next module's are
+--            prefetched while this one computes.
+-- Communication per step: stages 1 and 2 move what DDP's all-reduce moves (a reduce-scatter
+-- plus an all-gather is an all-reduce); stage 3 all-gathers twice, 1.5x DDP's volume.
+--
+-- The engine owns the optimizer (AdamW): engine:step() replaces optimizer:step().
+-- Parameters are partitioned in groups (buckets for stages 1-2, modules for stage 3); every
+-- group is one flat buffer padded to a multiple of N, and rank r owns slice r of each group.
+local zero = {}
+
+local Engine = {}
+Engine.__index = Engine
+
+local function modules_with_params(model, out)
+  out = out or {}
+  local own = false
+  for _, n in ipairs(model._names) do
+    if model._kinds[n] == "param" and model[n] ~= nil then own = true end
+  end
+  if own then out[#out + 1] = model end
+  for _, c in ipairs(model:children()) do modules_with_params(c, out) end
+  return out
+end
+
+-- opts: stage (1, 2, 3), lr, betas, eps, weight_decay (AdamW; not on 1-D parameters),
+-- clip (global-norm clipping), bucket_mb (25, stages 1-2), group
+function zero.wrap(model, opts)
+  opts = opts or {}
+  local stage = opts.stage or 1
+  assert(stage == 1 or stage == 2 or stage == 3, "zero: stage must be 1, 2 or 3")
+  local self = setmetatable({
+    module = model, stage = stage, group = opts.group,
+    n = lab.dist.world(opts.group), r = lab.dist.rank(opts.group),
+    lr = opts.lr or 1e-3, betas = opts.betas or { 0.9, 0.999 }, eps = opts.eps or 1e-8,
+    weight_decay = opts.weight_decay or 0.01, clip = opts.clip, step_count = 0,
+    groups = {}, group_of = {},
+  }, Engine)
+  local named = model:named_parameters()
+  lab.no_grad(function()
+    for _, np in ipairs(named) do lab.dist.broadcast(np[2], 0, { group = self.group }) end
+  end)
+
+  -- the groups: buckets in reverse order (the order gradients arrive), or modules
+  local lists = {}
+  if stage == 3 then
+    for _, m in ipairs(modules_with_params(model)) do
+      local ps = {}
+      for _, name in ipairs(m._names) do
+        if m._kinds[name] == "param" and m[name] ~= nil then ps[#ps + 1] = m[name] end
+      end
+      lists[#lists + 1] = { params = ps, module = m }
+    end
+  else
+    local limit, current = (opts.bucket_mb or 25) * 1024 * 1024, nil
+    for i = #named, 1, -1 do
+      local p = named[i][2]
+      local bytes = p:numel() * p:element_size()
+      if not current or current.bytes + bytes > limit then
+        current = { params = {}, bytes = 0 }
+        lists[#lists + 1] = current
+      end
+      current.params[#current.params + 1] = p
+      current.bytes = current.bytes + bytes
+    end
+  end
+  for _, l in ipairs(lists) do self:_make_group(l.params, l.module) end
+
+  for _, g in ipairs(self.groups) do
+    for _, p in ipairs(g.params) do
+      p:register_post_accumulate_grad_hook(function(q) self:_grad_ready(q) end)
+    end
+  end
+  if stage == 3 then self:_wrap_forwards() end
+  return self
+end
+
+-- One group: a flat buffer holding its parameters (padded to a multiple of N), this rank's
+-- shard of it, and the shard's gradient and Adam moments.
+function Engine:_make_group(params, module)
+  local n, r = self.n, self.r
+  local g = { params = params, module = module, offsets = {}, ready = 0, got = {} }
+  local numel = 0
+  for _, p in ipairs(params) do
+    g.offsets[p] = numel + 1
+    numel = numel + p:numel()
+  end
+  g.numel = numel
+  g.padded = ((numel + n - 1) // n) * n
+  g.shard_len = g.padded // n
+  g.lo = r * g.shard_len + 1 -- this rank's first element in the flat buffer
+  local dtype = params[1].dtype
+  g.full = lab.mem.tag(lab.zeros(g.padded, { dtype = dtype }), "param")
+  for _, p in ipairs(params) do
+    lab._rebind(p, g.full, g.offsets[p])
+    self.group_of[p] = g
+  end
+  if self.stage == 3 then
+    g.master = lab.mem.tag(g.full:narrow(1, g.lo, g.shard_len):clone(), "param")
+    lab._release_data(g.full)
+    g.gathered = false
+  else
+    g.master = g.full:narrow(1, g.lo, g.shard_len)
+  end
+  g.grad_shard = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "grad")
+  g.m = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
+  g.v = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
+  -- the pieces of parameters inside this rank's shard, each with its weight decay
+  g.segments = {}
+  local s_lo, s_hi = g.lo, g.lo + g.shard_len - 1
+  for _, p in ipairs(params) do
+    local a, b = g.offsets[p], g.offsets[p] + p:numel() - 1
+    local lo, hi = math.max(a, s_lo), math.min(b, s_hi)
+    if lo <= hi then
+      g.segments[#g.segments + 1] = { lo = lo - s_lo + 1, len = hi - lo + 1, wd = p:dim() >= 2 and self.weight_decay or 0 }
+    end
+  end
+  self.groups[#self.groups + 1] = g
+end
+
+function Engine:__call(...) return self.module(...) end
+function Engine:parameters() return self.module:parameters() end
+function Engine:named_parameters() return self.module:named_parameters() end
+function Engine:train(mode) self.module:train(mode) return self end
+function Engine:eval() self.module:eval() return self end
+
+-- ---- stage 3: gather before use, free after ----
+
+function Engine:_prefetch(g)
+  if not g or g.gathered or g.pending then return end
+  lab._restore_data(g.full)
+  g.send = g.master:clone()
+  g.pending = lab.dist.all_gather_into_tensor(g.full, g.send, { async = true, group = self.group })
+end
+
+function Engine:_gather(g)
+  if g.gathered then return end
+  if not g.pending then self:_prefetch(g) end
+  g.pending:wait()
+  g.pending, g.send, g.gathered = nil, nil, true
+end
+
+function Engine:_release(g)
+  if g.gathered then
+    lab._release_data(g.full)
+    g.gathered = false
+  end
+end
+
+function Engine:_wrap_forwards()
+  for i, g in ipairs(self.groups) do
+    local mod = g.module
+    local forward = mod.forward
+    local engine = self
+    mod.forward = function(m, ...)
+      engine:_gather(g)
+      engine:_prefetch(engine.groups[i + 1]) -- the next module's, while this one computes
+      local out = forward(m, ...)
+      if lab.is_tensor(out) and out.requires_grad then
+        -- the gradient of the output arrives just before this module's backward runs
+        out:register_hook(function()
+          engine:_gather(g)
+          engine:_prefetch(engine.groups[i - 1])
+        end)
+      end
+      engine:_release(g)
+      return out
+    end
+  end
+end
+
+-- ---- gradients ----
+
+-- all of a group's gradients are in: reduce-scatter them into the shard (stages 2, 3)
+function Engine:_reduce_group(g)
+  local flat = lab.mem.tag(lab.zeros(g.padded, { dtype = g.full.dtype }), "comm")
+  lab.no_grad(function()
+    for _, p in ipairs(g.params) do
+      if p.grad then flat:narrow(1, g.offsets[p], p:numel()):copy_(p.grad:reshape(p:numel())) end
+      p.grad = nil
+    end
+    local part = lab.zeros(g.shard_len, { dtype = g.full.dtype })
+    lab.dist.reduce_scatter(part, flat, "avg", { group = self.group })
+    g.grad_shard:add_(part)
+  end)
+  flat:close()
+  g.ready, g.got = 0, {}
+  if self.stage == 3 then self:_release(g) end
+end
+
+function Engine:_grad_ready(p)
+  if self.stage == 1 then return end
+  local g = self.group_of[p]
+  if not self.in_backward then
+    self.in_backward = true
+    lab.autograd.queue_callback(function() self:_end_backward() end)
+  end
+  if not g.got[p] then
+    g.got[p] = true
+    g.ready = g.ready + 1
+  end
+  if g.ready == #g.params then self:_reduce_group(g) end
+end
+
+-- groups whose parameters did not all get a gradient are reduced with zeros for the
+-- missing ones, so every rank runs the same collectives
+function Engine:_end_backward()
+  self.in_backward = false
+  for _, g in ipairs(self.groups) do
+    if g.ready > 0 then self:_reduce_group(g) end
+  end
+end
+
+function Engine:zero_grad()
+  for _, g in ipairs(self.groups) do
+    g.grad_shard:zero_()
+    for _, p in ipairs(g.params) do p.grad = nil end
+  end
+end
+
+-- ---- the optimizer step on this rank's shards ----
+
+function Engine:step()
+  self.step_count = self.step_count + 1
+  if self.stage == 1 then
+    for _, g in ipairs(self.groups) do self:_reduce_group(g) end
+  end
+  local norm
+  if self.clip then -- the global norm: every rank's shard contributes its squares
+    local sq = lab.zeros(1, { dtype = "f64" })
+    for _, g in ipairs(self.groups) do sq:add_((g.grad_shard:to("f64") ^ 2):sum()) end
+    lab.dist.all_reduce(sq, { group = self.group })
+    norm = math.sqrt(sq[1])
+    if norm > self.clip then
+      local scale = self.clip / (norm + 1e-6)
+      for _, g in ipairs(self.groups) do g.grad_shard:mul_(scale) end
+    end
+  end
+  local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps, step = self.step_count }
+  for _, g in ipairs(self.groups) do
+    for _, s in ipairs(g.segments) do
+      hp.weight_decay = s.wd
+      lab._optim_c.adamw_step(g.master:narrow(1, s.lo, s.len), g.m:narrow(1, s.lo, s.len),
+        g.v:narrow(1, s.lo, s.len), hp, g.grad_shard:narrow(1, s.lo, s.len))
+    end
+    if self.stage < 3 then -- everyone gets everyone's updated parameters back
+      local send = g.master:clone()
+      lab.dist.all_gather_into_tensor(g.full, send, { group = self.group })
+      send:close()
+    end
+    g.grad_shard:zero_()
+  end
+  return norm
+end
+
+return zero
