@@ -65,8 +65,10 @@ function ddp.wrap(model, opts)
     current.numel = current.numel + p:numel()
     current.bytes = current.bytes + bytes
   end
+  -- after each step the parameters' .grad are views into these buffers, so they are the
+  -- gradient memory (as in PyTorch's gradient_as_bucket_view)
   for _, b in ipairs(self.buckets) do
-    b.buffer = lab.mem.tag(lab.zeros(b.numel, { dtype = b.dtype }), "comm")
+    b.buffer = lab.mem.tag(lab.zeros(b.numel, { dtype = b.dtype }), "grad")
   end
 
   -- 3. a hook per parameter, run after autograd accumulated its gradient

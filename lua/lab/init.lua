@@ -9,6 +9,7 @@ lab.data = require("lab.data")
 lab.train = require("lab.train")
 lab.ddp = require("lab.ddp")
 lab.zero = require("lab.zero")
+require("lab.mem")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

@@ -112,7 +112,7 @@ function Engine:_make_group(params, module)
   else
     g.master = g.full:narrow(1, g.lo, g.shard_len)
   end
-  g.grad_shard = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "grad")
+  g.dtype = dtype
   g.m = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
   g.v = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
   -- the pieces of parameters inside this rank's shard, each with its weight decay
@@ -183,15 +183,18 @@ end
 
 -- all of a group's gradients are in: reduce-scatter them into the shard (stages 2, 3)
 function Engine:_reduce_group(g)
-  local flat = lab.mem.tag(lab.zeros(g.padded, { dtype = g.full.dtype }), "comm")
+  local flat = lab.mem.tag(lab.zeros(g.padded, { dtype = g.dtype }), "comm")
   lab.no_grad(function()
     for _, p in ipairs(g.params) do
       if p.grad then flat:narrow(1, g.offsets[p], p:numel()):copy_(p.grad:reshape(p:numel())) end
-      p.grad = nil
+      p.grad = nil -- the full gradient is freed: only the shard stays
     end
-    local part = lab.zeros(g.shard_len, { dtype = g.full.dtype })
+    local part = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype }), "comm")
     lab.dist.reduce_scatter(part, flat, "avg", { group = self.group })
+    -- the shard accumulates over backwards until the step (gradient accumulation)
+    if not g.grad_shard then g.grad_shard = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype }), "grad") end
     g.grad_shard:add_(part)
+    part:close()
   end)
   flat:close()
   g.ready, g.got = 0, {}
@@ -223,7 +226,7 @@ end
 
 function Engine:zero_grad()
   for _, g in ipairs(self.groups) do
-    g.grad_shard:zero_()
+    if g.grad_shard then g.grad_shard:zero_() end
     for _, p in ipairs(g.params) do p.grad = nil end
   end
 end
@@ -238,16 +241,21 @@ function Engine:step()
   local norm
   if self.clip then -- the global norm: every rank's shard contributes its squares
     local sq = lab.zeros(1, { dtype = "f64" })
-    for _, g in ipairs(self.groups) do sq:add_((g.grad_shard:to("f64") ^ 2):sum()) end
+    for _, g in ipairs(self.groups) do
+      if g.grad_shard then sq:add_((g.grad_shard:to("f64") ^ 2):sum()) end
+    end
     lab.dist.all_reduce(sq, { group = self.group })
     norm = math.sqrt(sq[1])
     if norm > self.clip then
       local scale = self.clip / (norm + 1e-6)
-      for _, g in ipairs(self.groups) do g.grad_shard:mul_(scale) end
+      for _, g in ipairs(self.groups) do
+        if g.grad_shard then g.grad_shard:mul_(scale) end
+      end
     end
   end
   local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps, step = self.step_count }
   for _, g in ipairs(self.groups) do
+    g.grad_shard = g.grad_shard or lab.zeros(g.shard_len, { dtype = g.dtype })
     for _, s in ipairs(g.segments) do
       hp.weight_decay = s.wd
       lab._optim_c.adamw_step(g.master:narrow(1, s.lo, s.len), g.m:narrow(1, s.lo, s.len),
@@ -258,7 +266,11 @@ function Engine:step()
       lab.dist.all_gather_into_tensor(g.full, send, { group = self.group })
       send:close()
     end
-    g.grad_shard:zero_()
+    if self.stage == 1 then
+      g.grad_shard = nil -- stage 1 keeps full gradients during backward, no shard between steps
+    else
+      g.grad_shard:zero_()
+    end
   end
   return norm
 end
