@@ -96,9 +96,13 @@ function GPT:forward(ids, targets)
   local x = self.drop(self.wte(ids) + self.wpe(pos))
   for _, block in self.blocks:iter() do x = block(x) end
   x = self.ln_f(x)
-  local head = self.head and self.head.weight or self.wte.weight
   local B, C = x.shape[1], x.shape[3]
-  local logits = x:view(B * T, C):matmul(head:t()):view(B, T, self.cfg.vocab)
+  local logits
+  if self.head then -- through the module, so ZeRO-3 can gather its weight around the call
+    logits = self.head(x)
+  else -- tied: the token embedding's weight serves as the output projection
+    logits = x:view(B * T, C):matmul(self.wte.weight:t()):view(B, T, self.cfg.vocab)
+  end
   if targets then return logits, lab.cross_entropy(logits, targets) end
   return logits
 end

@@ -103,9 +103,16 @@ lab_node *lab_node_new(const char *name, lab_backward_fn fn, int n, lab_tensor *
   return node;
 }
 
+/* What the graph keeps alive for backward is activation memory, unless it is already known
+ * as something else (a parameter saved by matmul stays a parameter). */
+static void tag_activation(lab_tensor *t) {
+  if (t->storage->tag == LAB_MEM_OTHER) lab_storage_set_tag(t->storage, LAB_MEM_ACTIVATION);
+}
+
 int lab_node_save(lab_node *n, int slot, lab_tensor *t) {
   lab_tensor *alias = lab_detach(t);
   if (!alias) return -1;
+  tag_activation(t);
   lab_tensor_release(n->saved[slot]);
   n->saved[slot] = alias;
   return 0;
@@ -120,6 +127,7 @@ int lab_node_attach(lab_node *n, lab_tensor *out) {
   lab_node_release(m->grad_fn);
   m->grad_fn = n;
   m->requires_grad = 1;
+  tag_activation(out);
   return 0;
 }
 
