@@ -45,5 +45,10 @@ check "a failed rank with others stuck in a collective aborts after the timeout 
 printf 'x = 21\n=x * 2\n' | "$LLMLAB" -n 2 > "$TMP/piped.txt"
 grep -q "^\[0-1\] 42$" "$TMP/piped.txt"; check "REPL reads piped input without a terminal" $?
 
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="$("$LLMLAB" "$root/scripts/train_gpt.lua" task=copy steps=4 d_model=16 n_layer=1 batch=4 log_every=1 metrics="$TMP/m.jsonl")"
+[ "$(grep -c '^{.*"loss": [0-9.]*.*"step": [0-9]*.*}$' "$TMP/m.jsonl")" = 4 ] && echo "$out" | grep -q "accuracy on 256 fresh examples"
+check "train_gpt.lua writes one JSON line per step and reports accuracy" $?
+
 echo "$fails failures"
 [ $fails -eq 0 ]
