@@ -441,6 +441,11 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
+static int l_comm_time(lua_State *L) {
+  lua_pushnumber(L, lab_dist_comm_seconds());
+  return 1;
+}
+
 static int l_reset_stats(lua_State *L) {
   (void)L;
   lab_dist_reset_stats();
@@ -475,6 +480,7 @@ static const luaL_Reg dist_funcs[] = {
     {"checked", l_checked},
     {"stats", l_stats},
     {"reset_stats", l_reset_stats},
+    {"comm_time", l_comm_time},
     {NULL, NULL}};
 
 void ll_register_dist(lua_State *L) {

@@ -10,6 +10,7 @@ lab.train = require("lab.train")
 lab.ddp = require("lab.ddp")
 lab.zero = require("lab.zero")
 require("lab.mem")
+lab.prof = require("lab.prof")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

@@ -8,12 +8,14 @@
 
 #include "../error.h"
 #include "../ewise.h"
+#include "control.h"
 
 #define MAX_GROUPS 256
 
 static lab_group *groups[MAX_GROUPS];
 static int ngroups;
 static int checked;
+static double comm_seconds; /* time spent inside collectives and waits: the profiler's "comm" */
 static char call_site[96];
 
 const char *lab_coll_name(lab_coll_op op) {
@@ -241,9 +243,13 @@ static int finish_avg(lab_tensor *t, int divisor) {
   return rc;
 }
 
+double lab_dist_comm_seconds(void) { return comm_seconds; }
+
 int lab_work_wait(lab_work *w) {
   if (w->done) return 0;
+  double t0 = lab_now();
   int rc = w->group->backend->wait(w->bw);
+  comm_seconds += lab_now() - t0;
   w->done = 1;
   if (rc == 0 && w->avg_divisor > 0) rc = finish_avg(w->keep[0], w->avg_divisor);
   return rc;
@@ -272,7 +278,10 @@ void lab_work_free(lab_work *w) {
   do {                                                                                         \
     lab_backend_work *bw_ = NULL;                                                              \
     lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
-    if ((CALL) < 0) return -1;                                                                 \
+    double t0_ = lab_now();                                                                    \
+    int rc_ = (CALL);                                                                          \
+    comm_seconds += lab_now() - t0_;                                                           \
+    if (rc_ < 0) return -1;                                                                    \
     if (work) return start(g, bw_, work, k0, k1, avg);                                         \
     if ((avg) > 0) return finish_avg(k0, avg);                                                 \
     return 0;                                                                                  \
@@ -395,5 +404,8 @@ int lab_barrier(lab_group *g) {
   if (member_check("barrier", g) < 0) return -1;
   if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
   g->stats[LAB_OP_BARRIER].calls++;
-  return g->backend->barrier(g);
+  double t0 = lab_now();
+  int rc = g->backend->barrier(g);
+  comm_seconds += lab_now() - t0;
+  return rc;
 }

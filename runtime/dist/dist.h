@@ -81,5 +81,7 @@ int lab_work_test(lab_work *w, int *done);
 void lab_work_free(lab_work *w);
 
 void lab_dist_reset_stats(void);
+/* Seconds this rank has spent inside collectives (calls and waits) since it started. */
+double lab_dist_comm_seconds(void);
 
 #endif

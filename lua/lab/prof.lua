@@ -1,0 +1,131 @@
+-- lab.prof: named, nestable sections timed with a monotonic clock, per rank. Each section
+-- also records how much of its time was spent inside collectives (lab.dist.comm_time), so
+-- compute and communication are reported apart. report() aggregates every rank's totals
+-- (min / median / max over ranks); trace(path) writes Chrome trace JSON with one track per
+-- rank (open it in chrome://tracing or Perfetto).
+--   lab.prof.section("attention", function() ... end)
+--   local s <close> = lab.prof.scope("ffn")     -- ends at the end of the block
+local prof = { enabled = true }
+local stack, totals, order, events = {}, {}, {}, {}
+local t_origin = lab.clock()
+
+local function path_of(name)
+  local parts = {}
+  for i, s in ipairs(stack) do parts[i] = s.name end
+  parts[#parts + 1] = name
+  return table.concat(parts, "/")
+end
+
+function prof.start(name)
+  if not prof.enabled then return end
+  local path = path_of(name)
+  if not totals[path] then -- rows keep the order sections first started in
+    totals[path] = { time = 0, comm = 0, count = 0, depth = #stack }
+    order[#order + 1] = path
+  end
+  stack[#stack + 1] = { name = name, path = path, t0 = lab.clock(), c0 = lab.dist.comm_time() }
+end
+
+function prof.stop()
+  if not prof.enabled then return end
+  local s = table.remove(stack)
+  if not s then error("prof.stop: no section is open", 2) end
+  local t1, c1 = lab.clock(), lab.dist.comm_time()
+  local tot = totals[s.path]
+  tot.time = tot.time + (t1 - s.t0)
+  tot.comm = tot.comm + (c1 - s.c0)
+  tot.count = tot.count + 1
+  if #events < 100000 then
+    events[#events + 1] = { name = s.name, ts = (s.t0 - t_origin) * 1e6, dur = (t1 - s.t0) * 1e6, comm = (c1 - s.c0) * 1e6 }
+  end
+end
+
+function prof.section(name, fn, ...)
+  prof.start(name)
+  local res = table.pack(pcall(fn, ...))
+  prof.stop()
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+function prof.scope(name)
+  prof.start(name)
+  return setmetatable({}, { __close = function() prof.stop() end })
+end
+
+function prof.reset()
+  stack, totals, order, events = {}, {}, {}, {}
+  t_origin = lab.clock()
+end
+
+-- {path = {time=, comm=, count=}} of this rank
+function prof.totals() return totals end
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
+end
+
+-- Every rank sends its totals; rank 0 prints one row per section: time and communication
+-- in ms, min / median / max over ranks, and the communication share. Returns the rows.
+function prof.report(group)
+  local lines = {}
+  for _, path in ipairs(order) do
+    local t = totals[path]
+    lines[#lines + 1] = string.format("%s\t%.9f\t%.9f\t%d\t%d", path, t.time, t.comm, t.count, t.depth)
+  end
+  local all = lab.dist.gather_strings(table.concat(lines, "\n"), group)
+  local rows, paths, seen = {}, {}, {}
+  for _, text in ipairs(all) do
+    for line in text:gmatch("[^\n]+") do
+      local path, time, comm, count, depth = line:match("^(.-)\t(%S+)\t(%S+)\t(%d+)\t(%d+)$")
+      if path then
+        if not seen[path] then
+          seen[path] = true
+          paths[#paths + 1] = path
+          rows[path] = { times = {}, comms = {}, count = tonumber(count), depth = tonumber(depth) }
+        end
+        table.insert(rows[path].times, tonumber(time))
+        table.insert(rows[path].comms, tonumber(comm))
+      end
+    end
+  end
+  if lab.dist.rank() == 0 then
+    print(string.format("%-34s %6s %26s %26s %6s", "section", "calls", "time ms (min/med/max)", "comm ms (min/med/max)", "comm%"))
+    for _, path in ipairs(paths) do
+      local r = rows[path]
+      local name = string.rep("  ", r.depth) .. path:match("[^/]+$")
+      local tmin, tmax = math.min(table.unpack(r.times)), math.max(table.unpack(r.times))
+      local cmin, cmax = math.min(table.unpack(r.comms)), math.max(table.unpack(r.comms))
+      local tmed, cmed = median({ table.unpack(r.times) }), median({ table.unpack(r.comms) })
+      print(string.format("%-34s %6d %8.2f/%8.2f/%8.2f %8.2f/%8.2f/%8.2f %5.1f%%", name, r.count, tmin * 1e3, tmed * 1e3,
+        tmax * 1e3, cmin * 1e3, cmed * 1e3, cmax * 1e3, tmed > 0 and 100 * cmed / tmed or 0))
+    end
+  end
+  return rows
+end
+
+-- Chrome trace JSON on rank 0: one complete ("X") event per section, tid = rank, with the
+-- section's communication time in args.
+function prof.trace(path, group)
+  local parts = {}
+  local r = lab.dist.rank()
+  for _, e in ipairs(events) do
+    parts[#parts + 1] = string.format('{"name":%q,"ph":"X","ts":%.3f,"dur":%.3f,"pid":0,"tid":%d,"args":{"comm_us":%.3f}}',
+      e.name, e.ts, e.dur, r, e.comm)
+  end
+  local all = lab.dist.gather_strings(table.concat(parts, ","), group)
+  if r == 0 then
+    local f = assert(io.open(path, "w"))
+    local chunks = {}
+    for rank, s in ipairs(all) do
+      chunks[#chunks + 1] = string.format('{"name":"thread_name","ph":"M","pid":0,"tid":%d,"args":{"name":"rank %d"}}', rank - 1, rank - 1)
+      if #s > 0 then chunks[#chunks + 1] = s end
+    end
+    f:write('{"traceEvents":[', table.concat(chunks, ","), "]}\n")
+    f:close()
+  end
+end
+
+return prof
