@@ -11,6 +11,7 @@ lab.ddp = require("lab.ddp")
 lab.zero = require("lab.zero")
 require("lab.mem")
 lab.prof = require("lab.prof")
+lab.tp = require("lab.tp")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)
