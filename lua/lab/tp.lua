@@ -259,6 +259,7 @@ tp.vocab_parallel_cross_entropy = vocab_parallel_ce
 -- linear over the vocabulary, whose logits go straight into the vocab-parallel loss).
 
 local TPBlock = nn.class("TPBlock")
+tp.Block = TPBlock
 function TPBlock:init(full, cfg, opts)
   self.sequence_parallel = opts.sequence_parallel
   self:add("ln1", full.ln1)

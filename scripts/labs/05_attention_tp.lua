@@ -1,0 +1,65 @@
+-- Lab 05: attention split by heads.
+--
+-- What it shows: multi-head attention parallelises without any communication inside it,
+-- because heads are independent. Rank r takes heads r*H/p .. (r+1)*H/p - 1: the rows of
+-- W_q, W_k and W_v that produce them (a column-parallel QKV, taken head-block by head-block
+-- from each of q, k and v), and computes those heads' attention locally. Two ways to finish:
+--   (a) gather: all-gather the head outputs [b, s, h/p] -> [b, s, h], and run the output
+--       projection (replicated) on every rank;
+--   (b) Megatron: keep the head outputs split and make the output projection row-parallel:
+--       each rank multiplies its heads by its columns of W_o and an all-reduce sums them.
+-- Both are checked against the full layer; (b) moves 2(p-1)/p * b*s*h floats, (a)
+-- (p-1)/p * b*s*h but then every rank repeats the whole output projection.
+--   scripts/llmlab -n 4 scripts/labs/05_attention_tp.lua
+local dist = lab.dist
+local rank, p = dist.rank(), dist.world()
+local grid = dist.grid { tp = p }
+local failures = 0
+local b, s, H, hd = 2, 12, 2 * p, 4
+local h = H * hd
+
+local function check(what, ok)
+  local all = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
+  dist.all_reduce(all)
+  if all[1] > 0 then failures = failures + 1 end
+  lab.print0(string.format("  %-58s %s", what, all[1] == 0 and "ok" or "FAILED"))
+end
+
+local function tp_traffic()
+  for name, ops in pairs(dist.stats()) do if name ~= "world" then return ops end end
+  return {}
+end
+
+lab.print0(string.format("== Lab 05: attention by heads, %d heads of %d on %d ranks ==", H, hd, p))
+lab.manual_seed(0)
+local cfg = { d_model = h, n_head = H }
+local full = lab.nn.CausalSelfAttention(cfg)
+local X = lab.randn(b, s, h)
+local ref = full(X)
+dist.print_ranks(string.format("owns heads %d..%d: rows %d..%d of each of W_q, W_k, W_v",
+  rank * H // p + 1, (rank + 1) * H // p, rank * h // p + 1, (rank + 1) * h // p))
+
+for _, variant in ipairs({ { true, "(a) all-gather the heads, replicated output projection" },
+                           { false, "(b) row-parallel output projection, all-reduce" } }) do
+  lab.print0("\n" .. variant[2])
+  local att = lab.tp.ParallelAttention(cfg, { from = full, group = grid.tp_group, gather_heads = variant[1] })
+  local Xa, Xb = X:clone():requires_grad_(), X:clone():requires_grad_()
+  dist.reset_stats()
+  local y = att(Xb)
+  local t = tp_traffic()
+  check("output equals the full attention layer", lab.allclose(y, ref, 1e-5, 1e-6))
+  local op = variant[1] and "all_gather" or "all_reduce"
+  local factor = variant[1] and (p - 1) / p or 2 * (p - 1) / p
+  local derived = factor * b * s * h * 4
+  lab.print0(string.format("  forward traffic: %s of %s, derived %.0f wire bytes, measured %d",
+    op, lab.format_bytes(t[op] and t[op].bytes or 0), derived, t[op] and t[op].wire_bytes or 0))
+  check("measured traffic equals the derivation", math.abs((t[op] and t[op].wire_bytes or 0) - derived) < 1)
+  local G = lab.randn(b, s, h)
+  full:zero_grad()
+  full(Xa):backward(G)
+  y:backward(G)
+  check("input gradient equals the full layer's", lab.allclose(Xb.grad, Xa.grad, 1e-5, 1e-6))
+end
+
+if failures > 0 then error(string.format("lab 05: %d check(s) failed", failures), 0) end
+lab.print0("\nall checks passed")
