@@ -1,0 +1,47 @@
+-- lab.prof at any world size: nesting, communication recorded apart from compute, the
+-- cross-rank report, and the Chrome trace with one track per rank.
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local T = require("harness")
+local r, n = lab.dist.rank(), lab.dist.world()
+local prof = lab.prof
+
+T.test("sections nest and split compute from communication", function()
+  prof.reset()
+  for _ = 1, 3 do
+    prof.section("outer", function()
+      prof.section("compute", function()
+        local a = lab.randn(64, 64)
+        for _ = 1, 20 do a = a:matmul(a):tanh() end
+      end)
+      do
+        local s <close> = prof.scope("talk")
+        lab.dist.all_reduce(lab.ones(1000))
+        lab.dist.barrier()
+      end
+    end)
+  end
+  local t = prof.totals()
+  T.eq(t["outer"].count, 3)
+  T.eq(t["outer/compute"].count, 3)
+  T.ok(t["outer/compute"].comm == 0, "no communication inside compute")
+  T.ok(n == 1 or t["outer/talk"].comm > 0, "communication time recorded inside talk")
+  T.ok(t["outer"].time >= t["outer/compute"].time + t["outer/talk"].time * 0.99, "a parent covers its children")
+  T.raises(function() prof.stop() end, "no section is open")
+end)
+
+T.test("report aggregates every rank; trace has a track per rank", function()
+  local rows = prof.report()
+  T.eq(#rows["outer/compute"].times, n, "one time per rank")
+  local path = os.tmpname()
+  prof.trace(path)
+  if r == 0 then
+    local text = io.open(path):read("a")
+    T.ok(text:match('^{"traceEvents":%['), "Chrome trace JSON")
+    for q = 0, n - 1 do
+      T.ok(text:find('"tid":' .. q .. ',', 1, true), "events of rank " .. q)
+    end
+    os.remove(path)
+  end
+end)
+
+T.finish()
