@@ -262,15 +262,26 @@ local TPBlock = nn.class("TPBlock")
 tp.Block = TPBlock
 function TPBlock:init(full, cfg, opts)
   self.sequence_parallel = opts.sequence_parallel
+  self.p_drop, self.tracker = cfg.dropout or 0, opts.tracker
   self:add("ln1", full.ln1)
   self:add("attn", ParallelAttention(cfg, { from = full.attn, group = opts.group, sequence_parallel = opts.sequence_parallel }))
   self:add("ln2", full.ln2)
   self:add("mlp", ParallelMLP(cfg.d_model, cfg.d_ff or 4 * cfg.d_model, { from = full.mlp, group = opts.group,
     sequence_parallel = opts.sequence_parallel }))
 end
+-- Residual dropout acts on replicated activations (the same mask on every TP rank: the
+-- default stream), or, with sequence parallelism, on each rank's own positions (its own
+-- stream, from the tracker).
+function TPBlock:drop(y)
+  if self.p_drop == 0 or not self.training then return y end
+  if self.sequence_parallel then
+    return self.tracker:fork(function() return lab.dropout(y, self.p_drop, true) end)
+  end
+  return lab.dropout(y, self.p_drop, true)
+end
 function TPBlock:forward(x)
-  x = x + self.attn(self.ln1(x))
-  return x + self.mlp(self.ln2(x))
+  x = x + self:drop(self.attn(self.ln1(x)))
+  return x + self:drop(self.mlp(self.ln2(x)))
 end
 
 local TPGPT = nn.class("TPGPT")
@@ -283,11 +294,13 @@ function TPGPT:init(cfg, opts)
   self.group, self.p, self.r = group_info(opts)
   self.sequence_parallel = opts.sequence_parallel
   local full = nn.GPT(cfg) -- same seed on every rank: the same initial model everywhere
+  local tracker = tp.rng_tracker({ tp_rank = self.r }, opts.seed or 1234)
   self:add("wte", VocabParallelEmbedding(cfg.vocab, cfg.d_model, { from = full.wte, group = self.group }))
   self:add("wpe", full.wpe)
   local blocks = nn.ModuleList()
   for i = 1, cfg.n_layer do
-    blocks:append(TPBlock(full.blocks:at(i), cfg, { group = self.group, sequence_parallel = opts.sequence_parallel }))
+    blocks:append(TPBlock(full.blocks:at(i), cfg, { group = self.group, sequence_parallel = opts.sequence_parallel,
+      tracker = tracker }))
   end
   self:add("blocks", blocks)
   self:add("ln_f", full.ln_f)
