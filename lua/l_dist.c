@@ -441,6 +441,24 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
+/* _agree_max(v[, {group=}]): the largest v over the group's ranks, through the control
+ * channel checked mode uses (not user traffic: not counted in stats). For decisions every
+ * rank must take together, like DDP's "did any rank miss a gradient". */
+static int l_agree_max(lua_State *L) {
+  lua_Integer v = luaL_checkinteger(L, 1);
+  lab_group *g = ll_opt_group(L, lua_istable(L, 2) ? 2 : 0);
+  if (g->rank < 0) return ll_error(L, "agree_max: this rank is not a member of %s", g->name);
+  int64_t mine = v, *all = calloc((size_t)g->size, sizeof *all);
+  if (!all) return ll_error(L, "agree_max: out of memory");
+  int rc = g->backend->exchange(g, &mine, all, (int)sizeof mine);
+  int64_t best = mine;
+  for (int i = 0; i < g->size; i++) best = all[i] > best ? all[i] : best;
+  free(all);
+  ll_check_rc(L, rc);
+  lua_pushinteger(L, best);
+  return 1;
+}
+
 static int l_comm_time(lua_State *L) {
   lua_pushnumber(L, lab_dist_comm_seconds());
   return 1;
@@ -481,6 +499,7 @@ static const luaL_Reg dist_funcs[] = {
     {"stats", l_stats},
     {"reset_stats", l_reset_stats},
     {"comm_time", l_comm_time},
+    {"_agree_max", l_agree_max},
     {NULL, NULL}};
 
 void ll_register_dist(lua_State *L) {

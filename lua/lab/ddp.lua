@@ -149,9 +149,9 @@ function DDP:_finish()
     if not b.handle then self:_launch(b) end
   end
   for _, b in ipairs(self.buckets) do b.handle:wait() end
-  local unused = lab.tensor({ #missing }, { dtype = "i64" })
-  lab.dist.all_reduce(unused, { op = "max", group = self.group })
-  if unused[1] > 0 and not self.find_unused then
+  -- every rank must raise (or not) together: agree on it over the control channel
+  local unused = lab.dist._agree_max(#missing, { group = self.group })
+  if unused > 0 and not self.find_unused then
     error(string.format("rank %d: ddp: parameters got no gradient in this backward (%s); pass "
       .. "{find_unused_parameters=true} to lab.ddp.wrap if that is intended", lab.dist.rank(),
       #missing > 0 and table.concat(missing, ", ") or "on another rank"), 0)

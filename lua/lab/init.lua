@@ -12,6 +12,7 @@ lab.zero = require("lab.zero")
 require("lab.mem")
 lab.prof = require("lab.prof")
 lab.tp = require("lab.tp")
+lab.plan = require("lab.plan")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

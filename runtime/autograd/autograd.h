@@ -60,6 +60,7 @@ typedef struct lab_ag_meta {
   lab_node *grad_fn;
   lab_hook *hooks;      /* leaf hooks: see the incoming gradient */
   lab_hook *post_hooks; /* leaf hooks after accumulation: see the leaf (grad passed NULL) */
+  int pending_uses;     /* during a backward: edges into this leaf not yet delivered */
 } lab_ag_meta;
 
 /* grad mode (no_grad regions switch it off) */

@@ -315,7 +315,7 @@ static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
   if (m->grad) {
     int rc = lab_binary_(LAB_ADD, m->grad, g);
     lab_tensor_release(g);
-    return rc < 0 ? rc : run_post_hooks(leaf);
+    return rc;
   }
   lab_tensor *own;
   if (g->refcount == 1 && lab_is_contiguous(g) && g->dtype == leaf->dtype && !g->ag &&
@@ -332,6 +332,15 @@ static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
   }
   lab_storage_set_tag(own->storage, LAB_MEM_GRAD);
   m->grad = own;
+  return 0;
+}
+
+/* One of the backward's edges into this leaf has delivered (or had nothing to deliver).
+ * A leaf used several times (a tied weight) gets its post-accumulate hooks once, after its
+ * last contribution, as PyTorch's AccumulateGrad does: DDP and ZeRO must not reduce a
+ * gradient that is still growing. */
+static int leaf_delivered(lab_tensor *leaf) {
+  if (--leaf->ag->pending_uses > 0 || !leaf->ag->grad) return 0;
   return run_post_hooks(leaf);
 }
 
@@ -341,6 +350,23 @@ typedef struct {
   lab_node **items;
   int n, cap;
 } node_list;
+
+typedef struct {
+  lab_tensor **items;
+  int n, cap;
+} tensor_list;
+
+static int push_tensor(tensor_list *l, lab_tensor *t) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 64;
+    lab_tensor **items = realloc(l->items, sizeof *items * (size_t)cap);
+    if (!items) return lab_fail("backward", "out of memory");
+    l->items = items;
+    l->cap = cap;
+  }
+  l->items[l->n++] = t;
+  return 0;
+}
 
 static int push(node_list *l, lab_node *n) {
   if (l->n == l->cap) {
@@ -379,7 +405,10 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
   }
   lab_tensor *g0 = grad ? lab_to_dtype(grad, root->dtype) : lab_tensor_full(root->dtype, root->ndim, root->shape, 1.0);
   if (!g0) return -1;
-  if (!root->ag->grad_fn) return accumulate_leaf(root, g0);
+  if (!root->ag->grad_fn) {
+    int rc = accumulate_leaf(root, g0);
+    return rc < 0 ? rc : run_post_hooks(root);
+  }
 
   /* 1. the reachable nodes and how many edges point at each */
   node_list all = {0}, stack = {0}, ready = {0};
@@ -388,9 +417,12 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
   start->seen = 1;
   start->deps = 0;
   if (push(&all, start) < 0 || push(&stack, start) < 0) rc = -1;
+  tensor_list leaves = {0};
   while (rc == 0 && stack.n > 0) {
     lab_node *x = stack.items[--stack.n];
     for (int i = 0; i < x->nin; i++) {
+      lab_tensor *leaf = x->next[i].leaf;
+      if (leaf && leaf->ag->pending_uses++ == 0 && push_tensor(&leaves, leaf) < 0) rc = -1;
       lab_node *y = x->next[i].node;
       if (!y) continue;
       if (!y->seen) {
@@ -410,8 +442,10 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
     lab_tensor *gout = x->pending;
     x->pending = NULL;
     if (!gout) { /* no gradient reached this node: pass the news on to what it feeds */
-      for (int i = 0; i < x->nin && rc == 0; i++)
-        if (x->next[i].node && --x->next[i].node->deps == 0) rc = push(&ready, x->next[i].node);
+      for (int i = 0; i < x->nin && rc == 0; i++) {
+        if (x->next[i].leaf) rc = leaf_delivered(x->next[i].leaf);
+        if (rc == 0 && x->next[i].node && --x->next[i].node->deps == 0) rc = push(&ready, x->next[i].node);
+      }
       continue;
     }
     if (x->released) {
@@ -438,8 +472,9 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
       lab_edge *e = &x->next[i];
       lab_tensor *gi = gin[i];
       gin[i] = NULL;
-      if (rc == 0 && gi && e->leaf) {
-        rc = accumulate_leaf(e->leaf, gi);
+      if (rc == 0 && e->leaf) {
+        if (gi) rc = accumulate_leaf(e->leaf, gi);
+        if (rc == 0) rc = leaf_delivered(e->leaf);
       } else if (rc == 0 && gi && e->node) {
         rc = accumulate(&e->node->pending, gi);
       } else {
@@ -453,6 +488,8 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
       x->released = 1;
     }
   }
+  for (int i = 0; i < leaves.n; i++) leaves.items[i]->ag->pending_uses = 0;
+  free(leaves.items);
   for (int i = 0; i < all.n; i++) {
     all.items[i]->seen = 0;
     lab_tensor_release(all.items[i]->pending);

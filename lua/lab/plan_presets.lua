@@ -1,0 +1,48 @@
+-- Presets for lab.plan: models and GPUs. Every field can be overridden in the plan call.
+-- Models: layers, hidden, heads, kv_heads, ffn (intermediate size), vocab, gated (SwiGLU:
+-- three FFN matrices instead of two), tied (output head shares the embedding), experts and
+-- top_k for mixture-of-experts. Sources: the models' papers and released configs.
+-- GPUs: dense bf16 and fp8 FLOP/s, HBM capacity (bytes) and bandwidth, NVLink bandwidth per
+-- GPU per direction, scale-out network bandwidth per GPU, GPUs per node (vendor datasheets).
+local P = {}
+
+local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, tied embeddings
+  return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = vocab, gated = false, tied = true }
+end
+
+P.models = {
+  ["gpt3-175b"] = gpt(96, 12288, 96, 50257),
+  ["llama2-7b"] = { layers = 32, hidden = 4096, heads = 32, kv_heads = 32, ffn = 11008, vocab = 32000, gated = true },
+  ["llama2-13b"] = { layers = 40, hidden = 5120, heads = 40, kv_heads = 40, ffn = 13824, vocab = 32000, gated = true },
+  ["llama2-70b"] = { layers = 80, hidden = 8192, heads = 64, kv_heads = 8, ffn = 28672, vocab = 32000, gated = true },
+  ["llama3-8b"] = { layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336, vocab = 128256, gated = true },
+  ["llama3-70b"] = { layers = 80, hidden = 8192, heads = 64, kv_heads = 8, ffn = 28672, vocab = 128256, gated = true },
+  ["llama3-405b"] = { layers = 126, hidden = 16384, heads = 128, kv_heads = 8, ffn = 53248, vocab = 128256, gated = true },
+  ["mixtral-8x7b"] = { layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336, vocab = 32000, gated = true,
+    experts = 8, top_k = 2 },
+  -- the GPT models of Megatron-LM's 2021 scaling study (Narayanan et al., Table 1)
+  ["megatron-1.7b"] = gpt(24, 2304, 24, 51200),
+  ["megatron-3.6b"] = gpt(30, 3072, 32, 51200),
+  ["megatron-7.5b"] = gpt(36, 4096, 32, 51200),
+  ["megatron-18.4b"] = gpt(40, 6144, 48, 51200),
+  ["megatron-39.1b"] = gpt(48, 8192, 64, 51200),
+  ["megatron-76.1b"] = gpt(60, 10240, 80, 51200),
+  ["megatron-145.6b"] = gpt(80, 12288, 96, 51200),
+  ["megatron-310.1b"] = gpt(96, 16384, 128, 51200),
+  ["megatron-529.6b"] = gpt(105, 20480, 128, 51200),
+  ["megatron-1t"] = gpt(128, 25600, 160, 51200),
+}
+
+local GB, TB = 1e9, 1e12
+P.gpus = {
+  ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, nvlink = 300 * GB, network = 25 * GB, per_node = 8 },
+  ["a100-80"] = { bf16 = 312e12, fp8 = nil, hbm = 80 * GB, hbm_bw = 2.039 * TB, nvlink = 300 * GB, network = 25 * GB, per_node = 8 },
+  ["h100-80"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 80 * GB, hbm_bw = 3.35 * TB, nvlink = 450 * GB, network = 50 * GB, per_node = 8 },
+  ["h200-141"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 141 * GB, hbm_bw = 4.8 * TB, nvlink = 450 * GB, network = 50 * GB, per_node = 8 },
+  ["b200"] = { bf16 = 2250e12, fp8 = 4500e12, hbm = 192 * GB, hbm_bw = 8 * TB, nvlink = 900 * GB, network = 100 * GB, per_node = 8 },
+}
+P.gpus.a100 = P.gpus["a100-80"]
+P.gpus.h100 = P.gpus["h100-80"]
+P.gpus.h200 = P.gpus["h200-141"]
+
+return P
