@@ -107,6 +107,31 @@ for _, opts in ipairs({ {}, { clip = 0.05 }, { accum = true } }) do
   end
 end
 
+T.test("DDP with a tied weight (used twice in one backward) equals one rank", function()
+  local c = { vocab = 16, d_model = 8, n_layer = 1, n_head = 2, seq_len = 4 }
+  lab.manual_seed(4)
+  local ids = lab.randint(0, 16, { 2 * n, 4 })
+  lab.manual_seed(3)
+  local ref = lab.nn.GPT(c)
+  local ropt = lab.optim.AdamW(ref:parameters(), { lr = 1e-2 })
+  lab.manual_seed(3)
+  local m = lab.ddp.wrap(lab.nn.GPT(c))
+  local opt = lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
+  local mine = ids:slice(1, 2 * r + 1, 2 * r + 2)
+  for _ = 1, 3 do
+    ropt:zero_grad()
+    local _, lr = ref(ids, ids)
+    lr:backward()
+    ropt:step()
+    opt:zero_grad()
+    local _, l = m(mine, mine)
+    l:backward()
+    opt:step()
+  end
+  T.ok(lab.allclose(m.module.wte.weight, ref.wte.weight, 1e-4, 1e-6),
+    string.format("tied embedding equals the reference (max |diff| %.3g)", lab.max_abs_diff(m.module.wte.weight, ref.wte.weight)))
+end)
+
 T.test("DDP names parameters that got no gradient, unless told to expect them", function()
   local model = lab.ddp.wrap(make(true))
   T.raises(function() loss_fn(model, Xr, Yr):backward() end, "rank " .. r, "no gradient", "unused.weight",
