@@ -22,6 +22,8 @@ static const char *usage =
     "  -e CODE              run CODE on every rank (may repeat)\n"
     "  -i                   enter the REPL after the script or -e code\n"
     "  --check-collectives  cross-check every collective's arguments on all ranks\n"
+    "  --plan key=value ... what-if planner, e.g. --plan model=llama3-70b gpus=1024 gpu=h100\n"
+    "                       global_batch=1024 seq=8192 [top=10] [csv|json] [explain] [infeasible]\n"
     "  --version            print the version\n"
     "  -h, --help           this text\n"
     "Environment: LLMLAB_THREADS (threads per rank), LLMLAB_CHECK_COLLECTIVES=1,\n"
@@ -29,6 +31,7 @@ static const char *usage =
     "Plain `mpirun -np 4 llmlab` works too; as root add --allow-run-as-root.\n";
 
 typedef struct {
+  int plan;         /* argv index after --plan, or 0 */
   int n;            /* -n value, 0 if absent */
   int n_index;      /* argv index of -n */
   int n_args;       /* 2 for "-n N", 1 for "-nN" */
@@ -45,6 +48,10 @@ static int parse(int argc, char **argv, options *o) {
     const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {
       o->script = i;
+      return 0;
+    }
+    if (strcmp(a, "--plan") == 0) { /* the rest are the planner's key=value options */
+      o->plan = i + 1;
       return 0;
     }
     if (strcmp(a, "--") == 0) {
@@ -154,6 +161,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (o.check || (getenv("LLMLAB_CHECK_COLLECTIVES") && atoi(getenv("LLMLAB_CHECK_COLLECTIVES")))) lab_dist_set_checked(1);
+  if (o.plan) { /* the planner is arithmetic: one rank answers */
+    session_set_args(L, argv, argc, o.plan - 1);
+    char *err = NULL;
+    const char *code = "lab.plan.cli(arg)";
+    int rc = lab_ctl_rank() == 0 ? session_run_chunk(L, code, strlen(code), "=--plan", 0, 0, &err) : 0;
+    if (rc < 0) {
+      fprintf(stderr, "llmlab --plan: %s\n", err);
+      free(err);
+    }
+    lua_close(L);
+    lab_ctl_finalize();
+    return rc < 0 ? 1 : 0;
+  }
   session_set_args(L, argv, argc, o.script ? o.script : 0);
 
   int failed = 0;

@@ -13,6 +13,7 @@ require("lab.mem")
 lab.prof = require("lab.prof")
 lab.tp = require("lab.tp")
 lab.plan = require("lab.plan")
+lab.plan_presets = require("lab.plan_presets")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

@@ -248,7 +248,11 @@ function plan.enumerate(o)
       end
     end
   end
-  table.sort(results, function(a, b) return a.step_s < b.step_s end)
+  -- fastest first; among equally fast layouts (within 0.1%) the one needing less memory
+  table.sort(results, function(a, b)
+    if math.abs(a.step_s - b.step_s) > 1e-3 * math.min(a.step_s, b.step_s) then return a.step_s < b.step_s end
+    return a.mem_total < b.mem_total
+  end)
   return results, rejected, m, gpu
 end
 
@@ -327,7 +331,13 @@ function plan.run(o)
       r.recompute, gb(r.mem_total), gb(r.mem_activations), 100 * r.bubble, 100 * r.comm_share, r.step_s, 100 * r.mfu, 100 * r.hfu,
       r.tokens_per_s))
   end
-  print("best: " .. layout(results[1]) .. " wins " .. why_best(results[1], results[2]))
+  -- explain the win against the best layout that is actually different
+  local rival
+  for i = 2, #results do
+    if layout(results[i]) ~= layout(results[1]) then rival = results[i] break end
+  end
+  print(string.format("best: %s (zero %d, micro-batch %d, recompute %s) wins %s", layout(results[1]), results[1].zero,
+    results[1].mb, results[1].recompute, why_best(results[1], rival)))
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
     for i = 1, math.min(20, #rejected) do
