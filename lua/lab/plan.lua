@@ -319,7 +319,8 @@ function plan.run(o)
     table.sort(rejected, function(a, b) return (a.mem_total or math.huge) < (b.mem_total or math.huge) end)
     for i = 1, math.min(5, #rejected) do
       local r = rejected[i]
-      print(string.format("  %-22s %s", r.dp and layout(r) or "", r.why))
+      print(string.format("  %-22s zero %d, mb %d, recompute %-9s %s", r.dp and layout(r) or "", r.zero or 0, r.mb or 1,
+        r.recompute or "-", r.why))
     end
     return results, rejected
   end
