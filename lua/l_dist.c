@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
+#include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "runtime/error.h"
@@ -32,9 +33,9 @@ static lab_group *check_group(lua_State *L, int idx) {
 
 /* The group named in an options table (or the world). */
 lab_group *ll_opt_group(lua_State *L, int opts) {
-  if (!opts) return lab_dist_world();
+  if (!opts) return lab_dist_default();
   lua_getfield(L, opts, "group");
-  lab_group *g = lua_isnil(L, -1) ? lab_dist_world() : check_group(L, -1);
+  lab_group *g = lua_isnil(L, -1) ? lab_dist_default() : check_group(L, -1);
   lua_pop(L, 1);
   return g;
 }
@@ -134,7 +135,7 @@ static lab_redop opt_redop(lua_State *L, int idx, int opts) {
 }
 
 static void note_call_site(lua_State *L) {
-  if (!lab_dist_checked()) return;
+  if (!lab_dist_checked() && !lab_dist_guarded()) return;
   lua_Debug ar;
   char site[128] = "";
   for (int level = 1; lua_getstack(L, level, &ar); level++) {
@@ -145,6 +146,11 @@ static void note_call_site(lua_State *L) {
     }
   }
   lab_dist_set_call_site(site);
+  if (lab_dist_checked()) {
+    luaL_traceback(L, L, NULL, 1);
+    lab_dist_set_traceback(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
 }
 
 static int opt_async(lua_State *L, int opts) { return ll_opt_bool(L, opts, "async", 0); }
@@ -325,6 +331,7 @@ static int p2p(lua_State *L, int is_send, int force_async) {
   int async = force_async || opt_async(L, opts);
   lab_group *g = ll_opt_group(L, opts);
   lab_work *w = NULL;
+  note_call_site(L);
   int rc = is_send ? lab_send(g, t, peer, tag, async ? &w : NULL) : lab_recv(g, t, peer, tag, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
@@ -336,7 +343,7 @@ static int l_irecv(lua_State *L) { return p2p(L, 0, 1); }
 
 static int l_barrier(lua_State *L) {
   int opts = ll_options_index(L);
-  lab_group *g = opts ? ll_opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_world() : check_group(L, 1));
+  lab_group *g = opts ? ll_opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_default() : check_group(L, 1));
   note_call_site(L);
   ll_check_rc(L, lab_barrier(g));
   return 0;
@@ -379,8 +386,10 @@ static int l_rank(lua_State *L) {
   return 1;
 }
 
+/* world([group]): the size of the group, by default the default group (the world, or the
+ * targeted ranks inside a %on chunk) */
 static int l_world(lua_State *L) {
-  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_ctl_size() : check_group(L, 1)->size);
+  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_dist_default()->size : check_group(L, 1)->size);
   return 1;
 }
 
@@ -459,6 +468,18 @@ static int l_agree_max(lua_State *L) {
   return 1;
 }
 
+/* set_watchdog(seconds): a blocking collective that makes no progress for this long ends
+ * with a report of what every rank is doing (0 turns it off; guarded mode only) */
+static int l_set_watchdog(lua_State *L) {
+  lab_board_set_watchdog(luaL_checknumber(L, 1));
+  return 0;
+}
+
+static int l_watchdog(lua_State *L) {
+  lua_pushnumber(L, lab_board_watchdog());
+  return 1;
+}
+
 static int l_comm_time(lua_State *L) {
   lua_pushnumber(L, lab_dist_comm_seconds());
   return 1;
@@ -499,6 +520,8 @@ static const luaL_Reg dist_funcs[] = {
     {"stats", l_stats},
     {"reset_stats", l_reset_stats},
     {"comm_time", l_comm_time},
+    {"set_watchdog", l_set_watchdog},
+    {"watchdog", l_watchdog},
     {"_agree_max", l_agree_max},
     {NULL, NULL}};
 

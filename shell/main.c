@@ -15,6 +15,7 @@
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "session.h"
+#include "stepper.h"
 
 static const char *usage =
     "usage: llmlab [options] [script.lua [args...]]\n"
@@ -22,6 +23,7 @@ static const char *usage =
     "  -e CODE              run CODE on every rank (may repeat)\n"
     "  -i                   enter the REPL after the script or -e code\n"
     "  --check-collectives  cross-check every collective's arguments on all ranks\n"
+    "  --step script.lua   step through the script on every rank (n s finish c b l bt p q)\n"
     "  --plan key=value ... what-if planner, e.g. --plan model=llama3-70b gpus=1024 gpu=h100\n"
     "                       global_batch=1024 seq=8192 [top=10] [csv|json] [explain] [infeasible]\n"
     "  --version            print the version\n"
@@ -32,6 +34,7 @@ static const char *usage =
 
 typedef struct {
   int plan;         /* argv index after --plan, or 0 */
+  int step;         /* argv index of the script after --step, or 0 */
   int n;            /* -n value, 0 if absent */
   int n_index;      /* argv index of -n */
   int n_args;       /* 2 for "-n N", 1 for "-nN" */
@@ -48,6 +51,14 @@ static int parse(int argc, char **argv, options *o) {
     const char *a = argv[i];
     if (a[0] != '-' || strcmp(a, "-") == 0) {
       o->script = i;
+      return 0;
+    }
+    if (strcmp(a, "--step") == 0) { /* the rest are the script and its arguments */
+      if (i + 1 >= argc) {
+        fprintf(stderr, "llmlab: --step needs a script\n");
+        return -1;
+      }
+      o->step = i + 1;
       return 0;
     }
     if (strcmp(a, "--plan") == 0) { /* the rest are the planner's key=value options */
@@ -175,6 +186,17 @@ int main(int argc, char **argv) {
     return rc < 0 ? 1 : 0;
   }
   session_set_args(L, argv, argc, o.script ? o.script : 0);
+  stepper_register(L);
+  if (o.step) {
+    char cmdline[4096] = "";
+    size_t used = 0;
+    for (int i = o.step; i < argc && used < sizeof cmdline - 2; i++)
+      used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, i > o.step ? " %s" : "%s", argv[i]);
+    repl_step_main(L, cmdline);
+    lua_close(L);
+    lab_ctl_finalize();
+    return 0;
+  }
 
   int failed = 0;
   for (int i = 0; i < o.ncode && !failed; i++) {

@@ -1,10 +1,17 @@
-/* The REPL loop on every rank. Messages on the control channel are one kind byte ('C' a
- * chunk to run, 'Q' quit) followed by the chunk text. After every chunk each rank's output
- * and error reach rank 0 (the gather doubles as the check that every rank finished). */
+/* The REPL loop on every rank. Rank 0 reads a complete chunk or command and broadcasts it
+ * as one message: a kind byte ('C' Lua chunk, 'R' :run a script, 'W' :who, 'S' :step,
+ * 'Q' quit), the target ranks ("all" or a rank list), a newline, then the text. Every rank
+ * takes part in every message (ranks outside the target only skip the running), so the
+ * gather of outputs after each chunk doubles as the check that every rank finished.
+ * While a chunk runs: collectives are guarded (a Ctrl-C or the watchdog ends a wait with
+ * an error), an instruction-count hook lets Ctrl-C stop Lua loops on every rank, and rank 0
+ * watches its terminal for the Ctrl-C byte. */
 #define _GNU_SOURCE
 #include "repl.h"
 
 #include <lauxlib.h>
+#include <poll.h>
+#include <pthread.h>
 #include <readline/readline.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,23 +20,32 @@
 #include <unistd.h>
 
 #include "capture.h"
+#include "completion.h"
 #include "grouped.h"
+#include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
+#include "runtime/dist/dist.h"
 #include "session.h"
+#include "stepper.h"
 #include "terminal.h"
 
-static lua_State *volatile running; /* set while a chunk runs on rank 0 */
 static terminal term;
+static char default_target[256] = "all";
 
-/* Ctrl-C: interrupt the running chunk, or clear the line at the prompt. */
-static void on_sigint(int sig) {
-  (void)sig;
-  if (running) {
-    session_interrupt(running);
-    return;
-  }
-  terminal_clear_line(&term);
-}
+static const char *help_text =
+    "Lua typed here runs on every rank; answers come back grouped by rank ([0-3] same on all).\n"
+    "  =expr            print a value (a bare expression works too)\n"
+    "  %on 1,3 code     run code on ranks 1 and 3 only (ranges: %on 0-2); their collectives\n"
+    "                   use a group of just those ranks\n"
+    "  :ranks 0,1       make ranks 0,1 the default target (:ranks all to reset)\n"
+    "  :who             every rank's host, pid, device and threads\n"
+    "  :run file [args] run a script on the targeted ranks, then come back here\n"
+    "  :step file [args] step through a script on all ranks (n s finish c b l bt locals p q)\n"
+    "  :watchdog secs   report a collective that waits longer than this (0: never)\n"
+    "  :help            this text\n"
+    "  :quit, Ctrl-D    end every rank\n"
+    "Ctrl-C interrupts the running chunk on every rank (also inside collective waits) or\n"
+    "clears the line at the prompt. Tab completes globals and fields (lab.dist.<TAB>).\n";
 
 char *with_rank_prefix(int rank, const char *msg) {
   char head[32];
@@ -41,13 +57,138 @@ char *with_rank_prefix(int rank, const char *msg) {
   return out;
 }
 
+/* ---- targets: "all" or "1,3" / "0-2" ---- */
+
+/* Fills member[] (world size entries); returns -1 with a message for a bad spec. */
+static int parse_ranks(const char *spec, int *member, int n, char *err, size_t errn) {
+  if (strcmp(spec, "all") == 0) {
+    for (int r = 0; r < n; r++) member[r] = 1;
+    return 0;
+  }
+  memset(member, 0, sizeof *member * (size_t)n);
+  const char *p = spec;
+  int any = 0;
+  while (*p) {
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    if (end == p) break;
+    p = end;
+    if (*p == '-') {
+      b = strtol(p + 1, &end, 10);
+      if (end == p + 1) break;
+      p = end;
+    }
+    if (a < 0 || b >= n || a > b) {
+      snprintf(err, errn, "ranks %ld-%ld are outside 0-%d", a, b, n - 1);
+      return -1;
+    }
+    for (long r = a; r <= b; r++) member[r] = any = 1;
+    if (*p == ',') p++;
+    else break;
+  }
+  if (*p || !any) {
+    snprintf(err, errn, "cannot read the rank list '%s' (use e.g. 1,3 or 0-2)", spec);
+    return -1;
+  }
+  return 0;
+}
+
+/* the group of the targeted ranks; made once per target set, by every rank together */
+typedef struct target_group {
+  char spec[256];
+  lab_group *group;
+  struct target_group *next;
+} target_group;
+static target_group *targets;
+
+static lab_group *group_for(const char *spec, int in_target) {
+  for (target_group *t = targets; t; t = t->next)
+    if (strcmp(t->spec, spec) == 0) return t->group;
+  lab_group *g = lab_dist_split(lab_dist_world(), in_target ? 0 : -1, lab_ctl_rank());
+  target_group *t = calloc(1, sizeof *t);
+  if (!t || !g) {
+    free(t);
+    return g;
+  }
+  snprintf(t->spec, sizeof t->spec, "%s", spec);
+  t->group = g;
+  t->next = targets;
+  targets = t;
+  return g;
+}
+
+/* ---- interrupting ---- */
+
+/* every 1000 instructions: stop on Ctrl-C, and tell the board where we are */
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (lab_board_interrupt_requested()) {
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+  }
+  lua_Debug d;
+  if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d) && d.currentline > 0) {
+    char site[128];
+    snprintf(site, sizeof site, "%s:%d", d.short_src, d.currentline);
+    lab_board_set(LAB_RUNNING, "", site);
+  }
+}
+
+/* rank 0 reads its terminal while a chunk runs: Ctrl-C interrupts, other keys are kept
+ * for readline (typed ahead) */
+static volatile int watching, running;
+static pthread_t watcher;
+static char typeahead[4096];
+static volatile size_t typeahead_len;
+static size_t typeahead_pos;
+
+static void *watch_terminal(void *arg) {
+  (void)arg;
+  while (watching) {
+    struct pollfd p = {.fd = fileno(term.in), .events = POLLIN};
+    if (poll(&p, 1, 20) <= 0) continue;
+    char c;
+    if (read(p.fd, &c, 1) != 1) break;
+    if (c == 3) lab_board_request_interrupt();
+    else if (typeahead_len < sizeof typeahead) typeahead[typeahead_len++] = c;
+  }
+  return NULL;
+}
+
+static int getc_with_typeahead(FILE *f) {
+  if (typeahead_pos < typeahead_len) return (unsigned char)typeahead[typeahead_pos++];
+  typeahead_pos = typeahead_len = 0;
+  return rl_getc(f);
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  if (running || !term.interactive) lab_board_request_interrupt();
+  else terminal_clear_line(&term);
+}
+
+static void start_watching(void) {
+  if (lab_ctl_rank() != 0 || !term.relayed) return;
+  terminal_run_mode(&term);
+  watching = 1;
+  pthread_create(&watcher, NULL, watch_terminal, NULL);
+}
+
+static void stop_watching(void) {
+  if (lab_ctl_rank() != 0 || !term.relayed || !watching) return;
+  watching = 0;
+  pthread_join(watcher, NULL);
+}
+
+/* ---- reading ---- */
+
 static int is_blank(const char *s) {
   for (; *s; s++)
     if (*s != ' ' && *s != '\t') return 0;
   return 1;
 }
 
-/* Reads one complete chunk on rank 0; NULL at end of input or :quit. */
+/* Reads one complete chunk on rank 0; NULL at end of input. */
 static char *read_chunk(lua_State *L) {
   char *line;
   for (;;) {
@@ -56,24 +197,26 @@ static char *read_chunk(lua_State *L) {
     if (!is_blank(line)) break;
     free(line);
   }
-  if (strcmp(line, ":quit") == 0 || strcmp(line, ":q") == 0) {
-    terminal_add_history(&term, line);
-    free(line);
-    return NULL;
-  }
   size_t len = strlen(line);
   char *chunk = line;
+  const char *code = chunk;
+  if (strncmp(code, "%on ", 4) == 0) { /* the code starts after the rank list */
+    code += 4;
+    while (*code == ' ') code++;
+    while (*code && *code != ' ') code++;
+  }
   /* a chunk the parser finds unfinished at <eof> continues on the next line */
-  while (chunk[0] != '=' && chunk[0] != ':' && session_incomplete(L, chunk, len)) {
+  while (chunk[0] != '=' && chunk[0] != ':' && session_incomplete(L, code, strlen(code))) {
     char *more = terminal_readline(&term, term.interactive ? ">> " : "");
     if (!more) break;
-    size_t ml = strlen(more);
+    size_t ml = strlen(more), off = (size_t)(code - chunk);
     char *joined = realloc(chunk, len + ml + 2);
     if (!joined) {
       free(more);
       break;
     }
     chunk = joined;
+    code = chunk + off;
     chunk[len] = '\n';
     memcpy(chunk + len + 1, more, ml + 1);
     len += ml + 1;
@@ -83,87 +226,224 @@ static char *read_chunk(lua_State *L) {
   return chunk;
 }
 
-/* Runs a chunk on this rank and brings every rank's output and error to rank 0. */
-static void run_and_report(lua_State *L, const char *code, int64_t len) {
+/* ---- running ---- */
+
+static void show(int size, char *all, int64_t *lens) {
+  const char **texts = malloc(sizeof *texts * (size_t)size);
+  int64_t o = 0;
+  for (int r = 0; r < size; r++) {
+    texts[r] = all + o;
+    o += lens[r];
+  }
+  print_grouped(term.out, size, texts, lens, size > 1);
+  free(texts);
+}
+
+/* Brings every rank's output and error to rank 0 and shows them. */
+void repl_report(const char *out, long long out_len, const char *err) {
   int rank = lab_ctl_rank(), size = lab_ctl_size();
-  capture cap;
-  int captured = capture_begin(&cap) == 0;
-  char *err = NULL;
-  running = L;
-  int rc = session_run_chunk(L, code, (size_t)len, "=stdin", 1, 0, &err);
-  running = NULL;
-  lua_sethook(L, NULL, 0, 0); /* an interrupt that arrived after the chunk ended */
-  int64_t out_len = 0;
-  char *out = captured ? capture_end(&cap, &out_len) : NULL;
-  /* errors travel as "error: msg" without the rank: the display prefixes the rank set */
   char *err_text = NULL;
-  int64_t err_len = 0;
-  if (rc < 0) {
+  if (err) {
     char head[32];
     int hl = snprintf(head, sizeof head, "rank %d: ", rank);
-    const char *msg = err ? err : "error";
-    if (strncmp(msg, head, (size_t)hl) == 0) msg += hl;
+    const char *msg = strncmp(err, head, (size_t)hl) == 0 ? err + hl : err;
     if (asprintf(&err_text, "error: %s", msg) < 0) err_text = NULL;
-    err_len = err_text ? (int64_t)strlen(err_text) : 0;
   }
   char *all_out = NULL, *all_err = NULL;
   int64_t *out_lens = NULL, *err_lens = NULL;
-  lab_ctl_gather(out ? out : "", out_len, &all_out, &out_lens);
-  lab_ctl_gather(err_text ? err_text : "", err_len, &all_err, &err_lens);
+  lab_ctl_gather(out ? out : "", out ? out_len : 0, &all_out, &out_lens);
+  lab_ctl_gather(err_text ? err_text : "", err_text ? (int64_t)strlen(err_text) : 0, &all_err, &err_lens);
   if (rank == 0) {
-    const char **texts = malloc(sizeof *texts * (size_t)size);
-    const char **etexts = malloc(sizeof *etexts * (size_t)size);
-    int64_t o = 0, e = 0;
-    for (int r = 0; r < size; r++) {
-      texts[r] = all_out + o;
-      o += out_lens[r];
-      etexts[r] = all_err + e;
-      e += err_lens[r];
-    }
-    print_grouped(term.out, size, texts, out_lens, size > 1);
-    print_grouped(term.out, size, etexts, err_lens, size > 1);
-    free(texts);
-    free(etexts);
+    show(size, all_out, out_lens);
+    show(size, all_err, err_lens);
   }
   free(all_out);
   free(all_err);
   free(out_lens);
   free(err_lens);
+  free(err_text);
+}
+
+typedef enum { RUN_CHUNK, RUN_SCRIPT } run_kind;
+
+/* Runs code (or a script with its arguments) on this rank when it is targeted, output
+ * captured, collectives guarded and on the targets' group; then reports on every rank. */
+static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const char *text) {
+  int rank = lab_ctl_rank(), size = lab_ctl_size();
+  int *member = calloc((size_t)size, sizeof *member);
+  char perr[256] = "";
+  int ok = parse_ranks(spec, member, size, perr, sizeof perr) == 0;
+  int mine = ok && member[rank];
+  lab_group *g = ok && strcmp(spec, "all") != 0 ? group_for(spec, mine) : NULL;
+  char *err = NULL;
+  capture cap;
+  int captured = 0;
+  int64_t out_len = 0;
+  char *out = NULL;
+  if (!ok) {
+    if (rank == 0) err = strdup(perr);
+  } else if (mine) {
+    captured = capture_begin(&cap) == 0;
+    lab_dist_set_default(g);
+    lab_board_set(LAB_RUNNING, "", "");
+    running = 1;
+    start_watching();
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
+    if (kind == RUN_CHUNK) {
+      session_run_chunk(L, text, strlen(text), "=stdin", 1, 0, &err);
+    } else {
+      stepper_run_script(L, text, 0, &err);
+    }
+    lua_sethook(L, NULL, 0, 0);
+    stop_watching();
+    running = 0;
+    lab_dist_set_default(NULL);
+    lab_board_set(LAB_IDLE, "", "");
+    if (captured) out = capture_end(&cap, &out_len);
+  }
+  repl_report(out, out_len, err);
   free(out);
   free(err);
-  free(err_text);
+  free(member);
+  /* everyone is here: forget the Ctrl-C, and rebuild what an abandoned collective broke */
+  if (rank == 0) lab_board_clear_interrupt();
+  if (lab_dist_recover() && rank == 0)
+    fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
+}
+
+/* :who: each rank's host, pid, device and threads, grouped */
+static void who(void) {
+  char line[512];
+  snprintf(line, sizeof line, "host %s, pid %d, device cpu, local rank %d of %d\n", lab_ctl_host(), (int)getpid(),
+           lab_ctl_local_rank(), lab_ctl_local_size());
+  repl_report(line, (int64_t)strlen(line), NULL);
+}
+
+/* Turns what rank 0 read into a message; NULL for commands handled on rank 0 alone. */
+static char *message_for(char *chunk, int *quit) {
+  char *msg = NULL;
+  if (strcmp(chunk, ":quit") == 0 || strcmp(chunk, ":q") == 0) {
+    *quit = 1;
+    return NULL;
+  }
+  if (strcmp(chunk, ":help") == 0) {
+    fputs(help_text, term.out);
+    return NULL;
+  }
+  if (strncmp(chunk, ":ranks", 6) == 0) {
+    const char *spec = chunk + 6;
+    while (*spec == ' ') spec++;
+    if (!*spec) {
+      fprintf(term.out, "default target: %s\n", default_target);
+      return NULL;
+    }
+    int *member = calloc((size_t)lab_ctl_size(), sizeof *member);
+    char err[256];
+    if (parse_ranks(spec, member, lab_ctl_size(), err, sizeof err) < 0) fprintf(term.out, "error: %s\n", err);
+    else snprintf(default_target, sizeof default_target, "%s", spec);
+    free(member);
+    return NULL;
+  }
+  if (strcmp(chunk, ":who") == 0) {
+    if (asprintf(&msg, "W%s\n", default_target) < 0) msg = NULL;
+    return msg;
+  }
+  if (strncmp(chunk, ":watchdog", 9) == 0) {
+    if (asprintf(&msg, "Call\nlab.dist.set_watchdog(%s)", chunk[9] ? chunk + 9 : "30") < 0) msg = NULL;
+    return msg;
+  }
+  if (strncmp(chunk, ":run ", 5) == 0) {
+    if (asprintf(&msg, "R%s\n%s", default_target, chunk + 5) < 0) msg = NULL;
+    return msg;
+  }
+  if (strncmp(chunk, ":step ", 6) == 0) {
+    if (asprintf(&msg, "Sall\n%s", chunk + 6) < 0) msg = NULL;
+    return msg;
+  }
+  if (chunk[0] == ':') {
+    fprintf(term.out, "unknown command %s (:help lists them)\n", chunk);
+    return NULL;
+  }
+  if (strncmp(chunk, "%on ", 4) == 0) {
+    char *spec = chunk + 4;
+    while (*spec == ' ') spec++;
+    char *code = spec;
+    while (*code && *code != ' ') code++;
+    if (*code) *code++ = 0;
+    if (asprintf(&msg, "C%s\n%s", spec, code) < 0) msg = NULL;
+    return msg;
+  }
+  if (asprintf(&msg, "C%s\n%s", default_target, chunk) < 0) msg = NULL;
+  return msg;
+}
+
+static char *read_for_stepper(const char *prompt) {
+  fflush(term.out);
+  char *line = terminal_readline(&term, term.interactive ? prompt : "");
+  if (line && line[0]) terminal_add_history(&term, line);
+  return line;
+}
+
+static void open_terminal_on_rank0(lua_State *L) {
+  if (lab_ctl_rank() != 0) return;
+  terminal_open(&term);
+  rl_catch_signals = 0;
+  rl_getc_function = getc_with_typeahead;
+  completion_install(L);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, NULL);
+  stepper_set_terminal(read_for_stepper, term.out);
+}
+
+void repl_step_main(lua_State *L, const char *cmdline) {
+  lab_dist_set_guarded(1);
+  lab_dist_set_checked(1);
+  open_terminal_on_rank0(L);
+  stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout);
+  if (lab_ctl_rank() == 0) terminal_close(&term);
 }
 
 void repl_run(lua_State *L) {
   int rank = lab_ctl_rank();
+  lab_dist_set_guarded(1);
+  const char *wd = getenv("LLMLAB_WATCHDOG");
+  lab_board_set_watchdog(wd ? atof(wd) : 30.0);
+  open_terminal_on_rank0(L);
   if (rank == 0) {
-    terminal_open(&term);
-    rl_catch_signals = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
     if (term.interactive)
-      fprintf(term.out, "llmlab %s on %d rank%s. :quit or Ctrl-D to leave.\n", LLMLAB_VERSION,
+      fprintf(term.out, "llmlab %s on %d rank%s. :help for commands, :quit or Ctrl-D to leave.\n", LLMLAB_VERSION,
               lab_ctl_size(), lab_ctl_size() > 1 ? "s" : "");
   }
   for (;;) {
     char *msg = NULL;
     int64_t len = 0;
     if (rank == 0) {
-      char *chunk = read_chunk(L);
-      len = chunk ? (int64_t)strlen(chunk) + 1 : 1;
-      msg = malloc((size_t)len + 1);
-      msg[0] = chunk ? 'C' : 'Q';
-      if (chunk) memcpy(msg + 1, chunk, (size_t)len);
-      free(chunk);
+      int quit = 0;
+      while (!msg && !quit) {
+        char *chunk = read_chunk(L);
+        if (!chunk) break;
+        msg = message_for(chunk, &quit);
+        free(chunk);
+        fflush(term.out);
+      }
+      if (!msg && asprintf(&msg, "Q") < 0) msg = NULL;
+      len = msg ? (int64_t)strlen(msg) : 0;
     }
     lab_ctl_bcast(&msg, &len);
-    if (msg[0] == 'Q') {
+    char kind = msg[0];
+    char *spec = msg + 1, *text = strchr(spec, '\n');
+    if (text) *text++ = 0;
+    if (kind == 'Q') {
       free(msg);
       break;
     }
-    run_and_report(L, msg + 1, len - 1);
+    if (kind == 'C') run_everywhere(L, RUN_CHUNK, spec, text ? text : "");
+    else if (kind == 'R') run_everywhere(L, RUN_SCRIPT, spec, text ? text : "");
+    else if (kind == 'W') who();
+    else if (kind == 'S') stepper_session(L, text ? text : "", term.out);
+    if (rank == 0) fflush(term.out);
     free(msg);
   }
   if (rank == 0) {

@@ -8,6 +8,11 @@
 /* Runs until :quit or end of input on rank 0; every rank must call it. */
 void repl_run(lua_State *L);
 
+/* `llmlab --step file args`: the stepper as the whole session */
+void repl_step_main(lua_State *L, const char *cmdline);
+/* every rank's output and error, shown grouped on rank 0 */
+void repl_report(const char *out, long long out_len, const char *err);
+
 /* "rank N: msg" whatever form msg had (errors raised by lab already carry it). */
 char *with_rank_prefix(int rank, const char *msg);
 

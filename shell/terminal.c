@@ -14,8 +14,8 @@
 
 static char history_path[4096];
 static terminal *current;
-static struct termios saved_modes;
-static int modes_saved;
+static struct termios original_modes; /* the terminal as we found it */
+static int have_original;
 
 /* The terminal behind our parent's stdin (mpirun's), if it has one. */
 static int open_parent_tty(void) {
@@ -38,25 +38,33 @@ static int open_parent_tty(void) {
  * the foreground job, never sees them: they reach readline as bytes. */
 extern int _rl_echoing_p; /* readline draws typed text only when the terminal "echoes" */
 
-static void relay_prep(int meta) {
-  (void)meta;
-  _rl_echoing_p = 1;
-  struct termios raw;
-  if (tcgetattr(current->tty_fd, &saved_modes) < 0) return;
-  modes_saved = 1;
-  raw = saved_modes;
+static void set_raw(void) {
+  if (!have_original) return;
+  struct termios raw = original_modes;
   raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
   raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
   raw.c_cc[VMIN] = 1;
   raw.c_cc[VTIME] = 0;
   tcsetattr(current->tty_fd, TCSADRAIN, &raw);
+}
+
+static void relay_prep(int meta) {
+  (void)meta;
+  _rl_echoing_p = 1;
+  set_raw();
   struct winsize ws;
   if (ioctl(current->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) rl_set_screen_size(ws.ws_row, ws.ws_col);
 }
 
 static void relay_deprep(void) {
-  if (modes_saved) tcsetattr(current->tty_fd, TCSADRAIN, &saved_modes);
-  modes_saved = 0;
+  if (have_original) tcsetattr(current->tty_fd, TCSADRAIN, &original_modes);
+}
+
+/* While a chunk runs the keys stay raw too: Ctrl-C must arrive as a byte (and not as a
+ * SIGINT to mpirun, the foreground job, which would kill the job). The output of the
+ * chunk is written with \r\n by the REPL, so cooked output is not needed. */
+void terminal_run_mode(terminal *t) {
+  if (t->relayed) set_raw();
 }
 
 static int ctrl_c_key(int count, int key) {
@@ -93,6 +101,7 @@ void terminal_open(terminal *t) {
       t->interactive = t->relayed = 1;
       /* rank 0 is not in the foreground group: changing the terminal's modes would stop it */
       signal(SIGTTOU, SIG_IGN);
+      have_original = tcgetattr(fd, &original_modes) == 0;
       rl_prep_term_function = relay_prep;
       rl_deprep_term_function = relay_deprep;
       rl_bind_key(3, ctrl_c_key);
@@ -117,7 +126,7 @@ void terminal_close(terminal *t) {
     stifle_history(1000);
     write_history(history_path);
   }
-  relay_deprep();
+  if (t->relayed) relay_deprep();
   if (t->tty_fd >= 0) fclose(t->out);
   current = NULL;
 }

@@ -22,6 +22,8 @@ void terminal_close(terminal *t);
 /* A line without its newline (malloc'ed), or NULL at end of input. */
 char *terminal_readline(terminal *t, const char *prompt);
 void terminal_add_history(terminal *t, const char *line);
+/* The key modes for while a chunk runs (relayed terminals): raw, no signals. */
+void terminal_run_mode(terminal *t);
 /* Ctrl-C at the prompt: drop the line being edited and show a fresh prompt. */
 void terminal_clear_line(terminal *t);
 

@@ -22,6 +22,9 @@ int lab_ctl_gather(const char *mine, int64_t len, char **all, int64_t **lens);
 /* Max of v over ranks. timeout_s > 0 bounds the wait: returns 1 when it expired. */
 int lab_ctl_max(int v, int *out, double timeout_s);
 void lab_ctl_abort(int code);
+/* Waits until every rank has called this, running while_waiting (if any) between polls, on
+ * a channel of its own (so the callback may use the control channel). */
+void lab_ctl_wait_all_done(void (*while_waiting)(void));
 /* A monotonic clock in seconds. */
 double lab_now(void);
 

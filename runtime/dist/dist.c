@@ -8,6 +8,7 @@
 
 #include "../error.h"
 #include "../ewise.h"
+#include "board.h"
 #include "control.h"
 
 #define MAX_GROUPS 256
@@ -17,6 +18,9 @@ static int ngroups;
 static int checked;
 static double comm_seconds; /* time spent inside collectives and waits: the profiler's "comm" */
 static char call_site[96];
+static char call_traceback[512];
+static char activity[160]; /* what the board shows while this rank waits in a collective */
+static int guarded;
 
 const char *lab_coll_name(lab_coll_op op) {
   static const char *n[LAB_NOPS] = {"all_reduce", "broadcast", "reduce", "all_gather",
@@ -46,6 +50,10 @@ void lab_dist_register_world(lab_group *world) {
 }
 
 lab_group *lab_dist_world(void) { return ngroups ? groups[0] : NULL; }
+
+static lab_group *default_group;
+void lab_dist_set_default(lab_group *g) { default_group = g; }
+lab_group *lab_dist_default(void) { return default_group ? default_group : lab_dist_world(); }
 int lab_dist_world_rank(void) {
   lab_group *w = lab_dist_world();
   return w ? w->rank : 0;
@@ -55,6 +63,9 @@ int lab_dist_checked(void) { return checked; }
 void lab_dist_set_call_site(const char *site) {
   snprintf(call_site, sizeof call_site, "%s", site ? site : "");
 }
+void lab_dist_set_traceback(const char *tb) { snprintf(call_traceback, sizeof call_traceback, "%s", tb ? tb : ""); }
+void lab_dist_set_guarded(int on) { guarded = on; }
+int lab_dist_guarded(void) { return guarded; }
 int lab_dist_group_count(void) { return ngroups; }
 lab_group *lab_dist_group_at(int i) { return i >= 0 && i < ngroups ? groups[i] : NULL; }
 
@@ -131,6 +142,9 @@ void lab_dist_reset_stats(void) {
 /* ---- checks ---- */
 
 static int member_check(const char *op, lab_group *g) {
+  if (g->poisoned)
+    return lab_fail(op, "%s is unusable: a collective on it was abandoned (interrupted or timed out) while other ranks "
+                    "were elsewhere%s", g->name, g->id == 0 ? "; the REPL rebuilds it before the next chunk" : "; create the group again");
   if (g->rank >= 0) return 0;
   return lab_fail(op, "this rank is not a member of %s", g->name);
 }
@@ -153,6 +167,7 @@ typedef struct {
   int32_t op, dtype, redop, root;
   int64_t count;
   char site[96];
+  char traceback[512];
 } fingerprint;
 
 static int fingerprints_agree(const fingerprint *a, const fingerprint *b) {
@@ -172,8 +187,11 @@ static int describe(const fingerprint *f, char *buf, size_t n) {
   return len;
 }
 
+static void set_activity(const char *op, lab_tensor *t, lab_group *g);
+
 static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t count, int redop, int root) {
   if (!checked || op == LAB_OP_SEND || op == LAB_OP_RECV) return 0;
+  lab_board_set(LAB_IN_COLLECTIVE, activity, call_site); /* waiting here counts as being in it */
   fingerprint mine;
   memset(&mine, 0, sizeof mine);
   mine.op = op;
@@ -182,6 +200,7 @@ static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t c
   mine.redop = redop;
   mine.root = root;
   snprintf(mine.site, sizeof mine.site, "%s", call_site);
+  snprintf(mine.traceback, sizeof mine.traceback, "%s", call_traceback);
   fingerprint *all = calloc((size_t)g->size, sizeof *all);
   if (!all) return lab_fail(lab_coll_name(op), "out of memory");
   if (g->backend->exchange(g, &mine, all, (int)sizeof mine) < 0) {
@@ -191,11 +210,18 @@ static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t c
   int same = 1;
   for (int r = 1; r < g->size; r++) same = same && fingerprints_agree(&all[0], &all[r]);
   if (!same) {
-    char msg[2048];
+    char msg[4096];
     int len = snprintf(msg, sizeof msg, "ranks of %s disagree on the collective:", g->name);
     for (int r = 0; r < g->size && len < (int)sizeof msg - 200; r++) {
       len += snprintf(msg + len, sizeof msg - (size_t)len, "\n  rank %d: ", g->world_ranks[r]);
       len += describe(&all[r], msg + len, sizeof msg - (size_t)len);
+    }
+    /* the first differing rank's traceback, to see how it got there */
+    for (int r = 0; r < g->size && len < (int)sizeof msg - 100; r++) {
+      if (all[r].traceback[0] && !fingerprints_agree(&all[0], &all[r])) {
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "\n  rank %d %s", g->world_ranks[r], all[r].traceback);
+        break;
+      }
     }
     free(all);
     return lab_fail(lab_coll_name(op), "%s", msg);
@@ -279,13 +305,20 @@ void lab_work_free(lab_work *w) {
     lab_backend_work *bw_ = NULL;                                                              \
     lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
     double t0_ = lab_now();                                                                    \
+    lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);                                     \
     int rc_ = (CALL);                                                                          \
+    lab_board_set(LAB_RUNNING, "", call_site);                                                 \
     comm_seconds += lab_now() - t0_;                                                           \
     if (rc_ < 0) return -1;                                                                    \
     if (work) return start(g, bw_, work, k0, k1, avg);                                         \
     if ((avg) > 0) return finish_avg(k0, avg);                                                 \
     return 0;                                                                                  \
   } while (0)
+
+static void set_activity(const char *op, lab_tensor *t, lab_group *g) {
+  if (t) snprintf(activity, sizeof activity, "%s(%lld x %s) on %s", op, (long long)lab_numel(t), lab_dtype_name(t->dtype), g->name);
+  else snprintf(activity, sizeof activity, "%s on %s", op, g->name);
+}
 
 static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
   if (r == LAB_RED_AVG && !lab_dtype_is_float(t->dtype))
@@ -297,6 +330,7 @@ int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
   const char *name = "all_reduce";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || redop_check(name, t, op) < 0) return -1;
   int64_t n = lab_numel(t);
+  set_activity("all_reduce", t, g);
   if (check_agreement(g, LAB_OP_ALL_REDUCE, t->dtype, n, op, -1) < 0) return -1;
   count(g, LAB_OP_ALL_REDUCE, (int64_t)lab_nbytes(t), 2 * ring(g));
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
@@ -308,6 +342,7 @@ int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
   const char *name = "broadcast";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "src") < 0) return -1;
   int64_t n = lab_numel(t);
+  set_activity("broadcast", t, g);
   if (check_agreement(g, LAB_OP_BROADCAST, t->dtype, n, -1, root) < 0) return -1;
   count(g, LAB_OP_BROADCAST, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
   LAUNCH(g, work, t, NULL, 0, g->backend->broadcast(g, lab_data(t), n, t->dtype, root, bwp_));
@@ -319,6 +354,7 @@ int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **w
       redop_check(name, t, op) < 0)
     return -1;
   int64_t n = lab_numel(t);
+  set_activity("reduce", t, g);
   if (check_agreement(g, LAB_OP_REDUCE, t->dtype, n, op, root) < 0) return -1;
   count(g, LAB_OP_REDUCE, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
@@ -344,6 +380,7 @@ int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   const char *name = "all_gather";
   if (member_check(name, g) < 0 || sized_pair_check(name, g, out, "output", in, "input") < 0) return -1;
   int64_t n = lab_numel(in);
+  set_activity("all_gather", in, g);
   if (check_agreement(g, LAB_OP_ALL_GATHER, in->dtype, n, -1, -1) < 0) return -1;
   count(g, LAB_OP_ALL_GATHER, (int64_t)lab_nbytes(out), ring(g));
   LAUNCH(g, work, out, in, 0, g->backend->all_gather(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
@@ -355,6 +392,7 @@ int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop 
       redop_check(name, out, op) < 0)
     return -1;
   int64_t n = lab_numel(out);
+  set_activity("reduce_scatter", out, g);
   if (check_agreement(g, LAB_OP_REDUCE_SCATTER, in->dtype, n, op, -1) < 0) return -1;
   count(g, LAB_OP_REDUCE_SCATTER, (int64_t)lab_nbytes(in), ring(g));
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
@@ -375,6 +413,7 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
                     (long long)lab_numel(in), g->size);
   if (contiguous_check(name, "input", in) < 0 || contiguous_check(name, "output", out) < 0) return -1;
   int64_t n = lab_numel(in) / g->size;
+  set_activity("all_to_all", in, g);
   if (check_agreement(g, LAB_OP_ALL_TO_ALL, in->dtype, n, -1, -1) < 0) return -1;
   count(g, LAB_OP_ALL_TO_ALL, (int64_t)lab_nbytes(in), ring(g));
   LAUNCH(g, work, out, in, 0, g->backend->all_to_all(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
@@ -390,6 +429,7 @@ int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
   const char *name = "send";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst") < 0) return -1;
   count(g, LAB_OP_SEND, (int64_t)lab_nbytes(t), 1.0);
+  set_activity("send", t, g);
   LAUNCH(g, work, t, NULL, 0, g->backend->send(g, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
 }
 
@@ -397,15 +437,20 @@ int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
   const char *name = "recv";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src") < 0) return -1;
   count(g, LAB_OP_RECV, (int64_t)lab_nbytes(t), 0.0);
+  set_activity("recv", t, g);
   LAUNCH(g, work, t, NULL, 0, g->backend->recv(g, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));
 }
 
 int lab_barrier(lab_group *g) {
   if (member_check("barrier", g) < 0) return -1;
+  set_activity("barrier", NULL, g);
   if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
   g->stats[LAB_OP_BARRIER].calls++;
   double t0 = lab_now();
+  set_activity("barrier", NULL, g);
+  lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->barrier(g);
+  lab_board_set(LAB_RUNNING, "", call_site);
   comm_seconds += lab_now() - t0;
   return rc;
 }

@@ -30,6 +30,7 @@ struct lab_group {
   const lab_comm_backend *backend;
   void *impl;       /* the backend's communicator */
   lab_coll_stats stats[LAB_NOPS];
+  int poisoned; /* a collective on it was abandoned (interrupt, watchdog): unusable */
 };
 
 /* A pending asynchronous collective and what must happen when it completes. */
@@ -48,13 +49,27 @@ int lab_redop_from_name(const char *name);
 /* Set up from the world group the backend created (MPI_Init happens in the backend). */
 void lab_dist_register_world(lab_group *world);
 lab_group *lab_dist_world(void);
+/* The group collectives use when none is named: the world, or in a REPL chunk run on some
+ * ranks only (%on), a group of just those ranks. */
+lab_group *lab_dist_default(void);
+void lab_dist_set_default(lab_group *g); /* NULL: the world again */
 int lab_dist_world_rank(void);
 /* When on, every collective first exchanges (op, dtype, count, root) across the group and
  * fails on every rank if they differ, instead of hanging or corrupting memory. */
 void lab_dist_set_checked(int on);
 int lab_dist_checked(void);
-/* Call site recorded in the fingerprint (the Lua layer sets it before each call). */
+/* Call site recorded in the fingerprint (the Lua layer sets it before each call), and the
+ * Lua traceback shown when ranks disagree. */
 void lab_dist_set_call_site(const char *site);
+void lab_dist_set_traceback(const char *traceback);
+/* Guarded mode (the REPL and the stepper): blocking collectives wait by polling, so that a
+ * Ctrl-C or the watchdog can end the wait with an error instead of a hang. */
+void lab_dist_set_guarded(int on);
+int lab_dist_guarded(void);
+/* After an abandoned collective every rank must call this at the same point (the REPL does,
+ * between chunks): the world group gets a fresh communicator; other groups that were
+ * poisoned stay unusable. Returns 1 if anything was rebuilt. */
+int lab_dist_recover(void);
 
 /* New groups: every rank of `parent` must call these, members or not. */
 lab_group *lab_dist_new_group(lab_group *parent, int n, const int *world_ranks);

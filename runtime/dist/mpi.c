@@ -11,6 +11,7 @@
 #include "../../kernels/cpu/half.h"
 #include "../error.h"
 #include "comm.h"
+#include "board.h"
 #include "control.h"
 #include "dist.h"
 
@@ -26,6 +27,7 @@ struct lab_backend_work {
 };
 
 static MPI_Comm ctl_comm = MPI_COMM_NULL;
+static MPI_Comm done_comm = MPI_COMM_NULL; /* only for "I am done, are you?" (the stepper) */
 static int world_rank, world_size, local_rank, local_size = 1;
 static char host[256];
 static MPI_Datatype bf16_type, f16_type;
@@ -100,10 +102,49 @@ static lab_backend_work *new_work(void) {
   return w;
 }
 
+/* Waits for a request in guarded mode: spins briefly, then polls, and gives up with an
+ * error (poisoning the group) on Ctrl-C or when the watchdog expires, reporting what every
+ * rank on the board is doing. */
+static int guarded_wait(lab_group *g, MPI_Request *req, const char *op, MPI_Status *st) {
+  int done = 0;
+  for (int i = 0; i < 2000 && !done; i++) MPI_Test(req, &done, st);
+  double t0 = lab_now();
+  struct timespec nap = {0, 50000};
+  while (!done) {
+    if (lab_board_interrupt_requested()) {
+      g->poisoned = 1;
+      return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
+    }
+    double wd = lab_board_watchdog();
+    if (wd > 0 && lab_now() - t0 > wd) {
+      char *report = lab_board_report();
+      g->poisoned = 1;
+      lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived. What every rank is doing:%s", wd,
+               g->name, report ? report : "");
+      free(report);
+      return -1;
+    }
+    if (lab_board_pause_pending()) { /* the debugger stopped another rank: join it from here */
+      char where[200];
+      snprintf(where, sizeof where, "waiting in %s on %s", op, g->name);
+      lab_board_pause_now(where);
+      t0 = lab_now(); /* time spent paused is not the collective's fault */
+    }
+    if (lab_now() - t0 > 0.01) nanosleep(&nap, NULL); /* after 10 ms, stop burning the core */
+    MPI_Test(req, &done, st);
+  }
+  return 0;
+}
+
 #define CALL(opname, work, BLOCKING, NONBLOCKING)                                              \
   do {                                                                                         \
     int rc_;                                                                                   \
-    if (!(work)) {                                                                             \
+    if (!(work) && lab_dist_guarded()) {                                                       \
+      MPI_Request guarded_req_;                                                                \
+      MPI_Request *req = &guarded_req_;                                                        \
+      rc_ = (NONBLOCKING);                                                                     \
+      if (rc_ == MPI_SUCCESS) return guarded_wait(g, req, opname, MPI_STATUS_IGNORE);          \
+    } else if (!(work)) {                                                                      \
       rc_ = (BLOCKING);                                                                        \
     } else {                                                                                   \
       lab_backend_work *w_ = new_work();                                                       \
@@ -188,6 +229,14 @@ static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer
                   lab_backend_work **work) {
   if (count_check("recv", count) < 0) return -1;
   MPI_Datatype t = mpi_type(dt);
+  if (!work && lab_dist_guarded()) {
+    MPI_Status st;
+    MPI_Request req;
+    int rc = MPI_Irecv(buf, (int)count, t, peer, tag, comm_of(g), &req);
+    if (rc != MPI_SUCCESS) return mpi_fail("recv", rc);
+    if (guarded_wait(g, &req, "recv", &st) < 0) return -1;
+    return recv_count_check(&st, t, count);
+  }
   if (!work) {
     MPI_Status st;
     int rc = MPI_Recv(buf, (int)count, t, peer, tag, comm_of(g), &st);
@@ -215,12 +264,25 @@ static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer
 }
 
 static int m_barrier(lab_group *g) {
+  if (lab_dist_guarded()) {
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm_of(g), &req);
+    if (rc != MPI_SUCCESS) return mpi_fail("barrier", rc);
+    return guarded_wait(g, &req, "barrier", MPI_STATUS_IGNORE);
+  }
   int rc = MPI_Barrier(comm_of(g));
   return rc == MPI_SUCCESS ? 0 : mpi_fail("barrier", rc);
 }
 
 static int m_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
-  int rc = MPI_Allgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, ((mpi_group *)g->impl)->check);
+  MPI_Comm check = ((mpi_group *)g->impl)->check;
+  if (lab_dist_guarded()) { /* a rank that skipped the collective must not hang the others here */
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, check, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail("check", rc);
+    return guarded_wait(g, &req, "checking the collective on every rank", MPI_STATUS_IGNORE);
+  }
+  int rc = MPI_Allgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, check);
   return rc == MPI_SUCCESS ? 0 : mpi_fail("check", rc);
 }
 
@@ -313,6 +375,7 @@ int lab_ctl_init(int *argc, char ***argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_dup(MPI_COMM_WORLD, &ctl_comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &done_comm);
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank);
@@ -335,7 +398,30 @@ int lab_ctl_init(int *argc, char ***argv) {
   world_group.world_size = world_size;
   if (fill_group(&world_group, wc) < 0) return -1;
   lab_dist_register_world(&world_group);
+  lab_board_init();
   return 0;
+}
+
+int lab_dist_recover(void) {
+  int mine = 0, any = 0;
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    lab_group *g = lab_dist_group_at(i);
+    if (g && g->poisoned) mine = 1;
+  }
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctl_comm);
+  if (!any) return 0;
+  /* the world gets fresh communicators (the abandoned requests stay with the old ones);
+   * other groups that were poisoned stay so, and say how to get a working one */
+  mpi_group *mg = world_group.impl;
+  MPI_Comm fresh, check;
+  MPI_Comm_dup(ctl_comm, &fresh);
+  MPI_Comm_dup(ctl_comm, &check);
+  MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(check, MPI_ERRORS_RETURN);
+  mg->comm = fresh;
+  mg->check = check;
+  world_group.poisoned = 0;
+  return 1;
 }
 
 void lab_ctl_finalize(void) {
@@ -418,4 +504,18 @@ int lab_ctl_max(int v, int *out, double timeout_s) {
   MPI_Request req;
   MPI_Iallreduce(&v, out, 1, MPI_INT, MPI_MAX, ctl_comm, &req);
   return poll_wait(&req, timeout_s);
+}
+
+void lab_ctl_wait_all_done(void (*while_waiting)(void)) {
+  MPI_Request req;
+  MPI_Ibarrier(done_comm, &req);
+  int done = 0;
+  struct timespec nap = {0, 200000};
+  while (!done) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      if (while_waiting) while_waiting();
+      nanosleep(&nap, NULL);
+    }
+  }
 }

@@ -1,0 +1,110 @@
+/* The activity board over MPI shared memory (MPI_Win_allocate_shared on the node). */
+#include "board.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "control.h"
+
+typedef struct {
+  volatile int state;
+  volatile int pid;
+  volatile double since;
+  volatile int interrupt; /* used in slot 0 only: the node-wide Ctrl-C */
+  volatile int pause_epoch; /* slot 0 only: raised by a rank that stops in the debugger */
+  char what[160];
+  char site[120];
+} slot;
+
+static slot *slots; /* slots[local rank] */
+static slot fallback;
+static int nslots = 1, me;
+static double watchdog_s;
+static int *world_of_local; /* world rank of each local slot */
+
+int lab_board_init(void) {
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return -1;
+  MPI_Comm_rank(node, &me);
+  MPI_Comm_size(node, &nslots);
+  MPI_Win win;
+  slot *base = NULL;
+  MPI_Aint size = me == 0 ? (MPI_Aint)(sizeof(slot) * (size_t)nslots) : 0;
+  if (MPI_Win_allocate_shared(size, 1, MPI_INFO_NULL, node, &base, &win) != MPI_SUCCESS) {
+    slots = &fallback;
+    nslots = 1;
+    me = 0;
+    return -1;
+  }
+  MPI_Aint got;
+  int disp;
+  MPI_Win_shared_query(win, 0, &got, &disp, &base);
+  slots = base;
+  memset(&slots[me], 0, sizeof(slot));
+  slots[me].pid = (int)getpid();
+  world_of_local = calloc((size_t)nslots, sizeof(int));
+  int wr = lab_ctl_rank();
+  MPI_Allgather(&wr, 1, MPI_INT, world_of_local, 1, MPI_INT, node);
+  MPI_Barrier(node);
+  return 0; /* the window lives as long as the process */
+}
+
+void lab_board_set(int state, const char *what, const char *site) {
+  if (!slots) return;
+  slot *s = &slots[me];
+  snprintf(s->what, sizeof s->what, "%s", what ? what : "");
+  snprintf(s->site, sizeof s->site, "%s", site ? site : "");
+  s->since = lab_now();
+  __atomic_store_n(&s->state, state, __ATOMIC_RELEASE);
+}
+
+char *lab_board_report(void) {
+  size_t cap = 256 + (size_t)nslots * 320, len = 0;
+  char *out = malloc(cap);
+  if (!out || !slots) return out;
+  out[0] = 0;
+  double now = lab_now();
+  static const char *names[] = {"idle", "running Lua", "in", "paused"};
+  for (int i = 0; i < nslots; i++) {
+    slot s = slots[i];
+    int st = s.state < 0 || s.state > 3 ? 0 : s.state;
+    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d: %s%s%s%s%s (for %.1f s)", world_of_local ? world_of_local[i] : i,
+                            names[st], st == LAB_IN_COLLECTIVE ? " " : "", st == LAB_IN_COLLECTIVE ? s.what : "",
+                            s.site[0] ? " at " : "", s.site, s.since > 0 ? now - s.since : 0.0);
+    if (len >= cap) break;
+  }
+  return out;
+}
+
+void lab_board_request_interrupt(void) {
+  if (slots) __atomic_store_n(&slots[0].interrupt, 1, __ATOMIC_RELEASE);
+}
+
+int lab_board_interrupt_requested(void) {
+  return slots ? __atomic_load_n(&slots[0].interrupt, __ATOMIC_ACQUIRE) : 0;
+}
+
+void lab_board_clear_interrupt(void) {
+  if (slots) __atomic_store_n(&slots[0].interrupt, 0, __ATOMIC_RELEASE);
+}
+
+void lab_board_set_watchdog(double seconds) { watchdog_s = seconds; }
+double lab_board_watchdog(void) { return watchdog_s; }
+
+int lab_board_pause_epoch(void) { return slots ? __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE) : 0; }
+void lab_board_raise_pause(void) {
+  if (slots) __atomic_add_fetch(&slots[0].pause_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
+static lab_pause_fn pause_fn;
+static int served_epoch;
+void lab_board_set_pause_handler(lab_pause_fn fn) { pause_fn = fn; }
+void lab_board_set_served(int epoch) { served_epoch = epoch; }
+int lab_board_served(void) { return served_epoch; }
+int lab_board_pause_pending(void) { return pause_fn && lab_board_pause_epoch() > served_epoch; }
+void lab_board_pause_now(const char *where) {
+  if (pause_fn) pause_fn(where);
+}

@@ -1,0 +1,40 @@
+/* The activity board: a small shared-memory table (one slot per rank on this node) where
+ * every rank writes what it is doing (running Lua at a line, inside which collective,
+ * since when) without any message passing, and where Ctrl-C and the debugger raise flags
+ * every rank sees at once. A rank stuck waiting in a collective reads the other slots to
+ * report who never arrived; a rank spinning in a Lua loop sees the interrupt flag from its
+ * instruction-count hook. Plain loads and stores on shared memory: no MPI progress needed. */
+#ifndef LAB_RUNTIME_DIST_BOARD_H
+#define LAB_RUNTIME_DIST_BOARD_H
+
+#include <stddef.h>
+
+enum { LAB_IDLE = 0, LAB_RUNNING, LAB_IN_COLLECTIVE, LAB_PAUSED };
+
+/* set up over the ranks of this node (collective over them); 0 or -1 */
+int lab_board_init(void);
+void lab_board_set(int state, const char *what, const char *site);
+/* "rank 1: in all_reduce(4 x f32) at stdin:1 for 31.0 s" lines for every rank (malloc'ed) */
+char *lab_board_report(void);
+
+void lab_board_request_interrupt(void);
+int lab_board_interrupt_requested(void);
+void lab_board_clear_interrupt(void);
+
+/* The debugger's pause: a rank that stops raises the epoch; every other rank stops at its
+ * next line, or, if it is waiting in a collective, from inside the wait (the handler runs
+ * the debugger's exchange there). served is the epoch this rank has already answered. */
+typedef void (*lab_pause_fn)(const char *where);
+int lab_board_pause_epoch(void);
+void lab_board_raise_pause(void);
+void lab_board_set_pause_handler(lab_pause_fn fn); /* NULL: no debugger */
+void lab_board_set_served(int epoch);
+int lab_board_served(void);
+int lab_board_pause_pending(void);
+void lab_board_pause_now(const char *where);
+
+/* seconds a collective may wait before the watchdog reports (0: never) */
+void lab_board_set_watchdog(double seconds);
+double lab_board_watchdog(void);
+
+#endif

@@ -1,0 +1,121 @@
+/* Completion: walk the prefix's dotted path from _G, then list the keys of the table it
+ * names, and of its metatable's __index table (tensor methods, module methods). */
+#include "completion.h"
+
+#include <readline/readline.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lua_State *state;
+
+/* pushes the value the dotted path names, or nil */
+static void push_path(lua_State *L, const char *path, size_t len) {
+  lua_pushglobaltable(L);
+  size_t i = 0;
+  while (i < len) {
+    size_t j = i;
+    while (j < len && path[j] != '.' && path[j] != ':') j++;
+    if (!lua_istable(L, -1) && !lua_isuserdata(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushnil(L);
+      return;
+    }
+    lua_pushlstring(L, path + i, j - i);
+    if (lua_istable(L, -2)) lua_rawget(L, -2);
+    else lua_gettable(L, -2); /* userdata: through __index, protected by the caller */
+    lua_remove(L, -2);
+    i = j + 1;
+  }
+}
+
+static void add(char ***out, size_t *n, size_t *cap, const char *s) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp((*out)[i], s) == 0) return;
+  if (*n + 2 > *cap) {
+    *cap = *cap ? *cap * 2 : 32;
+    *out = realloc(*out, sizeof **out * *cap);
+  }
+  (*out)[(*n)++] = strdup(s);
+  (*out)[*n] = NULL;
+}
+
+static void collect_keys(lua_State *L, int idx, const char *base, size_t blen, char sep, const char *prefix,
+                         char ***out, size_t *n, size_t *cap) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -2);
+      if (strncmp(k, prefix, strlen(prefix)) == 0 && k[0] != '_') {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)blen, base, blen ? (char[]){sep, 0} : "", k);
+        add(out, n, cap, buf);
+      }
+    }
+    lua_pop(L, 1);
+  }
+}
+
+static int candidates_p(lua_State *L) {
+  const char *text = lua_touserdata(L, 1);
+  char ***out = lua_touserdata(L, 2);
+  size_t n = 0, cap = 0;
+  const char *dot = strrchr(text, '.'), *colon = strrchr(text, ':');
+  const char *cut = dot > colon ? dot : colon;
+  size_t blen = cut ? (size_t)(cut - text) : 0;
+  const char *prefix = cut ? cut + 1 : text;
+  char sep = cut ? *cut : '.';
+  push_path(L, text, blen);
+  int v = lua_gettop(L);
+  if (lua_istable(L, v)) collect_keys(L, v, text, blen, sep, prefix, out, &n, &cap);
+  if (lua_getmetatable(L, v)) {
+    lua_getfield(L, -1, "methods"); /* tensors keep their methods here */
+    if (lua_istable(L, -1)) collect_keys(L, -1, text, blen, sep, prefix, out, &n, &cap);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "__index");
+    if (lua_istable(L, -1)) collect_keys(L, -1, text, blen, sep, prefix, out, &n, &cap);
+    lua_pop(L, 2);
+  }
+  return 0;
+}
+
+char **completion_candidates(lua_State *L, const char *text) {
+  char **out = NULL;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, candidates_p);
+  lua_pushlightuserdata(L, (void *)text);
+  lua_pushlightuserdata(L, &out);
+  lua_pcall(L, 2, 0, 0); /* an __index that raises just means no candidates */
+  lua_settop(L, top);
+  return out;
+}
+
+static char **matches;
+static size_t next_match;
+
+static char *generator(const char *text, int st) {
+  if (st == 0) {
+    if (matches) {
+      for (size_t i = next_match; matches[i]; i++) free(matches[i]);
+      free(matches);
+    }
+    matches = completion_candidates(state, text);
+    next_match = 0;
+  }
+  if (!matches || !matches[next_match]) return NULL;
+  return matches[next_match++]; /* readline frees what it receives */
+}
+
+static char **complete(const char *text, int start, int end) {
+  (void)start;
+  (void)end;
+  rl_attempted_completion_over = 1; /* no file names */
+  rl_completion_append_character = '\0';
+  return rl_completion_matches(text, generator);
+}
+
+void completion_install(lua_State *L) {
+  state = L;
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]";
+  rl_attempted_completion_function = complete;
+}

@@ -1,0 +1,420 @@
+/* The stepper. Every pause is one exchange on the control channel in which every rank
+ * takes part: positions (and the output since the last pause) go to rank 0, rank 0
+ * broadcasts a command, every rank answers; resuming commands end the exchange. */
+#define _GNU_SOURCE
+#include "stepper.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+#include "grouped.h"
+#include "runtime/dist/board.h"
+#include "runtime/dist/control.h"
+#include "runtime/dist/dist.h"
+#include "session.h"
+
+enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_CONTINUE, MODE_QUIT };
+
+typedef struct breakpoint {
+  int id;
+  char file[256];
+  int line;
+  char cond[256];
+  struct breakpoint *next;
+} breakpoint;
+
+static struct {
+  lua_State *L;
+  int active;
+  int mode, target_depth;
+  breakpoint *bps;
+  int next_bp;
+  capture cap;
+  int capturing;
+  char *(*read_line)(const char *prompt);
+  FILE *out;
+} st;
+
+void stepper_set_terminal(char *(*read_line)(const char *prompt), FILE *out) {
+  st.read_line = read_line;
+  st.out = out;
+}
+
+static int stack_depth(lua_State *L) {
+  lua_Debug ar;
+  int d = 0;
+  while (lua_getstack(L, d, &ar)) d++;
+  return d;
+}
+
+/* the text of line n of a file (cached per file is not worth it at human speed) */
+static void source_line(const char *src, int n, char *buf, size_t size) {
+  buf[0] = 0;
+  if (!src || src[0] != '@') return;
+  FILE *f = fopen(src + 1, "r");
+  if (!f) return;
+  char line[480];
+  for (int i = 1; fgets(line, sizeof line, f); i++)
+    if (i == n) {
+      line[strcspn(line, "\r\n")] = 0;
+      const char *p = line;
+      while (*p == ' ' || *p == '\t') p++;
+      snprintf(buf, size, "%s", p);
+      break;
+    }
+  fclose(f);
+}
+
+/* ---- the exchange ---- */
+
+static void show_from_all(const char *mine) {
+  char *all = NULL;
+  int64_t *lens = NULL;
+  lab_ctl_gather(mine ? mine : "", mine ? (int64_t)strlen(mine) : 0, &all, &lens);
+  if (lab_ctl_rank() == 0) {
+    int n = lab_ctl_size();
+    const char **texts = malloc(sizeof *texts * (size_t)n);
+    int64_t o = 0;
+    for (int r = 0; r < n; r++) {
+      texts[r] = all + o;
+      o += lens[r];
+    }
+    print_grouped(st.out ? st.out : stdout, n, texts, lens, n > 1);
+    free(texts);
+  }
+  free(all);
+  free(lens);
+}
+
+/* what a rank answers to p, locals, bt, l (malloc'ed text) */
+static char *answer(lua_State *L, const char *cmd, int has_frame) {
+  char *out = NULL;
+  lua_Debug ar;
+  int frame = has_frame && lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar);
+  if (strcmp(cmd, "bt") == 0) {
+    luaL_traceback(L, L, NULL, 1);
+    out = strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  } else if (strcmp(cmd, "locals") == 0) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    const char *name;
+    for (int i = 1; frame && (name = lua_getlocal(L, &ar, i)); i++) {
+      if (name[0] != '(') {
+        const char *v = luaL_tolstring(L, -1, NULL);
+        lua_pushfstring(L, "%s = %s\n", name, v);
+        lua_remove(L, -2); /* the tolstring result */
+        lua_remove(L, -2); /* the local */
+        luaL_addvalue(&b);
+      } else {
+        lua_pop(L, 1);
+      }
+    }
+    luaL_pushresult(&b);
+    out = strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  } else if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) {
+    size_t cap = 4096, len = 0;
+    out = malloc(cap);
+    out[0] = 0;
+    for (int n = frame ? ar.currentline - 3 : 0; frame && n <= ar.currentline + 3; n++) {
+      if (n < 1) continue;
+      char text[512];
+      source_line(ar.source, n, text, sizeof text);
+      len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar.currentline ? "->" : "  ", n, text);
+      if (len >= cap) break;
+    }
+  } else if (strncmp(cmd, "p ", 2) == 0) {
+    /* evaluate with the paused frame's locals and upvalues visible, globals behind them */
+    lua_newtable(L);
+    int env = lua_gettop(L);
+    if (frame) {
+      lua_getinfo(L, "f", &ar);
+      int fn = lua_gettop(L);
+      const char *name;
+      for (int i = 1; (name = lua_getupvalue(L, fn, i)); i++) lua_setfield(L, env, name);
+      for (int i = 1; (name = lua_getlocal(L, &ar, i)); i++) {
+        if (name[0] != '(') lua_setfield(L, env, name);
+        else lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+    lua_newtable(L);
+    lua_pushglobaltable(L);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, env);
+    const char *expr = cmd + 2;
+    char *code = NULL;
+    if (asprintf(&code, "return %s", expr) < 0) code = NULL;
+    int rc = code ? luaL_loadbuffer(L, code, strlen(code), "=p") : LUA_ERRMEM;
+    free(code);
+    if (rc == LUA_OK) {
+      lua_pushvalue(L, env);
+      lua_setupvalue(L, -2, 1);
+      rc = lua_pcall(L, 0, 1, 0);
+    }
+    const char *v = luaL_tolstring(L, -1, NULL);
+    if (asprintf(&out, "%s%s\n", rc == LUA_OK ? "" : "error: ", v) < 0) out = NULL;
+    lua_pop(L, 3);
+  }
+  return out;
+}
+
+static void add_breakpoint(const char *spec) {
+  breakpoint *b = calloc(1, sizeof *b);
+  if (!b) return;
+  char file[256] = "";
+  int line = 0, used = 0;
+  if (sscanf(spec, "%255[^:]:%d%n", file, &line, &used) < 2 || line <= 0) {
+    free(b);
+    if (lab_ctl_rank() == 0) fprintf(st.out, "usage: b file:line [condition]\n");
+    return;
+  }
+  const char *cond = spec + used;
+  while (*cond == ' ') cond++;
+  b->id = ++st.next_bp;
+  snprintf(b->file, sizeof b->file, "%s", file);
+  b->line = line;
+  snprintf(b->cond, sizeof b->cond, "%s", cond);
+  b->next = st.bps;
+  st.bps = b;
+  if (lab_ctl_rank() == 0)
+    fprintf(st.out, "breakpoint %d at %s:%d%s%s\n", b->id, file, line, cond[0] ? " if " : "", cond);
+}
+
+static void delete_breakpoints(const char *arg) {
+  int id = atoi(arg);
+  for (breakpoint **p = &st.bps; *p;) {
+    if (id == 0 || (*p)->id == id) {
+      breakpoint *b = *p;
+      *p = b->next;
+      free(b);
+    } else {
+      p = &(*p)->next;
+    }
+  }
+}
+
+/* Every rank: one pause. `where` describes a rank paused inside a collective wait. */
+static void pause_protocol(lua_State *L, const char *where) {
+  lab_board_raise_pause();
+  if (st.capturing) { /* what the script printed since the last pause */
+    int64_t len = 0;
+    char *text = capture_end(&st.cap, &len);
+    st.capturing = 0;
+    show_from_all(text);
+    free(text);
+  } else {
+    show_from_all(NULL);
+  }
+  lua_Debug ar;
+  char pos[1024] = "(finished)";
+  int frame = lua_getstack(L, where ? 0 : 1, &ar) && lua_getinfo(L, "Sln", &ar);
+  if (frame) {
+    char text[512];
+    source_line(ar.source, ar.currentline, text, sizeof text);
+    snprintf(pos, sizeof pos, "%s:%d%s%s  %s%s%s", ar.short_src, ar.currentline, ar.name ? " in " : "",
+             ar.name ? ar.name : "", text, where ? "   <- " : "", where ? where : "");
+  } else if (where) {
+    snprintf(pos, sizeof pos, "%s", where);
+  }
+  strcat(pos, "\n");
+  lab_board_set(LAB_PAUSED, "", "");
+  show_from_all(pos);
+  for (;;) {
+    char *cmd = NULL;
+    int64_t len = 0;
+    if (lab_ctl_rank() == 0) {
+      char *line = st.read_line ? st.read_line("(step) ") : NULL;
+      cmd = line ? line : strdup("q");
+      len = (int64_t)strlen(cmd);
+    }
+    lab_ctl_bcast(&cmd, &len);
+    int depth = stack_depth(L) - 1;
+    int resume = 1;
+    if (strcmp(cmd, "n") == 0 || strcmp(cmd, "next") == 0 || cmd[0] == 0) {
+      st.mode = MODE_OVER;
+      st.target_depth = depth;
+    } else if (strcmp(cmd, "s") == 0 || strcmp(cmd, "step") == 0) {
+      st.mode = MODE_INTO;
+    } else if (strcmp(cmd, "finish") == 0) {
+      st.mode = MODE_FINISH;
+      st.target_depth = depth;
+    } else if (strcmp(cmd, "c") == 0 || strcmp(cmd, "continue") == 0) {
+      st.mode = MODE_CONTINUE;
+    } else if (strcmp(cmd, "q") == 0 || strcmp(cmd, "quit") == 0) {
+      st.mode = MODE_QUIT;
+    } else {
+      resume = 0;
+      if (strncmp(cmd, "b ", 2) == 0) add_breakpoint(cmd + 2);
+      else if (strncmp(cmd, "delete", 6) == 0) delete_breakpoints(cmd + 6);
+      else if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "locals") == 0 || strcmp(cmd, "l") == 0 ||
+               strcmp(cmd, "list") == 0 || strncmp(cmd, "p ", 2) == 0) {
+        char *a = answer(L, cmd, !where);
+        show_from_all(a);
+        free(a);
+      } else if (lab_ctl_rank() == 0) {
+        fprintf(st.out, "commands: n s finish c b file:line [cond] delete [n] l bt locals p expr q\n");
+      }
+      if (lab_ctl_rank() == 0) fflush(st.out);
+    }
+    free(cmd);
+    if (resume) break;
+  }
+  /* every rank has answered this pause: the epoch as it is now is served (all are here) */
+  int epoch = lab_board_pause_epoch(), agreed = 0;
+  lab_ctl_max(epoch, &agreed, 0);
+  lab_board_set_served(agreed);
+  lab_board_set(LAB_RUNNING, "", "");
+  st.capturing = capture_begin(&st.cap) == 0;
+  if (st.mode == MODE_QUIT) {
+    lua_sethook(L, NULL, 0, 0);
+    if (!where) luaL_error(L, "stepper: quit");
+  }
+}
+
+static int breakpoint_hit(lua_State *L, lua_Debug *ar) {
+  for (breakpoint *b = st.bps; b; b = b->next) {
+    if (b->line != ar->currentline) continue;
+    size_t fl = strlen(b->file), sl = strlen(ar->short_src);
+    if (sl < fl || strcmp(ar->short_src + sl - fl, b->file) != 0) continue;
+    if (!b->cond[0]) return 1;
+    char *err = NULL;
+    char *code = NULL;
+    if (asprintf(&code, "return (%s)", b->cond) < 0) return 1;
+    int ok = luaL_loadbuffer(L, code, strlen(code), "=condition") == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK;
+    free(code);
+    free(err);
+    int hit = ok && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (hit) return 1;
+  }
+  return 0;
+}
+
+static void line_hook(lua_State *L, lua_Debug *ar) {
+  if (ar->event != LUA_HOOKLINE) return;
+  if (lab_board_interrupt_requested()) {
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+  }
+  if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
+  int pause = lab_board_pause_pending();
+  switch (st.mode) {
+  case MODE_INTO: pause = 1; break;
+  case MODE_OVER: pause = pause || stack_depth(L) - 1 <= st.target_depth; break;
+  case MODE_FINISH: pause = pause || stack_depth(L) - 1 < st.target_depth; break;
+  case MODE_CONTINUE: pause = pause || breakpoint_hit(L, ar); break;
+  default: break;
+  }
+  if (pause) pause_protocol(L, NULL);
+}
+
+static void answer_pauses_when_done(void) {
+  if (lab_board_pause_pending() && st.mode != MODE_QUIT) pause_protocol(st.L, "(finished the script)");
+}
+
+static void wait_handler(const char *where) {
+  if (st.active) pause_protocol(st.L, where);
+}
+
+/* lab.breakpoint(): every rank that calls it stops here (the others at their next line) */
+static int l_breakpoint(lua_State *L) {
+  if (!st.active) {
+    st.active = 1;
+    st.L = L;
+    lab_board_set_pause_handler(wait_handler);
+    lab_dist_set_guarded(1);
+    lua_sethook(L, line_hook, LUA_MASKLINE, 0);
+  }
+  st.mode = MODE_INTO; /* stop at the next line of the caller */
+  return 0;
+}
+
+void stepper_register(lua_State *L) {
+  lua_getglobal(L, "lab");
+  lua_pushcfunction(L, l_breakpoint);
+  lua_setfield(L, -2, "breakpoint");
+  lua_pop(L, 1);
+}
+
+/* splits "file a b" into arg and returns the file (malloc'ed) */
+static char *set_args(lua_State *L, const char *cmdline) {
+  char *copy = strdup(cmdline);
+  char *save = NULL, *tok = strtok_r(copy, " \t", &save);
+  char *file = tok ? strdup(tok) : NULL;
+  lua_newtable(L);
+  if (file) {
+    lua_pushstring(L, file);
+    lua_rawseti(L, -2, 0);
+  }
+  int i = 1;
+  while ((tok = strtok_r(NULL, " \t", &save))) {
+    lua_pushstring(L, tok);
+    lua_rawseti(L, -2, i++);
+  }
+  lua_setglobal(L, "arg");
+  free(copy);
+  return file;
+}
+
+int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **err) {
+  char *file = set_args(L, cmdline);
+  if (!file) {
+    *err = strdup("give a script: :run file.lua [args]");
+    return -1;
+  }
+  if (stepping) {
+    st.active = 1;
+    st.L = L;
+    st.mode = MODE_INTO;
+    lab_board_set_pause_handler(wait_handler);
+    lua_sethook(L, line_hook, LUA_MASKLINE, 0);
+    st.capturing = capture_begin(&st.cap) == 0;
+  }
+  int rc = session_run_file(L, file, err);
+  if (stepping) {
+    lua_sethook(L, NULL, 0, 0);
+    /* a rank that is done still answers pauses of the others until all are done */
+    lab_ctl_wait_all_done(answer_pauses_when_done);
+    if (st.capturing) {
+      int64_t len;
+      char *text = capture_end(&st.cap, &len);
+      st.capturing = 0;
+      fwrite(text, 1, (size_t)len, stdout);
+      free(text);
+    }
+    st.active = 0;
+    lab_board_set_pause_handler(NULL);
+  }
+  free(file);
+  return rc;
+}
+
+void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
+  st.out = out;
+  char *err = NULL;
+  capture cap;
+  int captured = 0;
+  lab_dist_set_guarded(1);
+  int rc = stepper_run_script(L, cmdline, 1, &err);
+  (void)captured;
+  (void)cap;
+  /* every rank's outcome */
+  char line[2048];
+  if (rc < 0) {
+    char head[32];
+    int hl = snprintf(head, sizeof head, "rank %d: ", lab_ctl_rank());
+    const char *msg = strncmp(err, head, (size_t)hl) == 0 ? err + hl : err;
+    const char *nl = strchr(msg, '\n');
+    snprintf(line, sizeof line, "%s: %.*s\n", strstr(msg, "stepper: quit") ? "stopped" : "error",
+             nl ? (int)(nl - msg) : (int)strlen(msg), msg);
+  } else {
+    snprintf(line, sizeof line, "finished\n");
+  }
+  show_from_all(line);
+  if (lab_ctl_rank() == 0) fflush(st.out);
+  free(err);
+}

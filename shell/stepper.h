@@ -1,0 +1,25 @@
+/* The SPMD stepper: every rank runs a script under a line hook and they pause together;
+ * rank 0 shows where each rank is (grouped: one line when all agree, per rank when they
+ * differ), reads a command and every rank carries it out: n(ext), s(tep into), finish,
+ * c(ontinue), b file:line [condition], delete [n], l(ist), bt, locals, p expr, q(uit).
+ * A rank waiting in a collective when another stops joins the pause from inside the wait. */
+#ifndef LAB_SHELL_STEPPER_H
+#define LAB_SHELL_STEPPER_H
+
+#include <lua.h>
+#include <stdio.h>
+
+/* How rank 0 reads debugger commands and where it writes (set by the REPL or --step). */
+void stepper_set_terminal(char *(*read_line)(const char *prompt), FILE *out);
+
+/* Runs "file args..." with `arg` set, stepping from its first line when `stepping`. Output
+ * goes to the current stdout. Returns 0 or -1 with *err. */
+int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **err);
+
+/* :step / --step: the whole session on every rank, ending with every rank's outcome. */
+void stepper_session(lua_State *L, const char *cmdline, FILE *out);
+
+/* registers lab.breakpoint() */
+void stepper_register(lua_State *L);
+
+#endif
