@@ -377,10 +377,15 @@ static char *message_for(char *chunk, int *quit) {
   return msg;
 }
 
+/* the stepper reads its commands on rank 0; inside a running chunk (:run reaching
+ * lab.breakpoint) the Ctrl-C watcher lets go of the terminal meanwhile */
 static char *read_for_stepper(const char *prompt) {
+  int was_watching = watching;
+  if (was_watching) stop_watching();
   fflush(term.out);
   char *line = terminal_readline(&term, term.interactive ? prompt : "");
   if (line && line[0]) terminal_add_history(&term, line);
+  if (was_watching) start_watching();
   return line;
 }
 
@@ -395,6 +400,12 @@ static void open_terminal_on_rank0(lua_State *L) {
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, NULL);
   stepper_set_terminal(read_for_stepper, term.out);
+}
+
+void repl_attach_terminal(lua_State *L) {
+  lab_dist_set_guarded(1);
+  open_terminal_on_rank0(L);
+  if (lab_ctl_rank() != 0) stepper_set_terminal(NULL, stdout);
 }
 
 void repl_step_main(lua_State *L, const char *cmdline) {

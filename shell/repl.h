@@ -10,6 +10,8 @@ void repl_run(lua_State *L);
 
 /* `llmlab --step file args`: the stepper as the whole session */
 void repl_step_main(lua_State *L, const char *cmdline);
+/* lab.breakpoint() in a plain script: rank 0 opens its terminal for the stepper */
+void repl_attach_terminal(lua_State *L);
 /* every rank's output and error, shown grouped on rank 0 */
 void repl_report(const char *out, long long out_len, const char *err);
 

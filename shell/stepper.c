@@ -13,6 +13,7 @@
 #include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
+#include "repl.h"
 #include "session.h"
 
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_CONTINUE, MODE_QUIT };
@@ -35,6 +36,8 @@ static struct {
   int capturing;
   char *(*read_line)(const char *prompt);
   FILE *out;
+  char *tail; /* output after the last pause */
+  int own_capture; /* the stepper captures output itself (--step, :step), not the REPL */
 } st;
 
 void stepper_set_terminal(char *(*read_line)(const char *prompt), FILE *out) {
@@ -89,12 +92,12 @@ static void show_from_all(const char *mine) {
 }
 
 /* what a rank answers to p, locals, bt, l (malloc'ed text) */
-static char *answer(lua_State *L, const char *cmd, int has_frame) {
+static char *answer(lua_State *L, const char *cmd, int level) {
   char *out = NULL;
   lua_Debug ar;
-  int frame = has_frame && lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar);
+  int frame = lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar);
   if (strcmp(cmd, "bt") == 0) {
-    luaL_traceback(L, L, NULL, 1);
+    luaL_traceback(L, L, NULL, level);
     out = strdup(lua_tostring(L, -1));
     lua_pop(L, 1);
   } else if (strcmp(cmd, "locals") == 0) {
@@ -200,7 +203,7 @@ static void delete_breakpoints(const char *arg) {
 /* Every rank: one pause. `where` describes a rank paused inside a collective wait. */
 static void pause_protocol(lua_State *L, const char *where) {
   lab_board_raise_pause();
-  if (st.capturing) { /* what the script printed since the last pause */
+  if (st.own_capture && st.capturing) { /* what the script printed since the last pause */
     int64_t len = 0;
     char *text = capture_end(&st.cap, &len);
     st.capturing = 0;
@@ -211,7 +214,10 @@ static void pause_protocol(lua_State *L, const char *where) {
   }
   lua_Debug ar;
   char pos[1024] = "(finished)";
-  int frame = lua_getstack(L, where ? 0 : 1, &ar) && lua_getinfo(L, "Sln", &ar);
+  /* in the line hook level 0 is the paused function; inside a collective's wait level 0
+   * is the C function and the Lua caller is level 1 */
+  int level = where ? 1 : 0;
+  int frame = lua_getstack(L, level, &ar) && lua_getinfo(L, "Sln", &ar);
   if (frame) {
     char text[512];
     source_line(ar.source, ar.currentline, text, sizeof text);
@@ -252,7 +258,7 @@ static void pause_protocol(lua_State *L, const char *where) {
       else if (strncmp(cmd, "delete", 6) == 0) delete_breakpoints(cmd + 6);
       else if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "locals") == 0 || strcmp(cmd, "l") == 0 ||
                strcmp(cmd, "list") == 0 || strncmp(cmd, "p ", 2) == 0) {
-        char *a = answer(L, cmd, !where);
+        char *a = answer(L, cmd, level);
         show_from_all(a);
         free(a);
       } else if (lab_ctl_rank() == 0) {
@@ -268,7 +274,7 @@ static void pause_protocol(lua_State *L, const char *where) {
   lab_ctl_max(epoch, &agreed, 0);
   lab_board_set_served(agreed);
   lab_board_set(LAB_RUNNING, "", "");
-  st.capturing = capture_begin(&st.cap) == 0;
+  if (st.own_capture) st.capturing = capture_begin(&st.cap) == 0;
   if (st.mode == MODE_QUIT) {
     lua_sethook(L, NULL, 0, 0);
     if (!where) luaL_error(L, "stepper: quit");
@@ -322,6 +328,7 @@ static void wait_handler(const char *where) {
 
 /* lab.breakpoint(): every rank that calls it stops here (the others at their next line) */
 static int l_breakpoint(lua_State *L) {
+  if (!st.read_line) repl_attach_terminal(L); /* a plain script: rank 0 takes the terminal now */
   if (!st.active) {
     st.active = 1;
     st.L = L;
@@ -372,6 +379,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
     st.mode = MODE_INTO;
     lab_board_set_pause_handler(wait_handler);
     lua_sethook(L, line_hook, LUA_MASKLINE, 0);
+    st.own_capture = 1;
     st.capturing = capture_begin(&st.cap) == 0;
   }
   int rc = session_run_file(L, file, err);
@@ -379,14 +387,14 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
     lua_sethook(L, NULL, 0, 0);
     /* a rank that is done still answers pauses of the others until all are done */
     lab_ctl_wait_all_done(answer_pauses_when_done);
-    if (st.capturing) {
+    if (st.capturing) { /* shown grouped by stepper_session */
       int64_t len;
-      char *text = capture_end(&st.cap, &len);
+      free(st.tail);
+      st.tail = capture_end(&st.cap, &len);
       st.capturing = 0;
-      fwrite(text, 1, (size_t)len, stdout);
-      free(text);
     }
     st.active = 0;
+    st.own_capture = 0;
     lab_board_set_pause_handler(NULL);
   }
   free(file);
@@ -402,6 +410,9 @@ void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   int rc = stepper_run_script(L, cmdline, 1, &err);
   (void)captured;
   (void)cap;
+  show_from_all(st.tail);
+  free(st.tail);
+  st.tail = NULL;
   /* every rank's outcome */
   char line[2048];
   if (rc < 0) {
