@@ -18,88 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-static const char *llmlab_path;
-static char home_dir[256];
-
-typedef struct {
-  pid_t pid;
-  int fd;
-  char buf[1 << 16];
-  size_t len;
-  size_t mark; /* expect() searches from here */
-} session;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void spawn(session *s, char *const argv[]) {
-  memset(s, 0, sizeof *s);
-  struct winsize ws = {.ws_row = 40, .ws_col = 120};
-  s->pid = forkpty(&s->fd, NULL, NULL, &ws);
-  assert_true(s->pid >= 0);
-  if (s->pid == 0) {
-    setenv("TERM", "dumb", 1);
-    setenv("HOME", home_dir, 1);
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-}
-
-/* Reads until `text` appears after the mark (then moves the mark past it). */
-static int expect(session *s, const char *text, double timeout) {
-  double end = now() + timeout;
-  for (;;) {
-    s->buf[s->len] = 0;
-    char *hit = strstr(s->buf + s->mark, text);
-    if (hit) {
-      s->mark = (size_t)(hit - s->buf) + strlen(text);
-      return 1;
-    }
-    double left = end - now();
-    if (left <= 0) break;
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
-    ssize_t n = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
-    if (n <= 0) break;
-    s->len += (size_t)n;
-  }
-  fprintf(stderr, "--- expected %s; the screen so far:\n%s\n---\n", text, s->buf + s->mark);
-  return 0;
-}
-
-static void type(session *s, const char *keys) {
-  size_t n = strlen(keys);
-  assert_int_equal(write(s->fd, keys, n), (ssize_t)n);
-}
-
-/* Waits for the process to exit; returns its status, or -1 after killing it. */
-static int finish(session *s, double timeout) {
-  double end = now() + timeout;
-  int st;
-  while (now() < end) {
-    char sink[4096];
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    if (poll(&p, 1, 50) > 0 && read(s->fd, sink, sizeof sink) <= 0) { /* pty closed */ }
-    pid_t r = waitpid(s->pid, &st, WNOHANG);
-    if (r == s->pid) {
-      close(s->fd);
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-  }
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, &st, 0);
-  close(s->fd);
-  return -1;
-}
-
-static void start_ranks(session *s, const char *n) {
-  char *argv[] = {(char *)llmlab_path, "-n", (char *)n, NULL};
-  spawn(s, argv);
-  assert_true(expect(s, "> ", 30));
-}
+#include "repl_pty.h"
 
 static void test_grouped_output(void **state) {
   (void)state;
@@ -200,14 +119,7 @@ static void test_script_errors_exit_nonzero(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: test_repl path/to/llmlab\n");
-    return 2;
-  }
-  llmlab_path = argv[1];
-  snprintf(home_dir, sizeof home_dir, "/tmp/llmlab-repl-test-%d", (int)getpid());
-  mkdir(home_dir, 0700);
-  signal(SIGPIPE, SIG_IGN);
+  pty_setup(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grouped_output),
       cmocka_unit_test(test_multiline_chunk),

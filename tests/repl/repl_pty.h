@@ -1,0 +1,31 @@
+/* Driving llmlab through a pseudo-terminal, as a person would: spawn, type, read the screen. */
+#ifndef LAB_TESTS_REPL_PTY_H
+#define LAB_TESTS_REPL_PTY_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct {
+  pid_t pid;
+  int fd;
+  char buf[1 << 17];
+  size_t len;
+  size_t mark; /* expect() searches from here */
+} session;
+
+extern const char *llmlab_path;
+extern char home_dir[256];
+
+double pty_now(void);
+void spawn(session *s, char *const argv[]);
+/* Reads until `text` appears after the mark (then moves the mark past it); 1 if it did. */
+int expect(session *s, const char *text, double timeout);
+void type(session *s, const char *keys);
+/* Waits for the process to exit; returns its status, or -1 after killing it. */
+int finish(session *s, double timeout);
+/* spawn llmlab -n N and wait for the prompt */
+void start_ranks(session *s, const char *n);
+/* common set-up from main's argv */
+void pty_setup(int argc, char **argv);
+
+#endif

@@ -1,0 +1,154 @@
+/* The REPL's tools, through a pseudo-terminal at 2 and 4 ranks: rank targeting, :who,
+ * :help, :run, tab completion, long output, a planted desync and a planted hang (their
+ * reports asserted), Ctrl-C on an infinite loop, and stepping through a lab to its end. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "repl_pty.h"
+
+static const char *ranks = "4";
+
+static void test_targeting_and_commands(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, "%on 1 print(lab.dist.rank(), lab.dist.world())\r");
+  assert_true(expect(&s, "[1] 1\t1", 20)); /* only rank 1 ran it, in a group of one */
+  type(&s, "%on 0-1 x = lab.ones(1); lab.dist.all_reduce(x); print(x[1])\r");
+  assert_true(expect(&s, "[0-1] 2.0", 20)); /* the collective ran on the two targeted ranks */
+  type(&s, ":ranks 1\r=lab.dist.rank()\r");
+  assert_true(expect(&s, "[1] 1", 20));
+  type(&s, ":ranks all\r:who\r");
+  assert_true(expect(&s, "[0] host ", 20));
+  assert_true(expect(&s, "device cpu", 5));
+  type(&s, ":help\r");
+  assert_true(expect(&s, "%on 1,3 code", 10));
+  type(&s, "%on 9 print(1)\r");
+  assert_true(expect(&s, "error: ranks 9-9 are outside", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_completion_run_and_long_output(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, "lab.dist.all_re\t");
+  assert_true(expect(&s, "lab.dist.all_reduce", 10));
+  type(&s, "\x03");
+  char path[512];
+  snprintf(path, sizeof path, "%s/script.lua", home_dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "for i = 1, 300 do io.write(string.format('line %%d of rank %%d\\n', i, lab.dist.rank())) end\n"
+             "print('args', arg[1], arg[2])\n");
+  fclose(f);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, ":run %s alpha beta\r", path);
+  type(&s, cmd);
+  /* every rank's 300 lines come back whole and in rank order */
+  assert_true(expect(&s, "[0] line 1 of rank 0", 30));
+  assert_true(expect(&s, "[0] line 300 of rank 0", 10));
+  assert_true(expect(&s, "[1] line 1 of rank 1", 10));
+  assert_true(expect(&s, "[1] line 300 of rank 1", 10));
+  assert_true(expect(&s, "args\talpha\tbeta", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_planted_desync_and_hang(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, "if lab.dist.rank() == 0 then lab.dist.all_reduce(lab.ones(4)) else lab.dist.broadcast(lab.ones(4), 0) end\r");
+  assert_true(expect(&s, "ranks of world disagree on the collective:", 30));
+  assert_true(expect(&s, "rank 0: all_reduce(4 x f32, op=sum) at stdin:1", 5));
+  assert_true(expect(&s, "rank 1: broadcast(4 x f32, root=0) at stdin:1", 5));
+  assert_true(expect(&s, "stack traceback:", 5));
+  type(&s, ":watchdog 2\r");
+  type(&s, "if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(2)) end\r");
+  assert_true(expect(&s, "[1] error: ", 30));
+  assert_true(expect(&s, "watchdog: no progress for 2 s on world", 5));
+  assert_true(expect(&s, "rank 0: idle", 5));
+  assert_true(expect(&s, "rank 1: in all_reduce(2 x f32) on world at stdin:1", 5));
+  assert_true(expect(&s, "the world group was rebuilt", 10));
+  type(&s, "=lab.dist.all_reduce(lab.ones(1))[1]\r"); /* and the session goes on */
+  char want[32];
+  snprintf(want, sizeof want, "] %s.0", ranks);
+  assert_true(expect(&s, want, 20));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_ctrl_c_interrupts_every_rank(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, "while true do end\r");
+  assert_true(expect(&s, "while true do end", 10));
+  double t0 = pty_now();
+  type(&s, "\x03");
+  assert_true(expect(&s, "error: interrupted!", 20));
+  assert_true(expect(&s, "> ", 10));
+  fprintf(stderr, "Ctrl-C to prompt at %s ranks: %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  /* a rank spinning while the others wait in a collective */
+  type(&s, "if lab.dist.rank() == 1 then while true do end else lab.dist.all_reduce(lab.ones(3)) end\r");
+  assert_true(expect(&s, "lab.ones(3)) end", 10));
+  usleep(1500000); /* let the chunk start everywhere */
+  type(&s, "\x03");
+  assert_true(expect(&s, "interrupted (Ctrl-C) while waiting", 20));
+  assert_true(expect(&s, "[1] error: interrupted!", 10));
+  type(&s, "=40 + 2\r");
+  assert_true(expect(&s, "42", 20));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+static void test_stepping_a_lab_to_its_end(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, ":step %s/../scripts/labs/01_allreduce.lua\r", LLMLAB_SOURCE_DIR);
+  type(&s, cmd);
+  assert_true(expect(&s, "01_allreduce.lua:", 30));
+  assert_true(expect(&s, "(step) ", 10));
+  type(&s, "n\r");
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "n\r");
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "p rank\r");
+  assert_true(expect(&s, "[0] 0", 20));
+  type(&s, "b 01_allreduce.lua:63\r");
+  assert_true(expect(&s, "breakpoint 1 at 01_allreduce.lua:63", 10));
+  type(&s, "c\r");
+  assert_true(expect(&s, "01_allreduce.lua:63", 60));
+  type(&s, "bt\r");
+  assert_true(expect(&s, "stack traceback:", 20));
+  type(&s, "delete\rc\r");
+  assert_true(expect(&s, "all checks passed", 60));
+  assert_true(expect(&s, "finished", 30));
+  assert_true(expect(&s, "> ", 10));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+int main(int argc, char **argv) {
+  pty_setup(argc, argv);
+  if (argc > 2) ranks = argv[2];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_targeting_and_commands),
+      cmocka_unit_test(test_completion_run_and_long_output),
+      cmocka_unit_test(test_planted_desync_and_hang),
+      cmocka_unit_test(test_ctrl_c_interrupts_every_rank),
+      cmocka_unit_test(test_stepping_a_lab_to_its_end),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
