@@ -56,7 +56,11 @@ static void relay_prep(int meta) {
   if (ioctl(current->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) rl_set_screen_size(ws.ws_row, ws.ws_col);
 }
 
-static void relay_deprep(void) {
+/* Between lines the keys stay raw too: a Ctrl-C typed while a chunk is being sent out
+ * must not become a SIGINT for mpirun. The modes are given back at terminal_close. */
+static void relay_deprep(void) {}
+
+static void restore_modes(void) {
   if (have_original) tcsetattr(current->tty_fd, TCSADRAIN, &original_modes);
 }
 
@@ -126,7 +130,7 @@ void terminal_close(terminal *t) {
     stifle_history(1000);
     write_history(history_path);
   }
-  if (t->relayed) relay_deprep();
+  if (t->relayed) restore_modes();
   if (t->tty_fd >= 0) fclose(t->out);
   current = NULL;
 }
