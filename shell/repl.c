@@ -142,13 +142,20 @@ static char typeahead[4096];
 static volatile size_t typeahead_len;
 static size_t typeahead_pos;
 
+static int wake_pipe[2] = {-1, -1}; /* stop_watching wakes the watcher at once */
+
 static void *watch_terminal(void *arg) {
   (void)arg;
   while (watching) {
-    struct pollfd p = {.fd = fileno(term.in), .events = POLLIN};
-    if (poll(&p, 1, 20) <= 0) continue;
+    struct pollfd p[2] = {{.fd = fileno(term.in), .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
+    if (poll(p, 2, 1000) <= 0) continue;
+    if (p[1].revents) {
+      char sink[16];
+      if (read(wake_pipe[0], sink, sizeof sink) < 0) {}
+      continue;
+    }
     char c;
-    if (read(p.fd, &c, 1) != 1) break;
+    if (read(p[0].fd, &c, 1) != 1) break;
     if (c == 3) lab_board_request_interrupt();
     else if (typeahead_len < sizeof typeahead) typeahead[typeahead_len++] = c;
   }
@@ -169,6 +176,7 @@ static void on_sigint(int sig) {
 
 static void start_watching(void) {
   if (lab_ctl_rank() != 0 || !term.relayed) return;
+  if (wake_pipe[0] < 0 && pipe(wake_pipe) < 0) return;
   terminal_run_mode(&term);
   watching = 1;
   pthread_create(&watcher, NULL, watch_terminal, NULL);
@@ -177,6 +185,7 @@ static void start_watching(void) {
 static void stop_watching(void) {
   if (lab_ctl_rank() != 0 || !term.relayed || !watching) return;
   watching = 0;
+  if (write(wake_pipe[1], "x", 1) < 0) {}
   pthread_join(watcher, NULL);
 }
 

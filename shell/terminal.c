@@ -38,8 +38,11 @@ static int open_parent_tty(void) {
  * the foreground job, never sees them: they reach readline as bytes. */
 extern int _rl_echoing_p; /* readline draws typed text only when the terminal "echoes" */
 
+static int raw_now; /* set once: the terminal stays raw for the session */
+
 static void set_raw(void) {
-  if (!have_original) return;
+  if (!have_original || raw_now) return;
+  raw_now = 1;
   struct termios raw = original_modes;
   raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
   raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
@@ -62,6 +65,7 @@ static void relay_deprep(void) {}
 
 static void restore_modes(void) {
   if (have_original) tcsetattr(current->tty_fd, TCSADRAIN, &original_modes);
+  raw_now = 0;
 }
 
 /* While a chunk runs the keys stay raw too: Ctrl-C must arrive as a byte (and not as a
