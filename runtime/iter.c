@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include "../kernels/cpu/gemm.h"
+#include "dist/board.h"
 
 void lab_iter_init(lab_iter *it, int ndim, const int64_t *shape, int nops, lab_tensor **ops) {
   it->nops = nops;
@@ -65,7 +66,10 @@ static void run_range(const lab_iter *it, lab_row_fn fn, void *ctx, int64_t begi
   int64_t inner_strides[LAB_ITER_MAX_OPS];
   for (int k = 0; k < it->nops; k++) inner_strides[k] = it->stride[k][nd - 1];
   int64_t pos = begin;
+  int rows = 0;
   while (pos < end) {
+    /* Ctrl-C: abandon the rest (the Lua hook raises "interrupted!" right after) */
+    if ((++rows & 63) == 0 && lab_board_interrupt_requested()) return;
     char *ptrs[LAB_ITER_MAX_OPS];
     for (int k = 0; k < it->nops; k++) {
       char *p = it->data[k];

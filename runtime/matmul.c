@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../kernels/cpu/gemm.h"
+#include "dist/board.h"
 #include "error.h"
 
 /* How BLAS can read a [rows, cols] matrix view: row-major (trans 0) or as the transpose of
@@ -92,6 +93,7 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   for (int d = 0; d < nbatch; d++) batches *= bshape[d];
   size_t es = lab_dtype_size(ct);
   for (int64_t bi = 0; bi < batches; bi++) {
+    if (lab_board_interrupt_requested()) break; /* Ctrl-C between the products of a batch */
     const char *pa = (const char *)lab_data(A) + offset_of_batch(A, nbatch, bshape, bi) * (int64_t)es;
     const char *pb = (const char *)lab_data(B) + offset_of_batch(B, nbatch, bshape, bi) * (int64_t)es;
     char *pc = (char *)lab_data(C) + bi * m * n * (int64_t)es;

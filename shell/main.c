@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.h"
 #include "launcher.h"
 #include "repl.h"
+#include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "session.h"
@@ -29,6 +30,7 @@ static const char *usage =
     "  --version            print the version\n"
     "  -h, --help           this text\n"
     "Environment: LLMLAB_THREADS (threads per rank), LLMLAB_CHECK_COLLECTIVES=1,\n"
+    "LLMLAB_WATCHDOG (seconds a collective may wait in the REPL or a checked script, 30),\n"
     "LLMLAB_ERROR_TIMEOUT (seconds to wait for other ranks after an error, default 10).\n"
     "Plain `mpirun -np 4 llmlab` works too; as root add --allow-run-as-root.\n";
 
@@ -171,7 +173,14 @@ int main(int argc, char **argv) {
     lab_ctl_finalize();
     return 1;
   }
-  if (o.check || (getenv("LLMLAB_CHECK_COLLECTIVES") && atoi(getenv("LLMLAB_CHECK_COLLECTIVES")))) lab_dist_set_checked(1);
+  if (o.check || (getenv("LLMLAB_CHECK_COLLECTIVES") && atoi(getenv("LLMLAB_CHECK_COLLECTIVES")))) {
+    /* checked scripts are guarded too: a rank that never arrives is reported by the
+     * watchdog (LLMLAB_WATCHDOG seconds, 30 by default) instead of hanging the job */
+    lab_dist_set_checked(1);
+    lab_dist_set_guarded(1);
+    const char *wd = getenv("LLMLAB_WATCHDOG");
+    lab_board_set_watchdog(wd ? atof(wd) : 30.0);
+  }
   if (o.plan) { /* the planner is arithmetic: one rank answers */
     session_set_args(L, argv, argc, o.plan - 1);
     char *err = NULL;
