@@ -48,6 +48,26 @@ function lab.assert_close(a, b, rtol, atol, what)
   end
 end
 
+-- The checks a lab prints: lab.checker(width) returns check(what, ok) and finish(name).
+-- A check fails when it fails on any rank (the verdicts are all-reduced, so every rank
+-- agrees); finish raises if anything failed, so the lab's exit status tells.
+function lab.checker(width)
+  local failures = 0
+  local function check(what, ok)
+    local bad = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
+    lab.dist.all_reduce(bad)
+    if bad[1] > 0 then failures = failures + 1 end
+    lab.print0(string.format("  %-" .. (width or 58) .. "s %s", what,
+      bad[1] == 0 and "ok" or ("FAILED on " .. bad[1] .. " rank(s)")))
+    return bad[1] == 0
+  end
+  local function finish(name)
+    if failures > 0 then error(string.format("%s: %d check(s) failed", name, failures), 0) end
+    lab.print0("\nall checks passed")
+  end
+  return check, finish
+end
+
 -- "1.50 MiB" for byte counts
 function lab.format_bytes(n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }

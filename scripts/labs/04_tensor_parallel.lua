@@ -19,16 +19,10 @@
 local dist = lab.dist
 local rank, p = dist.rank(), dist.world()
 local grid = dist.grid { tp = p }
-local failures = 0
 local b, s, h = 2, 16, 8 * p
 local F32 = 4
 
-local function check(what, ok)
-  local all = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
-  dist.all_reduce(all)
-  if all[1] > 0 then failures = failures + 1 end
-  lab.print0(string.format("  %-62s %s", what, all[1] == 0 and "ok" or "FAILED"))
-end
+local check, finish = lab.checker(62)
 
 -- the traffic of the TP group since the last reset, by op
 local function tp_traffic()
@@ -100,5 +94,4 @@ local lo = rank * 4 * h // p + 1
 check("each rank's fc gradient is its rows of the full one",
   lab.allclose(mlp.fc.weight.grad, full_mlp.fc.weight.grad:slice(1, lo, lo + 4 * h // p - 1), 1e-5, 1e-6))
 
-if failures > 0 then error(string.format("lab 04: %d check(s) failed", failures), 0) end
-lab.print0("\nall checks passed")
+finish("lab 04")

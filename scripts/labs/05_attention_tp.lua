@@ -14,16 +14,10 @@
 local dist = lab.dist
 local rank, p = dist.rank(), dist.world()
 local grid = dist.grid { tp = p }
-local failures = 0
 local b, s, H, hd = 2, 12, 2 * p, 4
 local h = H * hd
 
-local function check(what, ok)
-  local all = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
-  dist.all_reduce(all)
-  if all[1] > 0 then failures = failures + 1 end
-  lab.print0(string.format("  %-58s %s", what, all[1] == 0 and "ok" or "FAILED"))
-end
+local check, finish = lab.checker(58)
 
 local function tp_traffic()
   for name, ops in pairs(dist.stats()) do if name ~= "world" then return ops end end
@@ -61,5 +55,4 @@ for _, variant in ipairs({ { true, "(a) all-gather the heads, replicated output 
   check("input gradient equals the full layer's", lab.allclose(Xb.grad, Xa.grad, 1e-5, 1e-6))
 end
 
-if failures > 0 then error(string.format("lab 05: %d check(s) failed", failures), 0) end
-lab.print0("\nall checks passed")
+finish("lab 05")

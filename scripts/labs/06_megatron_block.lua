@@ -11,16 +11,10 @@ local dist = lab.dist
 local prof = lab.prof
 local rank, p = dist.rank(), dist.world()
 local grid = dist.grid { tp = p }
-local failures = 0
 local b, s, h, H = 4, 32, 16 * p, 2 * p
 local cfg = { d_model = h, n_head = H }
 
-local function check(what, ok)
-  local all = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
-  dist.all_reduce(all)
-  if all[1] > 0 then failures = failures + 1 end
-  lab.print0(string.format("  %-50s %s", what, all[1] == 0 and "ok" or "FAILED"))
-end
+local check, finish = lab.checker(50)
 
 -- the block, written out so each segment can be timed:
 --   x = x + Attention(LN1(x))     (f before QKV, g after the output projection)
@@ -73,5 +67,4 @@ lab.print0("\nattention and ffn each end in one all-reduce (g); the backward hol
 lab.print0("time inside a collective includes waiting for the slowest rank: with more ranks than")
 lab.print0("cores (oversubscribed) most of 'comm' is waiting for a core, not moving bytes.")
 
-if failures > 0 then error(string.format("lab 06: %d check(s) failed", failures), 0) end
-lab.print0("\nall checks passed")
+finish("lab 06")

@@ -126,10 +126,10 @@ static void test_stepping_a_lab_to_its_end(void **state) {
   assert_true(expect(&s, "(step) ", 20));
   type(&s, "p rank\r");
   assert_true(expect(&s, "[0] 0", 20));
-  type(&s, "b 01_allreduce.lua:63\r");
-  assert_true(expect(&s, "breakpoint 1 at 01_allreduce.lua:63", 10));
+  type(&s, "b 01_allreduce.lua:57\r");
+  assert_true(expect(&s, "breakpoint 1 at 01_allreduce.lua:57", 10));
   type(&s, "c\r");
-  assert_true(expect(&s, "01_allreduce.lua:63", 60));
+  assert_true(expect(&s, "01_allreduce.lua:57", 60));
   type(&s, "bt\r");
   assert_true(expect(&s, "stack traceback:", 20));
   type(&s, "delete\rc\r");
