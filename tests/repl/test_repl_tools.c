@@ -156,6 +156,12 @@ static void test_stepping_a_lab_to_its_end(void **state) {
   assert_true(expect(&s, bhit, 60));
   type(&s, "bt\r");
   assert_true(expect(&s, "stack traceback:", 20));
+  type(&s, "l\r");
+  assert_true(expect(&s, "->", 20)); /* the listing marks the current line */
+  type(&s, "locals\r");
+  assert_true(expect(&s, "rank = ", 20));
+  type(&s, "b 01_allreduce.lua:1 rank == 99\r"); /* a condition that never holds */
+  assert_true(expect(&s, "if rank == 99", 10));
   type(&s, "delete\rc\r");
   assert_true(expect(&s, "all checks passed", 60));
   assert_true(expect(&s, "finished", 30));
