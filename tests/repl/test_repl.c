@@ -94,6 +94,14 @@ static void test_plain_mpirun_and_history(void **state) {
   assert_true(expect(&s, "> ", 30));
   type(&s, "=lab.dist.world() * 100\r");
   assert_true(expect(&s, "[0-1] 200", 10));
+  /* Ctrl-C under plain mpirun interrupts the chunk and keeps the job */
+  type(&s, "while true do end\r");
+  assert_true(expect(&s, "while true do end", 10));
+  usleep(1000000);
+  type(&s, "\x03");
+  assert_true(expect(&s, "[0-1] error: interrupted!", 20));
+  type(&s, "=7 * 6\r");
+  assert_true(expect(&s, "[0-1] 42", 20));
   type(&s, "\x04");
   assert_int_equal(finish(&s, 20), 0);
   char path[512];
