@@ -321,10 +321,13 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
 }
 
 /* :who: each rank's host, pid, device and threads, grouped */
-static void who(void) {
+static void who(lua_State *L) {
+  int threads = 1;
+  if (luaL_dostring(L, "return lab.threads()") == LUA_OK) threads = (int)lua_tointeger(L, -1);
+  lua_settop(L, 0);
   char line[512];
-  snprintf(line, sizeof line, "host %s, pid %d, device cpu, local rank %d of %d\n", lab_ctl_host(), (int)getpid(),
-           lab_ctl_local_rank(), lab_ctl_local_size());
+  snprintf(line, sizeof line, "host %s, pid %d, device cpu, %d thread%s, local rank %d of %d\n", lab_ctl_host(),
+           (int)getpid(), threads, threads == 1 ? "" : "s", lab_ctl_local_rank(), lab_ctl_local_size());
   repl_report(line, (int64_t)strlen(line), NULL);
 }
 
@@ -461,7 +464,7 @@ void repl_run(lua_State *L) {
     }
     if (kind == 'C') run_everywhere(L, RUN_CHUNK, spec, text ? text : "");
     else if (kind == 'R') run_everywhere(L, RUN_SCRIPT, spec, text ? text : "");
-    else if (kind == 'W') who();
+    else if (kind == 'W') who(L);
     else if (kind == 'S') stepper_session(L, text ? text : "", term.out);
     if (rank == 0) fflush(term.out);
     free(msg);
