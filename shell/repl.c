@@ -322,9 +322,9 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
 
 /* :who: each rank's host, pid, device and threads, grouped */
 static void who(lua_State *L) {
-  int threads = 1;
+  int threads = 1, top = lua_gettop(L);
   if (luaL_dostring(L, "return lab.threads()") == LUA_OK) threads = (int)lua_tointeger(L, -1);
-  lua_settop(L, 0);
+  lua_settop(L, top);
   char line[512];
   snprintf(line, sizeof line, "host %s, pid %d, device cpu, %d thread%s, local rank %d of %d\n", lab_ctl_host(),
            (int)getpid(), threads, threads == 1 ? "" : "s", lab_ctl_local_rank(), lab_ctl_local_size());
