@@ -24,8 +24,14 @@ function data.default_corpus(root)
 end
 
 function data.text(path)
-  local s = path and read_file(path) or data.default_corpus()
-  if not s or #s < 2 then error("data.text: cannot read a corpus from " .. tostring(path), 2) end
+  local s
+  if path then
+    s = read_file(path)
+    if not s then error("data.text: cannot read " .. path, 2) end
+  else
+    s = data.default_corpus()
+  end
+  if #s < 2 then error("data.text: the corpus " .. tostring(path or "(project sources)") .. " is empty", 2) end
   -- bytes as an i64 tensor, built in chunks so a large file does not need a giant table
   local n = #s
   local t = lab.empty(n, { dtype = "i64" })

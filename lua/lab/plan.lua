@@ -179,6 +179,12 @@ local function resolve(o)
   for _, k in ipairs({ "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k" }) do
     if o[k] then m[k] = o[k] end
   end
+  for _, k in ipairs({ "layers", "hidden", "heads", "vocab" }) do
+    if type(m[k]) ~= "number" then
+      error(string.format("plan: the model needs %s (a number); a custom model gives layers, hidden, heads, vocab "
+        .. "and optionally kv_heads, ffn, gated, tied, experts, top_k", k), 3)
+    end
+  end
   m.kv_heads = m.kv_heads or m.heads
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
