@@ -12,6 +12,7 @@ lab.zero = require("lab.zero")
 require("lab.mem")
 lab.prof = require("lab.prof")
 lab.tp = require("lab.tp")
+lab.pp = require("lab.pp")
 lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
 

@@ -1,0 +1,54 @@
+-- Pipeline parallelism at 1, 2 and 4 stages: GPipe and 1F1B schedules train an MLP exactly
+-- as one rank does with the whole batch (loss and every stage's parameters after 3 steps).
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local T = require("harness")
+local s, p = lab.dist.rank(), lab.dist.world()
+local W, B, M = 8, 8, 4
+
+local function layers()
+  lab.manual_seed(21)
+  local ls = {}
+  for i = 1, 4 do
+    ls[#ls + 1] = lab.nn.Linear(W, W, { dtype = "f64" })
+    ls[#ls + 1] = lab.nn.GELU()
+  end
+  return ls
+end
+lab.manual_seed(5)
+local X, Y = lab.randn(B, W, { dtype = "f64" }), lab.randn(B, W, { dtype = "f64" })
+local function mse(y, t) return ((y - t) ^ 2):mean() end
+
+for _, schedule in ipairs({ "gpipe", "1f1b" }) do
+  T.test(schedule .. ": the pipeline equals one rank with the whole batch", function()
+    local all = layers()
+    local ref = lab.nn.Sequential(all)
+    local ropt = lab.optim.SGD(ref:parameters(), { lr = 0.1 })
+    local stages = lab.pp.partition(layers(), p)
+    local pipe = lab.pp.Pipeline(stages[s + 1], { micro_batches = M, schedule = schedule, loss = mse,
+      activation_shape = function(mb) return { mb, W } end })
+    local opt = lab.optim.SGD(pipe:parameters(), { lr = 0.1 })
+    for step = 1, 3 do
+      ropt:zero_grad()
+      local l_ref = mse(ref(X), Y)
+      l_ref:backward()
+      ropt:step()
+      opt:zero_grad()
+      local l = pipe:train_step(X, Y)
+      opt:step()
+      T.near(l, l_ref:item(), 1e-10, "loss of step " .. step)
+    end
+    -- this stage's parameters are the reference's layers of this stage
+    local per = #all // p
+    local mine = pipe:parameters()
+    local theirs = lab.nn.Sequential({ table.unpack(all, s * per + 1, (s + 1) * per) }):parameters()
+    for i, q in ipairs(mine) do T.ok(lab.allclose(q, theirs[i], 1e-10, 1e-12), "stage parameter " .. i) end
+  end)
+end
+
+T.test("partition splits as evenly as it can", function()
+  local parts = lab.pp.partition({ 1, 2, 3, 4, 5 }, 2)
+  T.eq(parts[1].n, 3)
+  T.eq(parts[2].n, 2)
+end)
+
+T.finish()
