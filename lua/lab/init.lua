@@ -13,6 +13,7 @@ require("lab.mem")
 lab.prof = require("lab.prof")
 lab.tp = require("lab.tp")
 lab.pp = require("lab.pp")
+lab.ckpt = require("lab.ckpt")
 lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
 

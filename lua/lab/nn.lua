@@ -105,8 +105,12 @@ end
 function Module:load_state_dict(sd, strict)
   if strict == nil then strict = true end
   local mine = self:state_dict()
+  local names = {}
+  for k in pairs(mine) do names[#names + 1] = k end
+  table.sort(names) -- the same key is reported first on every rank and every run
   lab.no_grad(function()
-    for k, t in pairs(mine) do
+    for _, k in ipairs(names) do
+      local t = mine[k]
       local src = sd[k]
       if src == nil then
         if strict then error(string.format("load_state_dict: missing key %s", k), 3) end

@@ -1,0 +1,148 @@
+-- lab.ckpt: checkpoints that survive crashes and resume bit for bit.
+--
+--   lab.ckpt.save("run/ckpt", {model = m, optimizer = opt, step = 1000})
+--   local state = lab.ckpt.load("run/ckpt", {model = m, optimizer = opt})  -- state.step
+--
+-- A checkpoint is a directory: one .npy per tensor (parameters, buffers, optimizer
+-- moments) and a manifest (step, RNG state, optimizer counters, names, shapes, dtypes).
+-- Every rank writes its own part (rank<r>/), since under ZeRO or tensor parallelism each
+-- holds different tensors. It is written under a temporary name, each file fsynced, and
+-- renamed into place only when complete, so a crash mid-save leaves the previous
+-- checkpoint whole. Loading checks every name, shape and dtype against the model.
+local ckpt = {}
+
+local function sh(cmd) return os.execute(cmd) end
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function serialize(v, indent)
+  indent = indent or ""
+  if type(v) == "table" then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    local parts = {}
+    for _, k in ipairs(keys) do
+      local key = type(k) == "number" and ("[" .. k .. "]") or string.format("[%q]", k)
+      parts[#parts + 1] = indent .. "  " .. key .. " = " .. serialize(v[k], indent .. "  ")
+    end
+    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
+  elseif type(v) == "string" then return string.format("%q", v)
+  elseif math.type(v) == "integer" then return string.format("%d", v)
+  elseif type(v) == "number" then return string.format("%.17g", v)
+  elseif type(v) == "boolean" then return tostring(v) end
+  error("ckpt: cannot store a " .. type(v) .. " in the manifest", 3)
+end
+
+-- the tensors to write: model state, optimizer moments
+local function collect(state)
+  local tensors, meta = {}, { step = state.step or 0, rng = lab.get_rng_state(), extra = state.extra }
+  if state.model then
+    for name, t in pairs(state.model:state_dict()) do tensors["model." .. name] = t end
+  end
+  local opt = state.optimizer
+  if opt then
+    meta.optimizer = { step_count = opt.step_count, lr = opt.lr }
+    for i, s in pairs(opt.state) do
+      if lab.is_tensor(s) then tensors["optim." .. i .. ".buf"] = s
+      else
+        for k, t in pairs(s) do tensors["optim." .. i .. "." .. k] = t end
+      end
+    end
+  end
+  meta.tensors = {}
+  for name, t in pairs(tensors) do meta.tensors[name] = { shape = t.shape, dtype = t.dtype } end
+  return tensors, meta
+end
+
+-- Writes the checkpoint; collective over the ranks (every rank writes its part, rank 0
+-- swaps the complete directory into place after all parts are written).
+function ckpt.save(dir, state)
+  local r = lab.dist.rank()
+  local tmp = dir .. ".incomplete"
+  if r == 0 then sh("rm -rf " .. quote(tmp) .. " && mkdir -p " .. quote(tmp)) end
+  lab.dist.barrier()
+  local mine = string.format("%s/rank%d", tmp, r)
+  sh("mkdir -p " .. quote(mine))
+  local tensors, meta = collect(state)
+  -- fault injection for tests: fail after this many files (LLMLAB_CKPT_FAIL_AFTER or the
+  -- field ckpt.fail_after, which is cleared after one use)
+  local fail_after = ckpt.fail_after or tonumber(os.getenv("LLMLAB_CKPT_FAIL_AFTER") or "")
+  ckpt.fail_after = nil
+  local written = 0
+  local ok, err = pcall(function()
+    for name, t in pairs(tensors) do
+      if fail_after and written >= fail_after then error("ckpt: injected failure after " .. written .. " files", 0) end
+      t:save_npy(mine .. "/" .. name .. ".npy")
+      written = written + 1
+    end
+    local f = assert(io.open(mine .. "/manifest.lua.tmp", "w"))
+    f:write("return ", serialize(meta), "\n")
+    f:close()
+    assert(os.rename(mine .. "/manifest.lua.tmp", mine .. "/manifest.lua"))
+  end)
+  -- every rank must know whether every part was written before anything is swapped
+  local bad = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
+  lab.dist.all_reduce(bad)
+  if bad[1] > 0 then
+    lab.dist.barrier()
+    if r == 0 then sh("rm -rf " .. quote(tmp)) end
+    error(string.format("rank %d: ckpt.save: %s; the previous checkpoint in %s is untouched", r,
+      ok and "another rank failed to write its part" or tostring(err), dir), 2)
+  end
+  if r == 0 then
+    sh("sync " .. quote(tmp) .. " 2>/dev/null || sync")
+    local old = dir .. ".previous"
+    sh("rm -rf " .. quote(old))
+    os.rename(dir, old) -- may not exist yet
+    assert(os.rename(tmp, dir), "ckpt.save: cannot move the new checkpoint into place")
+    sh("rm -rf " .. quote(old))
+  end
+  lab.dist.barrier()
+end
+
+-- Loads into the model (and optimizer) what save wrote; restores the RNG stream. Returns
+-- {step=, extra=}.
+function ckpt.load(dir, state)
+  local r = lab.dist.rank()
+  local part = string.format("%s/rank%d", dir, r)
+  local chunk, err = loadfile(part .. "/manifest.lua", "t", {})
+  if not chunk then error(string.format("rank %d: ckpt.load: no complete checkpoint at %s (%s)", r, dir, err), 2) end
+  local meta = chunk()
+  local function read(name)
+    local want = meta.tensors[name]
+    if not want then error(string.format("rank %d: ckpt.load: %s is not in the checkpoint", r, name), 3) end
+    local t = lab.load_npy(part .. "/" .. name .. ".npy")
+    if table.concat(t.shape, ",") ~= table.concat(want.shape, ",") then
+      error(string.format("rank %d: ckpt.load: %s has shape [%s] in its file, the manifest says [%s]", r, name,
+        table.concat(t.shape, ", "), table.concat(want.shape, ", ")), 3)
+    end
+    return t:to(want.dtype)
+  end
+  if state.model then
+    local sd = {}
+    for name in pairs(state.model:state_dict()) do sd[name] = read("model." .. name) end
+    state.model:load_state_dict(sd)
+  end
+  local opt = state.optimizer
+  if opt and meta.optimizer then
+    opt.step_count = meta.optimizer.step_count
+    opt.lr = meta.optimizer.lr
+    opt.state = {}
+    for name in pairs(meta.tensors) do
+      local i, k = name:match("^optim%.(%d+)%.(%w+)$")
+      if i then
+        i = tonumber(i)
+        local t = lab.mem.tag(read(name), "optimizer")
+        if k == "buf" then opt.state[i] = t
+        else
+          opt.state[i] = opt.state[i] or {}
+          opt.state[i][k] = t
+        end
+      end
+    end
+  end
+  lab.set_rng_state(meta.rng)
+  return { step = meta.step, extra = meta.extra }
+end
+
+return ckpt
