@@ -87,7 +87,7 @@ function ckpt.save(dir, state)
     lab.dist.barrier()
     if r == 0 then sh("rm -rf " .. quote(tmp)) end
     error(string.format("rank %d: ckpt.save: %s; the previous checkpoint in %s is untouched", r,
-      ok and "another rank failed to write its part" or tostring(err), dir), 2)
+      ok and "another rank failed to write its part" or tostring(err), dir), 0)
   end
   if r == 0 then
     sh("sync " .. quote(tmp) .. " 2>/dev/null || sync")
@@ -106,15 +106,15 @@ function ckpt.load(dir, state)
   local r = lab.dist.rank()
   local part = string.format("%s/rank%d", dir, r)
   local chunk, err = loadfile(part .. "/manifest.lua", "t", {})
-  if not chunk then error(string.format("rank %d: ckpt.load: no complete checkpoint at %s (%s)", r, dir, err), 2) end
+  if not chunk then error(string.format("rank %d: ckpt.load: no complete checkpoint at %s (%s)", r, dir, err), 0) end
   local meta = chunk()
   local function read(name)
     local want = meta.tensors[name]
-    if not want then error(string.format("rank %d: ckpt.load: %s is not in the checkpoint", r, name), 3) end
+    if not want then error(string.format("rank %d: ckpt.load: %s is not in the checkpoint", r, name), 0) end
     local t = lab.load_npy(part .. "/" .. name .. ".npy")
     if table.concat(t.shape, ",") ~= table.concat(want.shape, ",") then
       error(string.format("rank %d: ckpt.load: %s has shape [%s] in its file, the manifest says [%s]", r, name,
-        table.concat(t.shape, ", "), table.concat(want.shape, ", ")), 3)
+        table.concat(t.shape, ", "), table.concat(want.shape, ", ")), 0)
     end
     return t:to(want.dtype)
   end

@@ -25,7 +25,7 @@ function tp.grid(opts)
   local t = opts.tp or 1
   local d = opts.dp or world // t
   if t * d ~= world then
-    error(string.format("rank %d: grid: tp %d x dp %d = %d does not match the world of %d ranks", rank, t, d, t * d, world), 2)
+    error(string.format("rank %d: grid: tp %d x dp %d = %d does not match the world of %d ranks", rank, t, d, t * d, world), 0)
   end
   local g = { tp = t, dp = d }
   g.tp_group = lab.dist.split(rank // t, rank % t)
@@ -64,7 +64,7 @@ end
 
 local function check_divisible(what, n, p)
   if n % p ~= 0 then error(string.format("rank %d: %s of %d does not divide over %d tensor-parallel ranks",
-      lab.dist.rank(), what, n, p), 3) end
+      lab.dist.rank(), what, n, p), 0) end
 end
 
 -- y = x W^T + b with W [out, in] split by output rows
