@@ -1,6 +1,7 @@
 -- lab.ckpt: checkpoints that survive crashes and resume bit for bit.
 --
 --   lab.ckpt.save("run/ckpt", {model = m, optimizer = opt, step = 1000})
+--   lab.ckpt.save("run/ckpt", {model = m, amp = mp, step = 1000})   -- mixed precision: masters too
 --   local state = lab.ckpt.load("run/ckpt", {model = m, optimizer = opt})  -- state.step
 --
 -- A checkpoint is a directory: one .npy per tensor (parameters, buffers, optimizer
@@ -39,7 +40,7 @@ local function collect(state)
   if state.model then
     for name, t in pairs(state.model:state_dict()) do tensors["model." .. name] = t end
   end
-  local opt = state.optimizer
+  local opt = state.optimizer or (state.amp and state.amp.optimizer)
   if opt then
     meta.optimizer = { step_count = opt.step_count, lr = opt.lr }
     for i, s in pairs(opt.state) do
@@ -48,6 +49,10 @@ local function collect(state)
         for k, t in pairs(s) do tensors["optim." .. i .. "." .. k] = t end
       end
     end
+  end
+  if state.amp then -- the fp32 masters are the truth; the 16-bit weights are cast from them
+    for i, pr in ipairs(state.amp.pairs) do tensors["amp.master." .. i] = pr.master end
+    meta.amp = state.amp:scaler_state()
   end
   meta.tensors = {}
   for name, t in pairs(tensors) do meta.tensors[name] = { shape = t.shape, dtype = t.dtype } end
@@ -123,7 +128,7 @@ function ckpt.load(dir, state)
     for name in pairs(state.model:state_dict()) do sd[name] = read("model." .. name) end
     state.model:load_state_dict(sd)
   end
-  local opt = state.optimizer
+  local opt = state.optimizer or (state.amp and state.amp.optimizer)
   if opt and meta.optimizer then
     opt.step_count = meta.optimizer.step_count
     opt.lr = meta.optimizer.lr
@@ -140,6 +145,16 @@ function ckpt.load(dir, state)
         end
       end
     end
+  end
+  if state.amp then
+    if not meta.amp then
+      error(string.format("rank %d: ckpt.load: %s was saved without mixed precision (no fp32 masters)", r, dir), 0)
+    end
+    lab.no_grad(function()
+      for i, pr in ipairs(state.amp.pairs) do pr.master:copy_(read("amp.master." .. i)) end
+    end)
+    state.amp:load_scaler_state(meta.amp)
+    state.amp:sync_model()
   end
   lab.set_rng_state(meta.rng)
   return { step = meta.step, extra = meta.extra }

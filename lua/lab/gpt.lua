@@ -53,6 +53,12 @@ end
 local GPT = nn.class("GPT")
 nn.GPT = GPT
 function GPT:init(cfg)
+  for _, k in ipairs({ "vocab", "d_model", "n_layer", "n_head", "seq_len" }) do
+    if math.type(cfg[k]) ~= "integer" or cfg[k] < 1 then
+      error(string.format("rank %d: GPT: cfg.%s must be a positive integer, got %s (needs vocab, d_model, "
+        .. "n_layer, n_head, seq_len)", lab.dist.rank(), k, tostring(cfg[k])), 0)
+    end
+  end
   self.cfg = cfg
   self:add("wte", nn.Embedding(cfg.vocab, cfg.d_model))
   self:add("wpe", nn.Embedding(cfg.seq_len, cfg.d_model))
@@ -103,7 +109,12 @@ function GPT:forward(ids, targets)
   else -- tied: the token embedding's weight serves as the output projection
     logits = x:view(B * T, C):matmul(self.wte.weight:t()):view(B, T, self.cfg.vocab)
   end
-  if targets then return logits, lab.cross_entropy(logits, targets) end
+  if targets then
+    -- the loss in fp32 even when the model computes in 16 bits (as torch's autocast does):
+    -- a log-sum-exp over the vocabulary loses digits in bf16, and a scaled f16 loss overflows
+    local l = (logits.dtype == "bf16" or logits.dtype == "f16") and logits:float() or logits
+    return logits, lab.cross_entropy(l, targets)
+  end
   return logits
 end
 

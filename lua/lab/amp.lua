@@ -1,0 +1,174 @@
+-- lab.amp: mixed-precision training as Megatron-LM and apex do it ("O2").
+--
+--   local mp = lab.amp.MixedPrecision(model, {dtype = "f16",
+--     optimizer = function(params) return lab.optim.AdamW(params, {lr = 1e-3}) end})
+--   mp:zero_grad(); local loss = lm_loss(model(x), y); mp:backward(loss); mp:step()
+--
+-- The model's parameters are cast to bf16 or f16, so every matmul, activation and gradient
+-- is 16-bit: half the memory and bandwidth. The optimizer does not see them: it updates
+-- fp32 "master" copies and the 16-bit weights are re-cast from those after each step. A
+-- 16-bit weight cannot absorb an update smaller than half its rounding step (bf16 keeps 8
+-- significant bits: 1 + 2^-9 rounds back to 1), so without masters small learning rates
+-- stop training altogether.
+--
+-- f16 has 5 exponent bits: gradients under 2^-24 flush to zero. A loss scale multiplies the
+-- loss before backward, so every gradient is scaled by the same factor, and divides it out
+-- in fp32. The scale is dynamic, as torch.cuda.amp.GradScaler's: a step whose gradients
+-- overflowed (on any rank) is skipped and the scale halved; after growth_interval clean
+-- steps it doubles. bf16 has fp32's exponent range and needs no scale (the default).
+local amp = {}
+
+local FLOAT16 = { bf16 = true, f16 = true }
+
+local MixedPrecision = {}
+MixedPrecision.__index = MixedPrecision
+
+-- Replaces the model's fp32 parameters with 16-bit copies, in place; returns the list of
+-- {model = 16-bit parameter, master = the original fp32 one}. Tied parameters stay tied.
+local function cast_parameters(model, dtype)
+  local cast, pairs_list = {}, {}
+  local function visit(m)
+    for _, name in ipairs(m._names) do
+      local kind, v = m._kinds[name], m[name]
+      if kind == "module" then visit(v)
+      elseif kind == "param" and v ~= nil then
+        local low = cast[v]
+        if not low then
+          if v.dtype ~= "f32" then
+            error(string.format("rank %d: amp: parameter %s is %s; MixedPrecision starts from an f32 model",
+              lab.dist.rank(), name, v.dtype), 0)
+          end
+          low = lab.no_grad(function() return v:to(dtype) end)
+          cast[v] = low
+          lab.mem.tag(v, "optimizer") -- the ZeRO paper counts the fp32 master with the optimizer
+          pairs_list[#pairs_list + 1] = { model = low, master = v }
+        end
+        m:param(name, low)
+      end
+    end
+  end
+  visit(model)
+  return pairs_list
+end
+
+function amp.MixedPrecision(model, opts)
+  opts = opts or {}
+  local dtype = opts.dtype or "bf16"
+  if not FLOAT16[dtype] then
+    error(string.format("rank %d: amp.MixedPrecision: dtype must be bf16 or f16, not %s", lab.dist.rank(),
+      tostring(dtype)), 0)
+  end
+  if type(opts.optimizer) ~= "function" then
+    error(string.format("rank %d: amp.MixedPrecision: pass optimizer = function(master_params) ... end",
+      lab.dist.rank()), 0)
+  end
+  local scaling = opts.loss_scale
+  if scaling == nil then scaling = dtype == "f16" and "dynamic" or 1 end
+  local self = setmetatable({
+    model = model, dtype = dtype, group = opts.group,
+    dynamic = scaling == "dynamic",
+    scale = scaling == "dynamic" and (opts.init_scale or 2.0 ^ 16) or scaling,
+    growth_factor = opts.growth_factor or 2, backoff_factor = opts.backoff_factor or 0.5,
+    growth_interval = opts.growth_interval or 2000,
+    clean_steps = 0, skipped = 0, steps = 0,
+  }, MixedPrecision)
+  self.pairs = cast_parameters(model, dtype)
+  local masters = {}
+  for i, pr in ipairs(self.pairs) do masters[i] = pr.master end
+  self.master_params = masters
+  self.optimizer = opts.optimizer(masters)
+  return self
+end
+
+function MixedPrecision:zero_grad()
+  for _, pr in ipairs(self.pairs) do
+    pr.model.grad = nil
+    pr.master.grad = nil
+  end
+end
+
+-- backward of loss * scale; the loss is taken to fp32 first so the scaled value cannot
+-- overflow f16 (2^16 times a loss of 1 already would)
+function MixedPrecision:backward(loss)
+  local l = loss:to("f32")
+  if self.scale ~= 1 then l = l * self.scale end
+  l:backward()
+end
+
+-- Unscales the 16-bit gradients into the fp32 masters' .grad and says whether all are
+-- finite on every rank of the group (each rank may hold different gradients: ZeRO, TP).
+function MixedPrecision:unscale()
+  local inv, bad = 1 / self.scale, 0
+  lab.no_grad(function()
+    for _, pr in ipairs(self.pairs) do
+      local g = pr.model.grad
+      if g then
+        local g32 = g:to("f32")
+        if inv ~= 1 then g32 = g32 * inv end
+        pr.master.grad = g32
+        if self.dynamic and bad == 0 then
+          local s = g32:sum():item() -- NaN or inf if any element is
+          if s ~= s or s == math.huge or s == -math.huge then bad = 1 end
+        end
+      else
+        pr.master.grad = nil
+      end
+    end
+  end)
+  if self.dynamic and lab.dist.world_size() > 1 then
+    local flag = lab.tensor({ bad }, { dtype = "f32" })
+    lab.dist.all_reduce(flag, { op = "max", group = self.group })
+    bad = flag[1]
+  end
+  return bad == 0
+end
+
+-- One optimizer step on the masters, then the 16-bit weights re-cast from them. Returns
+-- false when the step was skipped for an overflow (the scale is then lowered).
+function MixedPrecision:step(opts)
+  local finite = self:unscale()
+  self.steps = self.steps + 1
+  if not finite then
+    self.skipped = self.skipped + 1
+    self.scale = self.scale * self.backoff_factor
+    self.clean_steps = 0
+    for _, pr in ipairs(self.pairs) do pr.master.grad = nil end
+    return false
+  end
+  if opts and opts.clip then lab.optim.clip_grad_norm(self.master_params, opts.clip) end
+  self.optimizer:step()
+  lab.no_grad(function()
+    for _, pr in ipairs(self.pairs) do pr.model:copy_(pr.master) end
+  end)
+  if self.dynamic then
+    self.clean_steps = self.clean_steps + 1
+    if self.clean_steps >= self.growth_interval then
+      self.scale = self.scale * self.growth_factor
+      self.clean_steps = 0
+    end
+  end
+  return true
+end
+
+-- what a checkpoint needs besides the optimizer: the scaler's state
+function MixedPrecision:scaler_state()
+  return { scale = self.scale, clean_steps = self.clean_steps, skipped = self.skipped, steps = self.steps }
+end
+
+function MixedPrecision:load_scaler_state(s)
+  self.scale, self.clean_steps, self.skipped, self.steps = s.scale, s.clean_steps, s.skipped, s.steps
+end
+
+-- re-casts the 16-bit weights from the masters (after loading masters from a checkpoint)
+function MixedPrecision:sync_model()
+  lab.no_grad(function()
+    for _, pr in ipairs(self.pairs) do pr.model:copy_(pr.master) end
+  end)
+end
+
+function MixedPrecision:__tostring()
+  return string.format("MixedPrecision(%s, %d tensors, loss scale %s%s, %d of %d steps skipped)", self.dtype,
+    #self.pairs, tostring(self.scale), self.dynamic and " dynamic" or "", self.skipped, self.steps)
+end
+
+return amp
