@@ -123,13 +123,32 @@ static int run_hook(void *ctx, lab_tensor *grad, lab_tensor **replace) {
 /* post-accumulate hooks call fn(param); end-of-backward callbacks call fn() */
 typedef struct {
   lua_State *L;
-  int fn_ref, arg_ref; /* arg_ref: the parameter's userdata, or LUA_NOREF */
+  int fn_ref;       /* end-of-backward callbacks: the function, in the registry */
+  lua_Integer slot; /* post-accumulate hooks: the key of the parameter in POST_PARAMS */
 } lua_post_callback;
+
+/* A post-accumulate hook's function usually closes over the module that owns the
+ * parameter (DDP's bucketing, ZeRO's reduce-scatter), and the module holds the parameter.
+ * Kept in the registry, that cycle would keep every wrapped model alive forever. So the
+ * function lives in an ephemeron table keyed by the parameter's userdata (POST_FNS[param]
+ * = {slot = fn}) and the callback finds the userdata through a weak-valued table
+ * (POST_PARAMS[slot] = param): once nothing outside the cycle holds the parameter, the
+ * collector frees the parameter, its hooks and the module together. */
+#define POST_FNS "lab.post_hook_fns"
+#define POST_PARAMS "lab.post_hook_params"
+static lua_Integer next_post_slot = 1;
+
+static void weak_table(lua_State *L, const char *name, const char *mode) {
+  if (luaL_getsubtable(L, LUA_REGISTRYINDEX, name)) return;
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+}
 
 static void free_post_callback(void *p) {
   lua_post_callback *cb = p;
   luaL_unref(cb->L, LUA_REGISTRYINDEX, cb->fn_ref);
-  luaL_unref(cb->L, LUA_REGISTRYINDEX, cb->arg_ref);
   free(cb);
 }
 
@@ -138,41 +157,68 @@ static int run_post_callback(void *ctx, lab_tensor *grad, lab_tensor **replace) 
   (void)replace;
   lua_post_callback *cb = ctx;
   lua_State *L = cb->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->fn_ref);
-  int nargs = 0;
-  if (cb->arg_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->arg_ref);
+  int top = lua_gettop(L), nargs = 0;
+  if (cb->fn_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->fn_ref);
+  } else {
+    weak_table(L, POST_PARAMS, "v");
+    lua_rawgeti(L, -1, cb->slot);       /* the parameter */
+    if (lua_isnil(L, -1)) {             /* collected: nobody can observe the hook any more */
+      lua_settop(L, top);
+      return 0;
+    }
+    weak_table(L, POST_FNS, "k");
+    lua_pushvalue(L, -2);
+    lua_rawget(L, -2);                  /* its hooks */
+    lua_rawgeti(L, -1, cb->slot);       /* fn */
+    lua_replace(L, top + 1);            /* fn where W was: fn, param, E, hooks */
+    lua_settop(L, top + 2);
     nargs = 1;
   }
   if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
     lab_fail("hook", "%s", lua_tostring(L, -1));
-    lua_pop(L, 1);
+    lua_settop(L, top);
     return -1;
   }
+  lua_settop(L, top);
   return 0;
 }
 
-static lua_post_callback *new_post_callback(lua_State *L, int fn_idx, int arg_idx) {
+static lua_post_callback *new_post_callback(lua_State *L, int fn_idx) {
   lua_post_callback *cb = malloc(sizeof *cb);
   if (!cb) return NULL;
   cb->L = L;
+  cb->slot = 0;
   lua_pushvalue(L, fn_idx);
   cb->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  cb->arg_ref = LUA_NOREF;
-  if (arg_idx) {
-    lua_pushvalue(L, arg_idx);
-    cb->arg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
   return cb;
 }
 
-/* p:register_post_accumulate_grad_hook(fn): fn(p) after each gradient lands in p.grad.
- * (The hook holds a reference to p: parameters live as long as their model anyway.) */
+/* p:register_post_accumulate_grad_hook(fn): fn(p) after each gradient lands in p.grad;
+ * lives as long as the userdata p (see POST_FNS above) */
 static int m_register_post_hook(lua_State *L) {
   lab_tensor *t = ll_check_tensor_meta(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  lua_post_callback *cb = new_post_callback(L, 2, 1);
+  lua_post_callback *cb = malloc(sizeof *cb);
   if (!cb) return ll_error(L, "register_post_accumulate_grad_hook: out of memory");
+  cb->L = L;
+  cb->fn_ref = LUA_NOREF;
+  cb->slot = next_post_slot++;
+  weak_table(L, POST_PARAMS, "v");
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, cb->slot);
+  weak_table(L, POST_FNS, "k");
+  lua_pushvalue(L, 1);
+  if (lua_rawget(L, -2) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, cb->slot);
+  lua_pop(L, 3);
   int id = lab_register_post_accumulate_hook(t, run_post_callback, cb, free_post_callback);
   if (id < 0) {
     free_post_callback(cb);
@@ -185,7 +231,7 @@ static int m_register_post_hook(lua_State *L) {
 /* lab.autograd.queue_callback(fn): fn() once the running backward has finished */
 static int l_queue_callback(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  lua_post_callback *cb = new_post_callback(L, 1, 0);
+  lua_post_callback *cb = new_post_callback(L, 1);
   if (!cb) return ll_error(L, "queue_callback: out of memory");
   ll_check_rc(L, lab_queue_backward_callback(run_post_callback, cb, free_post_callback));
   return 0;

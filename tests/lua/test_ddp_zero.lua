@@ -235,4 +235,24 @@ T.test("traffic: DDP all-reduces 2(N-1)/N of the gradients per step, ZeRO-3 1.5x
     string.format("ZeRO-3 traffic %d vs 1.5 x DDP theory %.0f", z_wire, 1.5 * theory))
 end)
 
+T.test("a wrapped model is freed once dropped (its gradient hooks do not pin it)", function()
+  local cfg = { vocab = 16, d_model = 16, n_layer = 1, n_head = 2, seq_len = 8, tied = false }
+  local function param_bytes()
+    collectgarbage()
+    collectgarbage()
+    return lab.mem.stats().tags.param.current
+  end
+  local before = param_bytes()
+  for _, wrap in ipairs({ function(m) return lab.ddp.wrap(m) end,
+    function(m) return lab.zero.wrap(m, { stage = 2 }) end, function(m) return lab.zero.wrap(m, { stage = 3 }) end }) do
+    do
+      local m = wrap(lab.nn.GPT(cfg))
+      local ids = lab.randint(0, 16, { 2, 8 })
+      local _, loss = m(ids, ids)
+      loss:backward()
+    end
+    T.eq(param_bytes(), before, "parameter bytes back to where they were")
+  end
+end)
+
 T.finish()
