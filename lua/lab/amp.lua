@@ -137,9 +137,7 @@ function MixedPrecision:step(opts)
   end
   if opts and opts.clip then lab.optim.clip_grad_norm(self.master_params, opts.clip) end
   self.optimizer:step()
-  lab.no_grad(function()
-    for _, pr in ipairs(self.pairs) do pr.model:copy_(pr.master) end
-  end)
+  self:sync_model()
   if self.dynamic then
     self.clean_steps = self.clean_steps + 1
     if self.clean_steps >= self.growth_interval then
