@@ -439,6 +439,7 @@ lab_tensor *lab_to_dtype(lab_tensor *t, lab_dtype dt) {
 int lab_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
                          int *nout, int64_t *out) {
   int n = na > nb ? na : nb;
+  int64_t res[LAB_MAX_DIMS]; /* out may alias a or b (callers fold shapes in place) */
   for (int i = 0; i < n; i++) {
     int ia = i - (n - na), ib = i - (n - nb);
     int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
@@ -448,8 +449,9 @@ int lab_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const
                       lab_dims_str(na, a, x, sizeof x), lab_dims_str(nb, b, y, sizeof y), i + 1,
                       (long long)sa, (long long)sb);
     }
-    out[i] = sa == 1 ? sb : sa;
+    res[i] = sa == 1 ? sb : sa;
   }
+  memcpy(out, res, sizeof(int64_t) * (size_t)n);
   *nout = n;
   return 0;
 }

@@ -35,6 +35,19 @@ T.test("factories take requires_grad as torch's do", function()
   T.raises(function() return lab.arange(5, { requires_grad = true }) end, "arange", "floating dtype", "i64")
 end)
 
+T.test("broadcasting works with the lower-rank operand first, with gradients", function()
+  local x = lab.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+  local y = lab.ones(2, 3) * 2
+  local z = x + y
+  T.eq(table.concat(z.shape, ","), "2,3")
+  T.values(z[2], { 3, 4, 5 })
+  ;(x * y):sum():backward()
+  T.values(x.grad, { 4, 4, 4 }, 0, "gradient summed over the broadcast dim")
+  local w = lab.where(lab.ones(4, 4, { dtype = "bool" }), -1, lab.zeros(2, 3, 4, 4))
+  T.eq(table.concat(w.shape, ","), "2,3,4,4")
+  T.eq(w:sum():item(), -96)
+end)
+
 T.test("random numbers are seeded and thread-independent", function()
   lab.manual_seed(42)
   local a = lab.randn(1000)

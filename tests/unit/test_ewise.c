@@ -47,6 +47,32 @@ static void test_broadcast_rank_extension_and_transposed_operand(void **state) {
   lab_tensor_release(m);
 }
 
+/* the lower-rank operand first: the broadcast shape is folded in place, which once read
+ * entries it had already overwritten ([2] + [3,2] failed as "[2] vs [3, 2]") */
+static void test_broadcast_lower_rank_first(void **state) {
+  (void)state;
+  lab_tensor *row = seq(LAB_F32, 2, 1, (int64_t[]){2});     /* [0,1] */
+  lab_tensor *m = seq(LAB_F32, 6, 2, (int64_t[]){3, 2});    /* [[0,1],[2,3],[4,5]] */
+  lab_tensor *c = lab_binary(LAB_ADD, row, m, -1);
+  assert_non_null(c);
+  assert_int_equal(c->ndim, 2);
+  assert_int_equal(c->shape[0], 3);
+  float want[6] = {0, 2, 2, 4, 4, 6};
+  for (int i = 0; i < 6; i++) assert_true(((float *)lab_data(c))[i] == want[i]);
+  lab_tensor *cond = lab_tensor_full(LAB_BOOL, 1, (int64_t[]){2}, 1);
+  lab_tensor *zero = lab_tensor_scalar(LAB_F32, 0);
+  lab_tensor *w = lab_where(cond, zero, m); /* cond [2], a [], b [3,2] */
+  assert_non_null(w);
+  assert_int_equal(w->ndim, 2);
+  for (int i = 0; i < 6; i++) assert_true(((float *)lab_data(w))[i] == 0);
+  lab_tensor_release(w);
+  lab_tensor_release(zero);
+  lab_tensor_release(cond);
+  lab_tensor_release(c);
+  lab_tensor_release(m);
+  lab_tensor_release(row);
+}
+
 static void test_promotion(void **state) {
   (void)state;
   assert_int_equal(lab_promote(LAB_I32, LAB_F32), LAB_F32);
@@ -123,6 +149,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add),
       cmocka_unit_test(test_broadcast_rank_extension_and_transposed_operand),
+      cmocka_unit_test(test_broadcast_lower_rank_first),
       cmocka_unit_test(test_promotion),
       cmocka_unit_test(test_reductions_over_dims),
       cmocka_unit_test(test_softmax_rows_sum_to_one),
