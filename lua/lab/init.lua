@@ -97,7 +97,7 @@ function lab.format_bytes(n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
   local i = 1
   while n >= 1024 and i < #units do n = n / 1024; i = i + 1 end
-  return i == 1 and string.format("%d B", n) or string.format("%.2f %s", n, units[i])
+  return i == 1 and string.format("%d B", math.floor(n + 0.5)) or string.format("%.2f %s", n, units[i])
 end
 
 -- Every rank's string, in rank order, on every rank: the strings travel as byte tensors

@@ -1,0 +1,126 @@
+-- Lab 11: benchmarking collectives, and what to tune.
+--
+-- What it shows: how to measure a collective the way nccl-tests does and read the result.
+-- For all_reduce, all_gather, reduce_scatter and broadcast over sizes from 4 KiB to 16 MiB
+-- it times many calls (after a warm-up, the slowest rank's time), and reports
+--   algbw = bytes / time              (what the caller sees)
+--   busbw = algbw * factor            (what each link carried: all_reduce 2(n-1)/n,
+--                                      all_gather and reduce_scatter (n-1)/n, broadcast 1)
+-- busbw is comparable across collectives and rank counts, and against the hardware's link
+-- bandwidth. Then it fits the alpha-beta model t = alpha + bytes * beta to the all_reduce
+-- times (least squares on the relative error): alpha is the per-call latency, 1/beta the bandwidth, and alpha/beta the size below
+-- which a collective is latency-bound (why DDP buckets gradients to ~25 MB).
+-- Here the collectives are MPI over shared memory between CPU ranks; on GPUs the same
+-- calls go to NCCL and the tuning knobs at the end apply.
+--   scripts/llmlab -n 4 scripts/labs/11_collective_bench.lua
+local dist = lab.dist
+local rank, n = dist.rank(), dist.world()
+local check, finish = lab.checker(64)
+lab.print0(string.format("== Lab 11: collective benchmarks, %d ranks ==", n))
+
+-- seconds per call, the slowest rank's (a collective is as fast as its last rank)
+local function time_it(fn, bytes)
+  local reps = math.max(3, math.min(100, (64 * 1024 * 1024) // (bytes * 4)))
+  fn() -- warm-up: connections, buffers
+  dist.barrier()
+  local t0 = lab.clock()
+  for _ = 1, reps do fn() end
+  local t = lab.tensor({ (lab.clock() - t0) / reps }, { dtype = "f64" })
+  dist.all_reduce(t, { op = "max" })
+  return t[1]
+end
+
+-- each collective: the call on a buffer of `bytes` (the size nccl-tests reports) and its busbw factor
+local collectives = {
+  { name = "all_reduce", factor = 2 * (n - 1) / n, make = function(bytes)
+    local x = lab.zeros(bytes // 4)
+    return function() dist.all_reduce(x) end
+  end },
+  { name = "all_gather", factor = (n - 1) / n, make = function(bytes)
+    local out, part = lab.zeros(bytes // 4), lab.zeros(bytes // 4 // n)
+    return function() dist.all_gather_into_tensor(out, part) end
+  end },
+  { name = "reduce_scatter", factor = (n - 1) / n, make = function(bytes)
+    local inp, out = lab.zeros(bytes // 4), lab.zeros(bytes // 4 // n)
+    return function() dist.reduce_scatter_tensor(out, inp) end
+  end },
+  { name = "broadcast", factor = 1, make = function(bytes)
+    local x = lab.zeros(bytes // 4)
+    return function() dist.broadcast(x, 0) end
+  end },
+}
+
+local sizes = {}
+for k = 12, 24, 2 do sizes[#sizes + 1] = 1 << k end -- 4 KiB .. 16 MiB
+local results = {}
+lab.print0(string.format("\n1. Time and bandwidth (slowest rank; GB/s = 1e9 bytes/s):"))
+lab.print0(string.format("   %-15s %10s %12s %10s %10s", "collective", "bytes", "time (us)", "algbw", "busbw"))
+for _, c in ipairs(collectives) do
+  results[c.name] = {}
+  for _, bytes in ipairs(sizes) do
+    local t = time_it(c.make(bytes), bytes)
+    local algbw = bytes / t / 1e9
+    results[c.name][bytes] = t
+    lab.print0(string.format("   %-15s %10s %12.1f %10.2f %10.2f", c.name, lab.format_bytes(bytes), t * 1e6, algbw,
+      algbw * c.factor))
+  end
+  collectgarbage()
+end
+
+-- 2. The alpha-beta model for all_reduce, fitted by least squares up to 1 MiB: beyond that,
+-- on CPU ranks, the buffers fall out of cache and ranks share cores, and the line bends
+local xs, ys = {}, {}
+for _, bytes in ipairs(sizes) do
+  if bytes <= 1 << 20 then xs[#xs + 1], ys[#ys + 1] = bytes, results.all_reduce[bytes] end
+end
+-- weighted by 1/t^2, so the fit minimises the relative miss at every size (plain least
+-- squares would fit the largest sizes and ignore the latency at the small ones)
+local sw, swx, swxx, swy, swxy = 0, 0, 0, 0, 0
+for i = 1, #xs do
+  local w = 1 / ys[i] ^ 2
+  sw, swx, swxx, swy, swxy = sw + w, swx + w * xs[i], swxx + w * xs[i] ^ 2, swy + w * ys[i], swxy + w * xs[i] * ys[i]
+end
+local det = sw * swxx - swx * swx
+local beta = (sw * swxy - swx * swy) / det
+local alpha = (swxx * swy - swx * swxy) / det
+lab.print0("\n2. all_reduce as t = alpha + bytes * beta (least squares, 4 KiB .. 1 MiB):")
+if n > 1 then
+  lab.print0(string.format("   alpha = %.1f us per call, 1/beta = %.2f GB/s, crossover alpha/beta = %s", alpha * 1e6,
+    1 / beta / 1e9, lab.format_bytes(alpha / beta)))
+else
+  lab.print0("   (one rank: the collectives are copies, there is no link to model; run with -n 2 or more)")
+end
+lab.print0("   below the crossover a call costs mostly latency: many small all-reduces should be")
+lab.print0("   bucketed into one (lab.ddp.wrap's bucket_mb; PyTorch DDP's 25 MB default)")
+check("time grows with size (16 MiB slower than 4 KiB) for every collective", (function()
+  for _, c in ipairs(collectives) do
+    if n > 1 and results[c.name][sizes[#sizes]] <= results[c.name][sizes[1]] then return false end
+  end
+  return true
+end)())
+local worst_fit = 0
+for i = 1, #xs do worst_fit = math.max(worst_fit, math.abs(alpha + beta * xs[i] - ys[i]) / ys[i]) end
+lab.print0(string.format("   the line's largest miss over those sizes: %.0f%%", 100 * worst_fit))
+check("a positive bandwidth term (beta > 0)", n == 1 or beta > 0)
+-- bucketing, measured: 64 all-reduces of 16 KiB against one of 1 MiB
+local small, big = lab.zeros(4096), lab.zeros(64 * 4096)
+local t_small = time_it(function() for _ = 1, 64 do dist.all_reduce(small) end end, 64 * 16384)
+local t_big = time_it(function() dist.all_reduce(big) end, 64 * 16384)
+lab.print0(string.format("   measured: 64 x 16 KiB all-reduces %.0f us, one 1 MiB all-reduce %.0f us (%.1fx)", t_small * 1e6,
+  t_big * 1e6, t_small / t_big))
+check("one bucket beats many small calls", n == 1 or t_small > t_big)
+
+-- 3. What to tune on GPUs (NCCL). Not measurable on this machine's CPU ranks; these are
+-- the knobs nccl-tests sweeps and what each one trades.
+lab.print0("\n3. NCCL knobs to sweep with the same measurement on GPUs (environment variables):")
+for _, line in ipairs({
+  "NCCL_DEBUG=INFO            print the chosen rings/trees, transports (NVLink, IB, sockets) and channels",
+  "NCCL_ALGO=Ring|Tree|NVLS   ring: best bandwidth; tree: lower latency at scale; NVLS: NVSwitch reductions",
+  "NCCL_PROTO=LL|LL128|Simple LL/LL128 cut latency for small messages; Simple reaches peak bandwidth",
+  "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS   more channels use more SMs and links for large messages",
+  "NCCL_BUFFSIZE              per-channel staging buffer (default 4 MiB); larger can help big messages",
+  "NCCL_IB_HCA / NCCL_SOCKET_IFNAME          pin the network interfaces; a wrong pick means TCP speeds",
+}) do lab.print0("   " .. line) end
+lab.print0("   Compare busbw at 1 GiB with the link (H100 NVLink 4: ~450 GB/s per direction per GPU);")
+lab.print0("   nccl-tests' all_reduce_perf reports the same algbw and busbw columns as section 1.")
+finish("lab 11")
