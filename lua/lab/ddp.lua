@@ -49,6 +49,14 @@ function ddp.wrap(model, opts)
     end)
   end
 
+  -- frozen parameters (requires_grad false: LoRA's base, a reference model) get no
+  -- gradient to reduce, so no bucket and no hook, as in PyTorch's DDP
+  local all = named
+  named = {}
+  for _, np in ipairs(all) do
+    if np[2].requires_grad then named[#named + 1] = np end
+  end
+
   -- 2. buckets in reverse registration order, each at most bucket_mb (a larger parameter
   -- gets a bucket of its own)
   local limit = (opts.bucket_mb or 25) * 1024 * 1024

@@ -65,6 +65,25 @@ T.test("only the adapters train; the frozen weights stay and get no gradient", f
   T.ok(lab.max_abs_diff(lab.no_grad(function() return m(ids) end), with_adapters) < 1e-5, "merged outputs equal")
 end)
 
+T.test("DDP skips frozen parameters and reduces only the adapters' gradients", function()
+  local m = gpt()
+  local trainable = lab.lora.apply(m, { r = 2 })
+  local model = lab.ddp.wrap(m)
+  local n = 0
+  for _, b in ipairs(model.buckets) do n = n + b.numel end
+  local want = 0
+  for _, p in ipairs(trainable) do want = want + p:numel() end
+  T.eq(n, want, "bucket elements = adapter elements")
+  lab.manual_seed(7 + lab.dist.rank())
+  local ids = lab.randint(0, cfg.vocab, { 2, cfg.seq_len })
+  local _, loss = model(ids, ids)
+  loss:backward()
+  local g = trainable[2].grad:clone()
+  local avg = g:clone()
+  lab.dist.all_reduce(avg)
+  T.ok(lab.max_abs_diff(g, avg / lab.dist.world()) < 1e-6, "the adapter gradient is the average over ranks")
+end)
+
 T.test("mistakes are named", function()
   T.raises(function() lab.lora.apply(gpt(), { r = 0 }) end, "LoRALinear", "r must be", "got 0")
   T.raises(function() lab.lora.apply(gpt(), { targets = { "nope" } }) end, "lora.apply", "nope")
