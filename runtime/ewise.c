@@ -13,7 +13,7 @@
 #define BLOCK 1024
 
 const char *lab_binary_name(lab_binary_op op) {
-  static const char *n[LAB_NBINARY] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+  static const char *n[LAB_NBINARY] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder",
                                        "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
   return n[op];
 }
@@ -108,8 +108,25 @@ static lab_dtype binary_compute_type(lab_binary_op op, lab_dtype promoted) {
   return lab_compute_type(promoted);
 }
 
+/* integer remainder by zero is an error (as in Python and torch), not a silent 0 */
+static int check_integer_divisor(lab_binary_op op, lab_dtype promoted, lab_tensor *b) {
+  if (op != LAB_REMAINDER || lab_dtype_is_float(promoted)) return 0;
+  lab_tensor *i = lab_to_dtype(b, LAB_I64);
+  lab_tensor *c = i ? lab_contiguous(i) : NULL;
+  int zero = 0;
+  if (c) {
+    const int64_t *v = lab_data(c);
+    for (int64_t k = 0, n = lab_numel(c); k < n && !zero; k++) zero = v[k] == 0;
+  }
+  lab_tensor_release(i); /* lab_to_dtype retains b when it is already i64 */
+  lab_tensor_release(c);
+  if (!c) return -1;
+  return zero ? lab_fail("remainder", "integer remainder by zero") : 0;
+}
+
 lab_tensor *lab_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int out_dtype) {
   lab_dtype promoted = lab_promote(a->dtype, b->dtype);
+  if (check_integer_divisor(op, promoted, b) < 0) return NULL;
   lab_dtype odt;
   if (out_dtype >= 0) odt = (lab_dtype)out_dtype;
   else if (is_comparison(op)) odt = LAB_BOOL;
@@ -129,6 +146,7 @@ int lab_binary_(lab_binary_op op, lab_tensor *a, lab_tensor *b) {
   if (!lab_dtype_is_float(a->dtype) && lab_dtype_is_float(promoted))
     return lab_fail(lab_binary_name(op), "in-place result of type %s cannot be stored in a %s tensor",
                     lab_dtype_name(promoted), lab_dtype_name(a->dtype));
+  if (check_integer_divisor(op, promoted, b) < 0) return -1;
   lab_tensor *in[2] = {a, b};
   ew_ctx c = {.kind = 0, .op = op, .ct = binary_compute_type(op, promoted)};
   ew_run(&c, a, 2, in);

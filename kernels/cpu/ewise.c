@@ -23,7 +23,17 @@ static int64_t ipow(int64_t base, int64_t e) {
   return r;
 }
 
-#define BINARY_FLOAT(T, POW)                                                                   \
+/* remainder with the sign of the divisor, as Python's % and torch.remainder: a - floor(a/b) b */
+static inline float floored_modf(float x, float y) {
+  float r = fmodf(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+static inline double floored_mod(double x, double y) {
+  double r = fmod(x, y);
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+
+#define BINARY_FLOAT(T, POW, MOD)                                                                   \
   switch (op) {                                                                                \
   case LAB_ADD: BINARY_LOOP(T, x[i] + y[i]); break;                                            \
   case LAB_SUB: BINARY_LOOP(T, x[i] - y[i]); break;                                            \
@@ -32,6 +42,7 @@ static int64_t ipow(int64_t base, int64_t e) {
   case LAB_POW: BINARY_LOOP(T, POW(x[i], y[i])); break;                                        \
   case LAB_MAXIMUM: BINARY_LOOP(T, (x[i] != x[i] || x[i] > y[i]) ? x[i] : y[i]); break;        \
   case LAB_MINIMUM: BINARY_LOOP(T, (x[i] != x[i] || x[i] < y[i]) ? x[i] : y[i]); break;        \
+  case LAB_REMAINDER: BINARY_LOOP(T, MOD(x[i], y[i])); break;                                    \
   case LAB_EQ: BINARY_LOOP(T, x[i] == y[i]); break;                                            \
   case LAB_NE: BINARY_LOOP(T, x[i] != y[i]); break;                                            \
   case LAB_LT: BINARY_LOOP(T, x[i] < y[i]); break;                                             \
@@ -44,9 +55,9 @@ static int64_t ipow(int64_t base, int64_t e) {
 void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void *b, void *out,
                        int64_t n) {
   if (ct == LAB_F32) {
-    BINARY_FLOAT(float, powf);
+    BINARY_FLOAT(float, powf, floored_modf);
   } else if (ct == LAB_F64) {
-    BINARY_FLOAT(double, pow);
+    BINARY_FLOAT(double, pow, floored_mod);
   } else {
     switch (op) {
     case LAB_ADD: BINARY_LOOP(int64_t, x[i] + y[i]); break;
@@ -58,6 +69,12 @@ void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void
                                      : (x[i] / y[i] - ((x[i] % y[i] != 0) && ((x[i] < 0) != (y[i] < 0)))));
       break;
     case LAB_POW: BINARY_LOOP(int64_t, ipow(x[i], y[i])); break;
+    /* floored, as Python's %, with 0 for a zero divisor instead of a trap */
+    case LAB_REMAINDER:
+      BINARY_LOOP(int64_t, y[i] == 0 ? 0
+                                     : ((x[i] % y[i] != 0 && ((x[i] % y[i] < 0) != (y[i] < 0))) ? x[i] % y[i] + y[i]
+                                                                                                 : x[i] % y[i]));
+      break;
     case LAB_MAXIMUM: BINARY_LOOP(int64_t, x[i] > y[i] ? x[i] : y[i]); break;
     case LAB_MINIMUM: BINARY_LOOP(int64_t, x[i] < y[i] ? x[i] : y[i]); break;
     case LAB_EQ: BINARY_LOOP(int64_t, x[i] == y[i]); break;

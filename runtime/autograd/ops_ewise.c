@@ -49,6 +49,18 @@ static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
       lab_tensor_release(gy);
     }
     break;
+  case LAB_REMAINDER: /* y = a - floor(a/b) b: da = g, db = -g floor(a/b) = -g (a - y) / b */
+    if (wa) ga = ag_ref(g);
+    if (wb) {
+      lab_tensor *q = lab_binary(LAB_SUB, a, y, -1);
+      lab_tensor *qb = q ? lab_binary(LAB_DIV, q, b, -1) : NULL;
+      lab_tensor *gq = qb ? lab_binary(LAB_MUL, g, qb, -1) : NULL;
+      gb = gq ? lab_unary(LAB_NEG, gq) : NULL;
+      lab_tensor_release(q);
+      lab_tensor_release(qb);
+      lab_tensor_release(gq);
+    }
+    break;
   case LAB_MAXIMUM:
   case LAB_MINIMUM: { /* the larger (smaller) input takes the gradient; ties share it */
     lab_tensor *gt = lab_binary(op == LAB_MAXIMUM ? LAB_GT : LAB_LT, a, b, -1);
@@ -95,12 +107,12 @@ lab_tensor *lab_ad_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int ou
   ag_store_shape(n, 1, a);
   ag_store_shape(n, 10, b);
   int rc = 0;
-  if (op == LAB_MUL || op == LAB_POW || op == LAB_MAXIMUM || op == LAB_MINIMUM) {
+  if (op == LAB_MUL || op == LAB_POW || op == LAB_MAXIMUM || op == LAB_MINIMUM || op == LAB_REMAINDER) {
     rc |= lab_node_save(n, 0, a);
     rc |= lab_node_save(n, 1, b);
   }
   if (op == LAB_DIV) rc |= lab_node_save(n, 1, b);
-  if (op == LAB_DIV || op == LAB_POW) rc |= lab_node_save(n, 2, out);
+  if (op == LAB_DIV || op == LAB_POW || op == LAB_REMAINDER) rc |= lab_node_save(n, 2, out);
   return ag_finish(n, out, rc);
 }
 

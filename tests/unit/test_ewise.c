@@ -73,6 +73,22 @@ static void test_broadcast_lower_rank_first(void **state) {
   lab_tensor_release(row);
 }
 
+static void test_remainder_floored(void **state) {
+  (void)state;
+  lab_tensor *a = lab_tensor_arange(LAB_I64, -4, 5, 1); /* -4 .. 4 */
+  lab_tensor *three = lab_tensor_scalar(LAB_I64, -3);
+  lab_tensor *r = lab_binary(LAB_REMAINDER, a, three, -1);
+  assert_non_null(r);
+  int64_t want[9] = {-1, 0, -2, -1, 0, -2, -1, 0, -2}; /* Python: [v % -3 for v in range(-4, 5)] */
+  for (int i = 0; i < 9; i++) assert_int_equal(((int64_t *)lab_data(r))[i], want[i]);
+  lab_tensor *zero = lab_tensor_scalar(LAB_I64, 0);
+  assert_null(lab_binary(LAB_REMAINDER, a, zero, -1));
+  lab_tensor_release(zero);
+  lab_tensor_release(r);
+  lab_tensor_release(three);
+  lab_tensor_release(a);
+}
+
 static void test_promotion(void **state) {
   (void)state;
   assert_int_equal(lab_promote(LAB_I32, LAB_F32), LAB_F32);
@@ -150,6 +166,7 @@ int main(void) {
       cmocka_unit_test(test_broadcast_add),
       cmocka_unit_test(test_broadcast_rank_extension_and_transposed_operand),
       cmocka_unit_test(test_broadcast_lower_rank_first),
+      cmocka_unit_test(test_remainder_floored),
       cmocka_unit_test(test_promotion),
       cmocka_unit_test(test_reductions_over_dims),
       cmocka_unit_test(test_softmax_rows_sum_to_one),
