@@ -49,7 +49,8 @@ function Pipeline:parameters() return self.stage:parameters() end
 -- One training step's forward and backward over the whole batch; the parameters of this
 -- stage end with the gradient of the mean loss. input and target are the whole batch
 -- (needed on the first and the last stage respectively). Returns the mean loss on every
--- rank of the group.
+-- rank of the group. Afterwards self.max_in_flight says how many micro-batches' activations
+-- this stage held at once (m for GPipe, at most p - s for 1F1B).
 function Pipeline:train_step(input, target)
   local p, s, m, g = self.p, self.s, self.m, self.group
   local first, last = s == 0, s == p - 1
@@ -60,6 +61,8 @@ function Pipeline:train_step(input, target)
   local pending = {} -- isend handles, waited at the end of the step
   local loss_sum = 0
   local opts = { group = g }
+  local in_flight = 0 -- micro-batches whose activations this stage holds
+  self.max_in_flight = 0
 
   local function forward(k)
     local x
@@ -79,6 +82,8 @@ function Pipeline:train_step(input, target)
       pending[#pending + 1] = lab.dist.isend(y:detach():contiguous(), s + 1, { group = g, tag = k })
     end
     saved[k] = { x = x, y = y }
+    in_flight = in_flight + 1
+    self.max_in_flight = math.max(self.max_in_flight, in_flight)
   end
 
   local function backward(k)
@@ -94,6 +99,7 @@ function Pipeline:train_step(input, target)
       pending[#pending + 1] = lab.dist.isend(sv.x.grad:contiguous(), s - 1, { group = g, tag = 1000 + k })
     end
     saved[k] = nil -- the activations of this micro-batch are done
+    in_flight = in_flight - 1
   end
 
   if self.schedule == "gpipe" then

@@ -1,0 +1,107 @@
+-- Lab 13: pipeline parallelism, GPipe against 1F1B.
+--
+-- What it shows: an MLP's layers cut into one stage per rank, a batch cut into m
+-- micro-batches that flow through the stages (activations forward by send/recv, their
+-- gradients backward). Both schedules compute exactly what one rank computes with the
+-- whole batch (checked); they differ in what they hold and when stages idle:
+--   GPipe runs all m forwards, then all m backwards: each stage holds m micro-batches'
+--   activations. 1F1B (PipeDream-Flush, used by Megatron-LM) starts backwards as soon as
+--   the last stage can: stage s holds at most p - s.
+--   Either way a stage idles while the pipeline fills and drains: the bubble is
+--   (p - 1) / (m + p - 1) of the step, so m must be large against p.
+--   scripts/llmlab -n 4 scripts/labs/13_pipeline.lua
+local dist = lab.dist
+local s, p = dist.rank(), dist.world()
+local check, finish = lab.checker(64)
+lab.print0(string.format("== Lab 13: pipeline parallelism over %d stages ==", p))
+
+local W, B, LAYERS = 64, 32, 8
+local function layers()
+  lab.manual_seed(21)
+  local ls = {}
+  for _ = 1, LAYERS do
+    ls[#ls + 1] = lab.nn.Linear(W, W, { dtype = "f64" })
+    ls[#ls + 1] = lab.nn.GELU()
+  end
+  return ls
+end
+lab.manual_seed(5)
+local X, Y = lab.randn(B, W, { dtype = "f64" }), lab.randn(B, W, { dtype = "f64" })
+local function mse(y, t) return ((y - t) ^ 2):mean() end
+
+-- 1. The same numbers as one rank, for both schedules
+lab.print0(string.format("\n1. %d Linear+GELU layers, %d per stage, batch %d in 8 micro-batches, 3 SGD steps:",
+  LAYERS, LAYERS // p, B))
+local ref = lab.nn.Sequential(layers())
+local ropt = lab.optim.SGD(ref:parameters(), { lr = 0.05 })
+local ref_losses = {}
+for k = 1, 3 do
+  ropt:zero_grad()
+  local l = mse(ref(X), Y)
+  l:backward()
+  ropt:step()
+  ref_losses[k] = l:item()
+end
+local pipes = {}
+for _, schedule in ipairs({ "gpipe", "1f1b" }) do
+  local stage = lab.pp.partition(layers(), p)[s + 1]
+  local pipe = lab.pp.Pipeline(stage, { micro_batches = 8, schedule = schedule, loss = mse,
+    activation_shape = function(mb) return { mb, W } end })
+  local opt = lab.optim.SGD(pipe:parameters(), { lr = 0.05 })
+  local worst = 0
+  for k = 1, 3 do
+    opt:zero_grad()
+    local l = pipe:train_step(X, Y)
+    opt:step()
+    worst = math.max(worst, math.abs(l - ref_losses[k]))
+  end
+  pipes[schedule] = pipe
+  lab.print0(string.format("   %-6s losses %.10f %.10f %.10f ... largest |pipeline - one rank| %.1e", schedule,
+    ref_losses[1], ref_losses[2], ref_losses[3], worst))
+  check(schedule .. " equals one rank with the whole batch (1e-10)", worst < 1e-10)
+end
+
+-- 2. What each stage holds: micro-batches in flight, measured
+lab.print0("\n2. Micro-batches whose activations each stage held at once (m = 8):")
+local held = {}
+for _, schedule in ipairs({ "gpipe", "1f1b" }) do
+  held[schedule] = lab.tensor({ pipes[schedule].max_in_flight }, { dtype = "f64" })
+  local all = dist.all_gather(held[schedule])
+  local parts = {}
+  for r, t in ipairs(all) do parts[#parts + 1] = string.format("stage %d: %d", r - 1, t[1]) end
+  lab.print0(string.format("   %-6s %s", schedule, table.concat(parts, "  ")))
+end
+check("GPipe holds all 8 on every stage", pipes.gpipe.max_in_flight == 8)
+check("1F1B holds at most p - s on stage s", pipes["1f1b"].max_in_flight == math.min(p - s, 8))
+
+-- 3. The bubble: with a fixed micro-batch, a step of m micro-batches takes m + p - 1
+-- micro-batch times instead of m, so the time per micro-batch falls towards the ideal
+-- as m grows. Wider layers here so that compute, not call overhead, sets the time.
+local W3, MB = 256, 16
+local function wide_layers()
+  lab.manual_seed(22)
+  local ls = {}
+  for _ = 1, LAYERS do ls[#ls + 1] = lab.nn.Linear(W3, W3) end
+  return ls
+end
+lab.print0(string.format("\n3. The bubble at p = %d: micro-batches of %d rows, %d-wide layers, 1F1B:", p, MB, W3))
+lab.print0(string.format("   %4s %10s %16s %22s", "m", "bubble", "ms per step", "ms per micro-batch"))
+local stage = lab.pp.partition(wide_layers(), p)[s + 1]
+local per_mb = {}
+for _, m in ipairs({ 1, 2, 4, 8, 16 }) do
+  lab.manual_seed(9)
+  local x, y = lab.randn(m * MB, W3), lab.randn(m * MB, W3)
+  local pipe = lab.pp.Pipeline(stage, { micro_batches = m, loss = mse, activation_shape = function(mb) return { mb, W3 } end })
+  pipe:train_step(x, y) -- warm-up
+  dist.barrier()
+  local t0 = lab.clock()
+  for _ = 1, 3 do pipe:train_step(x, y) end
+  local t = lab.tensor({ (lab.clock() - t0) / 3 }, { dtype = "f64" })
+  dist.all_reduce(t, { op = "max" })
+  per_mb[m] = t[1] / m
+  lab.print0(string.format("   %4d %9.1f%% %16.2f %22.3f", m, 100 * (p - 1) / (m + p - 1), t[1] * 1e3, per_mb[m] * 1e3))
+end
+lab.print0(string.format("   per micro-batch, m = 16 against m = 1: %.2fx (the bubble alone predicts %.2fx)",
+  per_mb[16] / per_mb[1], (16 + p - 1) / 16 / p))
+lab.print0("   (ranks that share cores do not run stages truly in parallel: read the trend, not the ratio)")
+finish("lab 13")
