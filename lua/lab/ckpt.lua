@@ -2,6 +2,7 @@
 --
 --   lab.ckpt.save("run/ckpt", {model = m, optimizer = opt, step = 1000})
 --   lab.ckpt.save("run/ckpt", {model = m, amp = mp, step = 1000})   -- mixed precision: masters too
+--   lab.ckpt.save("run/ckpt", {model = zero_model, step = 1000})    -- ZeRO: each rank its shards
 --   local state = lab.ckpt.load("run/ckpt", {model = m, optimizer = opt})  -- state.step
 --
 -- A checkpoint is a directory: one .npy per tensor (parameters, buffers, optimizer
@@ -37,11 +38,16 @@ end
 -- the tensors to write: model state, optimizer moments
 local function collect(state)
   local tensors, meta = {}, { step = state.step or 0, rng = lab.get_rng_state(), extra = state.extra }
-  if state.model then
-    for name, t in pairs(state.model:state_dict()) do tensors["model." .. name] = t end
+  local model = state.model
+  if model and model.checkpoint_state then -- sharded (ZeRO): the model saves its own shards
+    local ts
+    ts, meta.sharded = model:checkpoint_state()
+    for name, t in pairs(ts) do tensors[name] = t end
+  elseif model then
+    for name, t in pairs(model:state_dict()) do tensors["model." .. name] = t end
   end
   local opt = state.optimizer or (state.amp and state.amp.optimizer)
-  if opt then
+  if opt and opt ~= model then
     meta.optimizer = { step_count = opt.step_count, lr = opt.lr }
     for i, s in pairs(opt.state) do
       if lab.is_tensor(s) then tensors["optim." .. i .. ".buf"] = s
@@ -123,13 +129,20 @@ function ckpt.load(dir, state)
     end
     return t:to(want.dtype)
   end
-  if state.model then
+  local model = state.model
+  if model and model.load_checkpoint_state then
+    model:load_checkpoint_state(read, meta.sharded)
+  elseif model then
+    if meta.sharded then
+      error(string.format("rank %d: ckpt.load: %s holds ZeRO-%d shards; load it into a model wrapped the same way",
+        r, dir, meta.sharded.stage), 0)
+    end
     local sd = {}
-    for name in pairs(state.model:state_dict()) do sd[name] = read("model." .. name) end
-    state.model:load_state_dict(sd)
+    for name in pairs(model:state_dict()) do sd[name] = read("model." .. name) end
+    model:load_state_dict(sd)
   end
   local opt = state.optimizer or (state.amp and state.amp.optimizer)
-  if opt and meta.optimizer then
+  if opt and opt ~= model and meta.optimizer then
     opt.step_count = meta.optimizer.step_count
     opt.lr = meta.optimizer.lr
     opt.state = {}

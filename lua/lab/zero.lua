@@ -275,4 +275,54 @@ function Engine:step()
   return norm
 end
 
+-- ---- checkpoints: each rank saves and restores its own shards ----
+
+-- buffers (not parameters) of the wrapped model, by name
+local function buffers(m, prefix, out)
+  for _, name in ipairs(m._names) do
+    local kind, v = m._kinds[name], m[name]
+    if kind == "buffer" and v ~= nil then out[prefix .. name] = v
+    elseif kind == "module" then buffers(v, prefix .. name .. ".", out) end
+  end
+  return out
+end
+
+-- the tensors this rank's part of a checkpoint holds (its parameter shard and Adam moments
+-- per group, the model's buffers) and the counters; used by lab.ckpt
+function Engine:checkpoint_state()
+  local tensors = {}
+  for i, g in ipairs(self.groups) do
+    tensors["zero." .. i .. ".param"] = g.master
+    tensors["zero." .. i .. ".exp_avg"] = g.m
+    tensors["zero." .. i .. ".exp_avg_sq"] = g.v
+  end
+  for name, t in pairs(buffers(self.module, "", {})) do tensors["model." .. name] = t end
+  return tensors, { stage = self.stage, ranks = self.n, groups = #self.groups, step_count = self.step_count,
+    lr = self.lr }
+end
+
+-- restores what checkpoint_state saved; read(name) returns a saved tensor. The layout must
+-- match: the same stage, number of ranks and groups (resharding is not supported).
+function Engine:load_checkpoint_state(read, meta)
+  if not meta or meta.stage ~= self.stage or meta.ranks ~= self.n or meta.groups ~= #self.groups then
+    error(string.format("rank %d: ckpt.load: the checkpoint holds %s; this model is ZeRO-%d over %d ranks in %d "
+      .. "groups (resharding is not supported)", self.r, meta and string.format("ZeRO-%d over %d ranks in %d groups",
+        meta.stage, meta.ranks, meta.groups) or "no ZeRO shards", self.stage, self.n, #self.groups), 0)
+  end
+  lab.no_grad(function()
+    for i, g in ipairs(self.groups) do
+      g.master:copy_(read("zero." .. i .. ".param"))
+      g.m:copy_(read("zero." .. i .. ".exp_avg"))
+      g.v:copy_(read("zero." .. i .. ".exp_avg_sq"))
+      if self.stage < 3 then -- every rank's full parameters from everyone's shards
+        local send = g.master:clone()
+        lab.dist.all_gather_into_tensor(g.full, send, { group = self.group })
+        send:close()
+      end
+    end
+    for name, t in pairs(buffers(self.module, "", {})) do t:copy_(read("model." .. name)) end
+  end)
+  self.step_count, self.lr = meta.step_count, meta.lr
+end
+
 return zero
