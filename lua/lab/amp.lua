@@ -52,6 +52,7 @@ local function cast_parameters(model, dtype)
 end
 
 function amp.MixedPrecision(model, opts)
+  lab.nn.check_module(model, "amp.MixedPrecision")
   opts = opts or {}
   local dtype = opts.dtype or "bf16"
   if not FLOAT16[dtype] then

@@ -67,7 +67,30 @@ end
 
 -- Writes the checkpoint; collective over the ranks (every rank writes its part, rank 0
 -- swaps the complete directory into place after all parts are written).
+-- the arguments every entry point takes: a directory name and a table of what to save
+local function check_args(op, dir, state)
+  local r = lab.dist.rank()
+  if type(dir) ~= "string" or dir == "" then
+    error(string.format("rank %d: %s: the first argument is the checkpoint directory, got %s", r, op, type(dir)), 0)
+  end
+  if type(state) ~= "table" then
+    error(string.format("rank %d: %s: the second argument is a table {model=, optimizer=, amp=, step=}, got %s",
+      r, op, type(state)), 0)
+  end
+  local m = state.model
+  if m == nil or lab.nn.is_module(m) or m.checkpoint_state then return state end
+  if type(m) == "table" and lab.nn.is_module(m.module) then -- a DDP wrapper: its module is the model
+    local unwrapped = {}
+    for k, v in pairs(state) do unwrapped[k] = v end
+    unwrapped.model = m.module
+    return unwrapped
+  end
+  error(string.format("rank %d: %s: model must be a lab.nn module (or a DDP or ZeRO wrapper), got %s", r, op,
+    lab.is_tensor(m) and "a tensor" or type(m)), 0)
+end
+
 function ckpt.save(dir, state)
+  state = check_args("ckpt.save", dir, state)
   local r = lab.dist.rank()
   local tmp = dir .. ".incomplete"
   if r == 0 then sh("rm -rf " .. quote(tmp) .. " && mkdir -p " .. quote(tmp)) end
@@ -114,6 +137,7 @@ end
 -- Loads into the model (and optimizer) what save wrote; restores the RNG stream. Returns
 -- {step=, extra=}.
 function ckpt.load(dir, state)
+  state = check_args("ckpt.load", dir, state)
   local r = lab.dist.rank()
   local part = string.format("%s/rank%d", dir, r)
   local chunk, err = loadfile(part .. "/manifest.lua", "t", {})

@@ -28,6 +28,7 @@ end
 -- opts: bucket_mb (25), overlap (true), find_unused_parameters (false), group (world),
 -- broadcast_parameters (true)
 function ddp.wrap(model, opts)
+  lab.nn.check_module(model, "ddp.wrap")
   opts = opts or {}
   local self = setmetatable({
     module = model,

@@ -18,6 +18,10 @@ local nn = lab.nn
 local LoRALinear = nn.class("LoRALinear")
 nn.LoRALinear = LoRALinear
 function LoRALinear:init(base, opts)
+  if getmetatable(base) ~= nn.Linear then
+    error(string.format("rank %d: LoRALinear: wraps a lab.nn.Linear, got %s", lab.dist.rank(),
+      nn.is_module(base) and "another module" or type(base)), 0)
+  end
   opts = opts or {}
   local r = opts.r or 8
   if math.type(r) ~= "integer" or r < 1 or r > math.min(base.n_in, base.n_out) then
@@ -63,6 +67,7 @@ local function is_linear(m) return getmetatable(m) == nn.Linear end
 -- Wraps the model's Linear layers (all of them, or those whose name is in opts.targets)
 -- in LoRALinear and freezes every other parameter; returns the trainable parameters.
 function lora.apply(model, opts)
+  nn.check_module(model, "lora.apply")
   opts = opts or {}
   local wanted
   if opts.targets then

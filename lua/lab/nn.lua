@@ -28,6 +28,19 @@ end
 
 function Module:init() end
 
+-- true for an instance of any lab.nn module class
+function nn.is_module(m)
+  return type(m) == "table" and type(m._names) == "table" and type(m._kinds) == "table"
+end
+
+-- raises a named error unless m is a module (for functions that walk a model)
+function nn.check_module(m, op)
+  if not nn.is_module(m) then
+    error(string.format("rank %d: %s: expected a lab.nn module, got %s", lab.dist.rank(), op,
+      lab.is_tensor(m) and "a tensor" or type(m)), 0)
+  end
+end
+
 -- registers a parameter: it requires grad and is accounted as parameter memory
 function Module:param(name, t)
   if t ~= nil then

@@ -36,6 +36,7 @@ end
 -- opts: stage (1, 2, 3), lr, betas, eps, weight_decay (AdamW; not on 1-D parameters),
 -- clip (global-norm clipping), bucket_mb (25, stages 1-2), group
 function zero.wrap(model, opts)
+  lab.nn.check_module(model, "zero.wrap")
   opts = opts or {}
   local stage = opts.stage or 1
   assert(stage == 1 or stage == 2 or stage == 3, "zero: stage must be 1, 2 or 3")

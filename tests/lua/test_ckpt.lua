@@ -117,6 +117,18 @@ T.test("a save that fails half-way leaves the previous checkpoint whole", functi
   T.eq(lab.max_abs_diff(b:parameters()[1], saved), 0, "with its parameters")
 end)
 
+T.test("a DDP wrapper checkpoints its module; wrong arguments are named", function()
+  local a, aopt = fresh()
+  step(a, aopt, 1)
+  lab.ckpt.save(path, { model = a, optimizer = aopt, step = 1 }) -- the wrapper itself
+  local b, bopt = fresh()
+  lab.ckpt.load(path, { model = b, optimizer = bopt })
+  T.eq(step(b, bopt, 2), step(a, aopt, 2), "the same next step")
+  T.raises(function() lab.ckpt.save(nil, {}) end, "ckpt.save", "checkpoint directory")
+  T.raises(function() lab.ckpt.load(path, 5) end, "ckpt.load", "table")
+  T.raises(function() lab.ckpt.save(path, { model = lab.randn(2) }) end, "ckpt.save", "a tensor")
+end)
+
 T.test("loading into a different model is refused by name and shape", function()
   local other = lab.nn.GPT { vocab = 16, d_model = 8, n_layer = 1, n_head = 2, seq_len = 8 }
   T.raises(function() lab.ckpt.load(path, { model = other }) end, "load_state_dict", "blocks.1.attn.proj.bias",
