@@ -33,6 +33,12 @@ local function cast_parameters(model, dtype)
       if kind == "module" then visit(v)
       elseif kind == "param" and v ~= nil then
         local low = cast[v]
+        local wrapper = lab.ddp.reduced_by[v]
+        if wrapper then -- its hooks stay on the fp32 tensor, which no longer gets gradients
+          error(string.format("rank %d: amp.MixedPrecision: parameter %s is already reduced by %s; apply "
+            .. "MixedPrecision first and wrap afterwards, so the wrapper reduces the 16-bit gradients",
+            lab.dist.rank(), name, wrapper), 0)
+        end
         if not low then
           if v.dtype ~= "f32" then
             error(string.format("rank %d: amp: parameter %s is %s; MixedPrecision starts from an f32 model",

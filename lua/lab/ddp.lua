@@ -27,6 +27,10 @@ end
 
 -- opts: bucket_mb (25), overlap (true), find_unused_parameters (false), group (world),
 -- broadcast_parameters (true)
+-- which wrapper reduces a parameter's gradient (weak keys: forgotten with the parameter);
+-- lets lab.amp refuse to replace parameters a wrapper already hooks
+ddp.reduced_by = setmetatable({}, { __mode = "k" })
+
 function ddp.wrap(model, opts)
   lab.nn.check_module(model, "ddp.wrap")
   opts = opts or {}
@@ -82,6 +86,7 @@ function ddp.wrap(model, opts)
 
   -- 3. a hook per parameter, run after autograd accumulated its gradient
   for _, np in ipairs(named) do
+    ddp.reduced_by[np[2]] = "lab.ddp.wrap"
     np[2]:register_post_accumulate_grad_hook(function(p) self:_grad_ready(p) end)
   end
   return self

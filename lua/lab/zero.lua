@@ -79,6 +79,7 @@ function zero.wrap(model, opts)
 
   for _, g in ipairs(self.groups) do
     for _, p in ipairs(g.params) do
+      lab.ddp.reduced_by[p] = "lab.zero.wrap"
       p:register_post_accumulate_grad_hook(function(q) self:_grad_ready(q) end)
     end
   end

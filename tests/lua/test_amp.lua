@@ -161,6 +161,11 @@ T.test("mistakes are named", function()
   lab.amp.MixedPrecision(m, { dtype = "bf16", optimizer = sgd(1) })
   T.raises(function() lab.amp.MixedPrecision(m, { dtype = "f16", optimizer = sgd(1) }) end,
     "parameter w is bf16", "f32 model")
+  -- wrapped in DDP first, the wrapper's hooks would stay on tensors that get no gradient
+  local wrapped = Vec(2, 1)
+  lab.ddp.wrap(wrapped)
+  T.raises(function() lab.amp.MixedPrecision(wrapped, { dtype = "bf16", optimizer = sgd(1) }) end,
+    "already reduced by lab.ddp.wrap", "MixedPrecision first")
 end)
 
 T.finish()
