@@ -37,7 +37,8 @@ end
 
 -- the tensors to write: model state, optimizer moments
 local function collect(state)
-  local tensors, meta = {}, { step = state.step or 0, rng = lab.get_rng_state(), extra = state.extra }
+  local tensors, meta = {}, { step = state.step or 0, rng = lab.get_rng_state(), extra = state.extra,
+    world = lab.dist.world() }
   local model = state.model
   if model and model.checkpoint_state then -- sharded (ZeRO): the model saves its own shards
     local ts
@@ -135,14 +136,34 @@ function ckpt.save(dir, state)
 end
 
 -- Loads into the model (and optimizer) what save wrote; restores the RNG stream. Returns
--- {step=, extra=}.
+-- {step=, extra=}. Collective, like save: every rank loads its own part.
 function ckpt.load(dir, state)
   state = check_args("ckpt.load", dir, state)
   local r = lab.dist.rank()
   local part = string.format("%s/rank%d", dir, r)
+  -- every rank must find its part before any rank changes its model (and before ZeRO's
+  -- collectives inside the load): a missing part, a damaged manifest or another world size
+  -- raises on every rank together
   local chunk, err = loadfile(part .. "/manifest.lua", "t", {})
-  if not chunk then error(string.format("rank %d: ckpt.load: no complete checkpoint at %s (%s)", r, dir, err), 0) end
-  local meta = chunk()
+  local meta, problem
+  if not chunk then
+    problem = string.format("no complete checkpoint at %s (%s)", dir, err)
+  else
+    local ok, m = pcall(chunk)
+    if not ok or type(m) ~= "table" or type(m.tensors) ~= "table" then
+      problem = string.format("the manifest of %s is damaged", part)
+    elseif m.world and m.world ~= lab.dist.world() then
+      problem = string.format("%s was saved by %d ranks; this world has %d", dir, m.world, lab.dist.world())
+    else
+      meta = m
+    end
+  end
+  local bad = lab.tensor({ problem and 1 or 0 }, { dtype = "i32" })
+  lab.dist.all_reduce(bad)
+  if bad[1] > 0 then
+    error(string.format("rank %d: ckpt.load: %s", r, problem or string.format(
+      "%d other rank(s) cannot read their part of %s", bad[1], dir)), 0)
+  end
   local function read(name)
     local want = meta.tensors[name]
     if not want then error(string.format("rank %d: ckpt.load: %s is not in the checkpoint", r, name), 0) end

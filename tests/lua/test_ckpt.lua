@@ -127,6 +127,26 @@ T.test("a DDP wrapper checkpoints its module; wrong arguments are named", functi
   T.raises(function() lab.ckpt.save(nil, {}) end, "ckpt.save", "checkpoint directory")
   T.raises(function() lab.ckpt.load(path, 5) end, "ckpt.load", "table")
   T.raises(function() lab.ckpt.save(path, { model = lab.randn(2) }) end, "ckpt.save", "a tensor")
+  -- one rank's part missing: every rank raises (none goes on to train alone)
+  lab.dist.barrier()
+  if r == lab.dist.world() - 1 then os.execute("rm -rf '" .. path .. "/rank" .. r .. "'") end
+  lab.dist.barrier()
+  local c, copt = fresh()
+  if r == lab.dist.world() - 1 then
+    T.raises(function() lab.ckpt.load(path, { model = c, optimizer = copt }) end, "ckpt.load", "no complete checkpoint")
+  else
+    T.raises(function() lab.ckpt.load(path, { model = c, optimizer = copt }) end, "ckpt.load", "1 other rank(s)")
+  end
+  -- a damaged manifest
+  lab.ckpt.save(path, { model = a, optimizer = aopt, step = 1 })
+  if r == 0 then
+    local f = io.open(path .. "/rank0/manifest.lua", "w")
+    f:write("return {")
+    f:close()
+  end
+  lab.dist.barrier()
+  T.raises(function() lab.ckpt.load(path, { model = c, optimizer = copt }) end, "ckpt.load")
+  lab.ckpt.save(path, { model = a, optimizer = aopt, step = 1 }) -- a good one for the next test
 end)
 
 T.test("loading into a different model is refused by name and shape", function()
