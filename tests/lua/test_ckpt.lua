@@ -41,31 +41,39 @@ T.test("resume continues the same trajectory bit for bit", function()
   for i, p in ipairs(b:parameters()) do T.eq(lab.max_abs_diff(p, m:parameters()[i]), 0, "parameter " .. i) end
 end)
 
+-- one language-model step on the batch drawn from `seed` (opt may be a ZeRO engine)
+local function lm_step(m, opt, seed)
+  lab.manual_seed(seed)
+  local ids = lab.randint(0, 16, { 2, 8 })
+  opt:zero_grad()
+  local _, loss = m(ids, ids)
+  loss:backward()
+  opt:step()
+  return loss:item()
+end
+
+-- `total` steps straight; then, from a fresh start, `saved` steps, a checkpoint, a second
+-- fresh model loaded from it and the remaining steps: the losses must be equal
+local function check_resume(what, fresh, seed_of, saved, total)
+  local straight = {}
+  local m, opt = fresh()
+  for k = 1, total do straight[k] = lm_step(m, opt, seed_of(k)) end
+  local a, aopt = fresh()
+  for k = 1, saved do lm_step(a, aopt, seed_of(k)) end
+  lab.ckpt.save(path, { model = a, optimizer = aopt ~= a and aopt or nil, step = saved })
+  local b, bopt = fresh()
+  T.eq(lab.ckpt.load(path, { model = b, optimizer = bopt ~= b and bopt or nil }).step, saved)
+  for k = saved + 1, total do T.eq(lm_step(b, bopt, seed_of(k)), straight[k], what .. " loss of step " .. k) end
+end
+
 T.test("ZeRO 1, 2 and 3: each rank saves its shards and resumes bit for bit", function()
   local zcfg = { vocab = 16, d_model = 16, n_layer = 1, n_head = 2, seq_len = 8, tied = false }
   for stage = 1, 3 do
-    local function zfresh()
+    check_resume("ZeRO-" .. stage, function()
       lab.manual_seed(1)
-      return lab.zero.wrap(lab.nn.GPT(zcfg), { stage = stage, lr = 1e-2 })
-    end
-    local function zstep(m, k)
-      lab.manual_seed(2000 + k + 10 * lab.dist.rank())
-      local ids = lab.randint(0, 16, { 2, 8 })
-      m:zero_grad()
-      local _, loss = m(ids, ids)
-      loss:backward()
-      m:step()
-      return loss:item()
-    end
-    local straight = {}
-    local m = zfresh()
-    for k = 1, 5 do straight[k] = zstep(m, k) end
-    local a = zfresh()
-    for k = 1, 2 do zstep(a, k) end
-    lab.ckpt.save(path, { model = a, step = 2 })
-    local b = zfresh()
-    T.eq(lab.ckpt.load(path, { model = b }).step, 2)
-    for k = 3, 5 do T.eq(zstep(b, k), straight[k], "ZeRO-" .. stage .. " loss of step " .. k) end
+      local z = lab.zero.wrap(lab.nn.GPT(zcfg), { stage = stage, lr = 1e-2 })
+      return z, z -- the engine is its own optimizer
+    end, function(k) return 2000 + k + 10 * lab.dist.rank() end, 2, 5)
     if stage == 1 then
       T.raises(function() lab.ckpt.load(path, { model = lab.zero.wrap(lab.nn.GPT(zcfg), { stage = 2 }) }) end,
         "ckpt.load", "ZeRO-1", "ZeRO-2")
@@ -77,29 +85,11 @@ end)
 T.test("tensor parallel: each rank saves its own slices and resumes bit for bit", function()
   local tcfg = { vocab = 16, d_model = 16, n_layer = 1, n_head = 4, seq_len = 8, tied = false }
   local grid = lab.dist.grid { tp = lab.dist.world() }
-  local function tfresh()
+  check_resume("TP", function()
     lab.manual_seed(1)
     local m = lab.tp.GPT(tcfg, { group = grid.tp_group })
     return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
-  end
-  local function tstep(m, opt, k)
-    lab.manual_seed(3000 + k) -- the same batch on every rank of the TP group
-    local ids = lab.randint(0, 16, { 2, 8 })
-    opt:zero_grad()
-    local _, loss = m(ids, ids)
-    loss:backward()
-    opt:step()
-    return loss:item()
-  end
-  local straight = {}
-  local m, opt = tfresh()
-  for k = 1, 4 do straight[k] = tstep(m, opt, k) end
-  local a, aopt = tfresh()
-  for k = 1, 2 do tstep(a, aopt, k) end
-  lab.ckpt.save(path, { model = a, optimizer = aopt, step = 2 })
-  local b, bopt = tfresh()
-  lab.ckpt.load(path, { model = b, optimizer = bopt })
-  for k = 3, 4 do T.eq(tstep(b, bopt, k), straight[k], "TP loss of step " .. k) end
+  end, function(k) return 3000 + k end, 2, 4) -- the same batch on every rank of the TP group
 end)
 
 T.test("a save that fails half-way leaves the previous checkpoint whole", function()
