@@ -4,6 +4,9 @@
 --     optimizer = function(params) return lab.optim.AdamW(params, {lr = 1e-3}) end})
 --   mp:zero_grad(); local loss = lm_loss(model(x), y); mp:backward(loss); mp:step()
 --
+-- Order: apply lab.lora before MixedPrecision (frozen weights are cast without a master,
+-- the adapters get one) and wrap with lab.ddp / lab.zero after it.
+--
 -- The model's parameters are cast to bf16 or f16, so every matmul, activation and gradient
 -- is 16-bit: half the memory and bandwidth. The optimizer does not see them: it updates
 -- fp32 "master" copies and the 16-bit weights are re-cast from those after each step. A
@@ -46,10 +49,13 @@ local function cast_parameters(model, dtype)
           end
           low = lab.no_grad(function() return v:to(dtype) end)
           cast[v] = low
-          lab.mem.tag(v, "optimizer") -- the ZeRO paper counts the fp32 master with the optimizer
-          pairs_list[#pairs_list + 1] = { model = low, master = v }
+          if v.requires_grad then
+            lab.mem.tag(v, "optimizer") -- the ZeRO paper counts the fp32 master with the optimizer
+            pairs_list[#pairs_list + 1] = { model = low, master = v }
+          end -- a frozen parameter (LoRA's base) is only cast: no master, no optimizer state
         end
         m:param(name, low)
+        if not v.requires_grad then low:requires_grad_(false) end -- frozen stays frozen
       end
     end
   end

@@ -153,6 +153,29 @@ T.test("a mixed-precision checkpoint resumes bit for bit (masters, moments, scal
   if r == 0 then os.execute("rm -rf '" .. dir .. "'") end
 end)
 
+T.test("LoRA then bf16: frozen weights are cast without masters, the adapters train", function()
+  lab.manual_seed(3)
+  local m = lab.nn.GPT(cfg)
+  local frozen_before = m.blocks:at(1).mlp.fc.weight:to("bf16")
+  local trainable = lab.lora.apply(m, { r = 2 })
+  local mp = lab.amp.MixedPrecision(m, { dtype = "bf16",
+    optimizer = function(ps) return lab.optim.AdamW(ps, { lr = 1e-2 }) end })
+  T.eq(#mp.master_params, #trainable, "a master per adapter tensor only")
+  local frozen = m.blocks:at(1).mlp.fc.base.weight
+  T.eq(frozen.dtype, "bf16")
+  T.eq(frozen.requires_grad, false, "still frozen after the cast")
+  for k = 1, 3 do
+    lab.manual_seed(200 + k)
+    local ids = lab.randint(0, cfg.vocab, { 2, 16 })
+    mp:zero_grad()
+    local _, loss = m(ids, ids)
+    mp:backward(loss)
+    mp:step()
+  end
+  T.eq(lab.max_abs_diff(frozen, frozen_before), 0, "the frozen weight did not move")
+  T.ok(m.blocks:at(1).mlp.fc.lora_B:abs():max():item() > 0, "the adapter did")
+end)
+
 T.test("mistakes are named", function()
   T.raises(function() lab.amp.MixedPrecision(Vec(2, 1), { dtype = "f32", optimizer = sgd(1) }) end,
     "amp.MixedPrecision", "bf16 or f16", "f32")
