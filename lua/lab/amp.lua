@@ -23,6 +23,10 @@ local amp = {}
 
 local FLOAT16 = { bf16 = true, f16 = true }
 
+-- the 16-bit parameters MixedPrecision made (weak keys), so lab.lora can refuse to add
+-- adapters that no optimizer would see
+amp.cast_by_amp = setmetatable({}, { __mode = "k" })
+
 local MixedPrecision = {}
 MixedPrecision.__index = MixedPrecision
 
@@ -49,6 +53,7 @@ local function cast_parameters(model, dtype)
           end
           low = lab.no_grad(function() return v:to(dtype) end)
           cast[v] = low
+          amp.cast_by_amp[low] = true
           if v.requires_grad then
             lab.mem.tag(v, "optimizer") -- the ZeRO paper counts the fp32 master with the optimizer
             pairs_list[#pairs_list + 1] = { model = low, master = v }

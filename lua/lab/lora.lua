@@ -22,6 +22,10 @@ function LoRALinear:init(base, opts)
     error(string.format("rank %d: LoRALinear: wraps a lab.nn.Linear, got %s", lab.dist.rank(),
       nn.is_module(base) and "another module" or type(base)), 0)
   end
+  if lab.amp.cast_by_amp[base.weight] then
+    error(string.format("rank %d: LoRALinear: this layer was already cast by lab.amp.MixedPrecision, whose "
+      .. "optimizer would never see the adapters; apply lab.lora first", lab.dist.rank()), 0)
+  end
   opts = opts or {}
   local r = opts.r or 8
   if math.type(r) ~= "integer" or r < 1 or r > math.min(base.n_in, base.n_out) then

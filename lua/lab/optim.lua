@@ -11,7 +11,10 @@ end
 
 local function new(cls, params, defaults, opts)
   local self = setmetatable({ params = params, state = {}, step_count = 0 }, cls)
-  for k, v in pairs(defaults) do self[k] = (opts or {})[k] == nil and v or opts[k] end
+  opts = opts or {}
+  for k, v in pairs(defaults) do
+    if opts[k] == nil then self[k] = v else self[k] = opts[k] end
+  end
   return self
 end
 

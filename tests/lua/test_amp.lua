@@ -174,6 +174,11 @@ T.test("LoRA then bf16: frozen weights are cast without masters, the adapters tr
   end
   T.eq(lab.max_abs_diff(frozen, frozen_before), 0, "the frozen weight did not move")
   T.ok(m.blocks:at(1).mlp.fc.lora_B:abs():max():item() > 0, "the adapter did")
+  -- the other order would leave the adapters out of the optimizer
+  lab.manual_seed(3)
+  local late = lab.nn.GPT(cfg)
+  lab.amp.MixedPrecision(late, { dtype = "bf16", optimizer = function(ps) return lab.optim.SGD(ps) end })
+  T.raises(function() lab.lora.apply(late, { r = 2 }) end, "LoRALinear", "apply lab.lora first")
 end)
 
 T.test("mistakes are named", function()
