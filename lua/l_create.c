@@ -8,6 +8,7 @@
 #include "runtime/dist/control.h"
 #include "runtime/ewise.h"
 #include "runtime/random.h"
+#include "runtime/autograd/autograd.h"
 
 /* ---- lab.tensor(nested table) ---- */
 
@@ -259,17 +260,44 @@ int ll_cat(lua_State *L);
 int ll_stack(lua_State *L);
 
 static const luaL_Reg creation[] = {
-    {"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
-    {"empty", l_empty},         {"full", l_full},           {"arange", l_arange},
-    {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
-    {"rand", l_rand},           {"randn", l_randn},         {"randint", l_randint},
+    {"randint", l_randint},
     {"manual_seed", l_manual_seed}, {"seed_per_rank", l_seed_per_rank},
     {"get_rng_state", l_get_rng_state}, {"set_rng_state", l_set_rng_state},
     {"where", ll_where},        {"matmul", ll_matmul},      {"cat", ll_cat},
     {"stack", ll_stack},        {NULL, NULL}};
 
+/* Factories take {requires_grad = true} as torch's do: lab.randn(3, 4, {requires_grad = true}).
+ * Each factory in this list is registered inside this closure, which runs it and then reads
+ * the option table (the last argument, after at least one other: a lone table is the data
+ * or the shape). Upvalues: the factory, its name. */
+static int with_requires_grad(lua_State *L) {
+  int n = lua_gettop(L);
+  int opts = (n >= 2 && lua_istable(L, n)) ? n : 0;
+  int nret = lua_tocfunction(L, lua_upvalueindex(1))(L);
+  if (opts && ll_opt_bool(L, opts, "requires_grad", 0)) {
+    lab_tensor *t = ll_check_tensor(L, -1);
+    if (!lab_dtype_is_float(t->dtype))
+      return ll_error(L, "%s: requires_grad needs a floating dtype, not %s", lua_tostring(L, lua_upvalueindex(2)),
+                      lab_dtype_name(t->dtype));
+    ll_check_rc(L, lab_set_requires_grad(t, 1));
+  }
+  return nret;
+}
+
+static const luaL_Reg factories[] = {
+    {"tensor", l_tensor},         {"zeros", l_zeros},         {"ones", l_ones},
+    {"empty", l_empty},           {"full", l_full},           {"arange", l_arange},
+    {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
+    {"rand", l_rand},             {"randn", l_randn},         {NULL, NULL}};
+
 void ll_register_creation(lua_State *L) {
   luaL_setfuncs(L, creation, 0);
+  for (const luaL_Reg *f = factories; f->name; f++) {
+    lua_pushcfunction(L, f->func);
+    lua_pushstring(L, f->name);
+    lua_pushcclosure(L, with_requires_grad, 2);
+    lua_setfield(L, -2, f->name);
+  }
   /* the in-place random fills are tensor methods */
   luaL_getmetatable(L, LAB_TENSOR_MT);
   lua_getfield(L, -1, "methods");

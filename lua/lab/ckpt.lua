@@ -8,7 +8,7 @@
 -- A checkpoint is a directory: one .npy per tensor (parameters, buffers, optimizer
 -- moments) and a manifest (step, RNG state, optimizer counters, names, shapes, dtypes).
 -- Every rank writes its own part (rank<r>/), since under ZeRO or tensor parallelism each
--- holds different tensors. It is written under a temporary name, each file fsynced, and
+-- holds different tensors. It is written under a temporary name, each file synced to disk, and
 -- renamed into place only when complete, so a crash mid-save leaves the previous
 -- checkpoint whole. Loading checks every name, shape and dtype against the model.
 local ckpt = {}
@@ -114,6 +114,8 @@ function ckpt.save(dir, state)
     f:write("return ", serialize(meta), "\n")
     f:close()
     assert(os.rename(mine .. "/manifest.lua.tmp", mine .. "/manifest.lua"))
+    -- this rank's files and their directory on disk before it reports success
+    assert(sh("sync " .. quote(mine) .. "/* " .. quote(mine)), "ckpt: cannot sync " .. mine)
   end)
   -- every rank must know whether every part was written before anything is swapped
   local bad = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
@@ -125,7 +127,7 @@ function ckpt.save(dir, state)
       ok and "another rank failed to write its part" or tostring(err), dir), 0)
   end
   if r == 0 then
-    sh("sync " .. quote(tmp) .. " 2>/dev/null || sync")
+    sh("sync " .. quote(tmp)) -- the rank directories' entries
     local old = dir .. ".previous"
     sh("rm -rf " .. quote(old))
     os.rename(dir, old) -- may not exist yet

@@ -19,27 +19,6 @@ lab.ckpt = require("lab.ckpt")
 lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
 
--- Factories take {requires_grad = true} as torch's do: lab.randn(3, 4, {requires_grad = true}).
--- Handled here once for every factory; the option table is always the last argument, after
--- at least one other (a lone table is the data or the shape).
-for _, name in ipairs({ "tensor", "zeros", "ones", "empty", "full", "arange", "zeros_like",
-  "ones_like", "empty_like", "rand", "randn" }) do
-  local make = lab[name]
-  lab[name] = function(...)
-    local t = make(...)
-    local n = select("#", ...)
-    local opts = n >= 2 and select(n, ...) or nil
-    if type(opts) == "table" and not lab.is_tensor(opts) and opts.requires_grad then
-      if t.dtype ~= "f32" and t.dtype ~= "f64" and t.dtype ~= "bf16" and t.dtype ~= "f16" then
-        error(string.format("rank %d: %s: requires_grad needs a floating dtype, not %s",
-          lab.dist.rank(), name, t.dtype), 0)
-      end
-      t:requires_grad_(true)
-    end
-    return t
-  end
-end
-
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)
   if lab.dist.rank() == 0 then print(...) end

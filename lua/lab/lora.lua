@@ -46,16 +46,9 @@ function LoRALinear:describe()
   return string.format("%d -> %d, r %d, alpha %g", self.n_in, self.n_out, self.r, self.alpha)
 end
 function LoRALinear:forward(x)
-  local y = self.base(x)
-  local shape = x.shape
-  local flat = #shape == 2 and x or x:reshape(-1, self.n_in)
-  local d = flat:matmul(self.lora_A:t()):matmul(self.lora_B:t()) -- through the r-wide bottleneck
+  local d = nn.linear(nn.linear(x, self.lora_A), self.lora_B) -- through the r-wide bottleneck
   if self.scaling ~= 1 then d = d * self.scaling end
-  if #shape ~= 2 then
-    shape[#shape] = self.n_out
-    d = d:view(shape)
-  end
-  return y + d
+  return self.base(x) + d
 end
 
 -- folds the adapter into the frozen weight: W += (alpha / r) B A; returns the plain Linear

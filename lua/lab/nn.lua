@@ -199,18 +199,22 @@ function Linear:init(n_in, n_out, opts)
   end
 end
 function Linear:describe() return string.format("%d -> %d%s", self.n_in, self.n_out, self.bias and "" or ", no bias") end
-function Linear:forward(x)
-  -- fold leading dims into one matrix: one large GEMM instead of a loop of small ones
+-- x [..., in] -> x W^T + b [..., out] for W [out, in]: the leading dims are folded into one
+-- matrix, so it is one large GEMM instead of a loop of small ones (every linear layer,
+-- sharded or not, computes through this)
+function nn.linear(x, weight, bias)
   local shape = x.shape
-  local flat = #shape == 2 and x or x:reshape(-1, self.n_in)
-  local y = flat:matmul(self.weight:t())
-  if self.bias then y = y + self.bias end
+  local flat = #shape == 2 and x or x:reshape(-1, shape[#shape])
+  local y = flat:matmul(weight:t())
+  if bias then y = y + bias end
   if #shape ~= 2 then
-    shape[#shape] = self.n_out
+    shape[#shape] = weight.shape[1]
     y = y:view(shape)
   end
   return y
 end
+
+function Linear:forward(x) return nn.linear(x, self.weight, self.bias) end
 
 local Embedding = nn.class("Embedding")
 nn.Embedding = Embedding

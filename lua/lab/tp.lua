@@ -93,11 +93,7 @@ function ColumnParallelLinear:forward(x)
   else
     x = D.copy_to_region(x, opts)
   end
-  local shape = x.shape
-  local y = x:reshape(-1, self.n_in):matmul(self.weight:t())
-  if self.bias then y = y + self.bias end
-  shape[#shape] = self.n_out // self.p
-  y = y:view(shape)
+  local y = nn.linear(x, self.weight, self.bias) -- this rank's n_out / p output columns
   if self.gather_output then y = D.gather_from_region(y, opts) end
   return y
 end
@@ -123,10 +119,7 @@ end
 function RowParallelLinear:forward(x)
   local opts = { group = self.group }
   if not self.input_is_parallel then x = D.scatter_to_region(x, opts) end
-  local shape = x.shape
-  local partial = x:reshape(-1, self.n_in // self.p):matmul(self.weight:t())
-  shape[#shape] = self.n_out
-  partial = partial:view(shape)
+  local partial = nn.linear(x, self.weight) -- this rank's share of every output
   local y
   if self.sequence_parallel then
     y = D.reduce_scatter(partial, { group = self.group, dim = 2 }) -- sum, keep my T/p rows

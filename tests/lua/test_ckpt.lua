@@ -15,16 +15,19 @@ local function fresh()
   local m = lab.ddp.wrap(lab.nn.GPT(cfg))
   return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
 end
-local function step(m, opt, k)
-  lab.manual_seed(1000 + k) -- the data of step k
+-- one language-model step on the batch drawn from `seed` (opt may be a ZeRO engine); with
+-- dropout_offset, dropout draws from a stream that depends only on the step
+local function lm_step(m, opt, seed, dropout_offset)
+  lab.manual_seed(seed)
   local ids = lab.randint(0, 16, { 2, 8 })
-  lab.set_rng_state({ seed = 77, offset = k * 4096 }) -- dropout's stream
+  if dropout_offset then lab.set_rng_state({ seed = 77, offset = dropout_offset }) end
   opt:zero_grad()
   local _, loss = m(ids, ids)
   loss:backward()
   opt:step()
   return loss:item()
 end
+local function step(m, opt, k) return lm_step(m, opt, 1000 + k, k * 4096) end
 
 T.test("resume continues the same trajectory bit for bit", function()
   local m, opt = fresh()
@@ -40,17 +43,6 @@ T.test("resume continues the same trajectory bit for bit", function()
   for k = 4, 6 do T.eq(step(b, bopt, k), straight[k], "loss of step " .. k) end
   for i, p in ipairs(b:parameters()) do T.eq(lab.max_abs_diff(p, m:parameters()[i]), 0, "parameter " .. i) end
 end)
-
--- one language-model step on the batch drawn from `seed` (opt may be a ZeRO engine)
-local function lm_step(m, opt, seed)
-  lab.manual_seed(seed)
-  local ids = lab.randint(0, 16, { 2, 8 })
-  opt:zero_grad()
-  local _, loss = m(ids, ids)
-  loss:backward()
-  opt:step()
-  return loss:item()
-end
 
 -- `total` steps straight; then, from a fresh start, `saved` steps, a checkpoint, a second
 -- fresh model loaded from it and the remaining steps: the losses must be equal
