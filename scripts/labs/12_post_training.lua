@@ -103,15 +103,13 @@ local methods = {
 }
 lab.print0("\n2. Weight state (no activations, no KV cache), GB, and 80 GB GPUs to hold it with ZeRO-3:")
 lab.print0(string.format("   %-11s %10s %6s %10s %6s   %s", "method", "7B", "GPUs", "70B", "GPUs", "what is kept"))
-local mem = {}
 for _, m in ipairs(methods) do
   local b7, b70 = m[2](7e9), m[2](70e9)
-  mem[m[1]] = b7
   lab.print0(string.format("   %-11s %10.1f %6d %10.1f %6d   %s", m[1], b7 / 1e9, math.ceil(b7 / 80e9), b70 / 1e9,
     math.ceil(b70 / 80e9), m[3]))
 end
-check("SFT's 16 bytes per parameter agree with lab.mem.estimate (112 GB at 7B)", math.abs(mem["SFT (full)"] - 112e9) < 1)
-check("LoRA needs under a seventh of SFT's weight state", mem.LoRA < mem["SFT (full)"] / 7)
+-- (sections 2 and 3 are arithmetic on the stated rules, printed rather than checked: a
+-- check of a formula against itself could not fail)
 
 -- 3. FLOPs per prompt of P = 512 tokens with responses of R = 512 tokens (N parameters:
 -- 2N per token forward, 6N forward and backward; generation is forward only, one token
@@ -129,12 +127,8 @@ local cost = {
   { "GRPO", G * (2 * R + 2 * L + 6 * L), "generate G; reference forward; train policy on G" },
 }
 lab.print0(string.format("\n3. FLOPs per prompt in units of N (P = %d, R = %d, G = %d), and relative to SFT:", P, R, G))
-local per = {}
 for _, c in ipairs(cost) do
-  per[c[1]] = c[2]
   lab.print0(string.format("   %-5s %9d N  %5.2fx   %s", c[1], c[2], c[2] / cost[1][2], c[3]))
 end
-check("per prompt: LoRA < SFT < DPO < PPO < GRPO (G = 8)", per.LoRA < per.SFT and per.SFT < per.DPO
-  and per.DPO < per.PPO and per.PPO < per.GRPO)
 lab.print0("   (GRPO spends its FLOPs on samples instead of a value model; PPO's value model costs memory)")
 finish("lab 12")
