@@ -538,6 +538,18 @@ DIST_OP(d_reduce_from, lab_ad_reduce_from_region(g, x))
 DIST_OP(d_gather_from, lab_ad_gather_from_region(g, x, dim))
 DIST_OP(d_scatter_to, lab_ad_scatter_to_region(g, x, dim))
 
+/* all_to_all_single(x[, {output_split_sizes=, input_split_sizes=, group=}]): a new tensor */
+static int d_all_to_all_single(lua_State *L) {
+  lab_tensor *x = ll_check_tensor(L, 1);
+  int opts = lua_istable(L, 2) ? 2 : 0;
+  lab_group *g = ll_opt_group(L, opts);
+  if (g->rank < 0) return ll_error(L, "all_to_all_single: this rank is not a member of %s", g->name);
+  const int64_t *os = ll_opt_splits(L, opts, "output_split_sizes", g);
+  const int64_t *is = ll_opt_splits(L, opts, "input_split_sizes", g);
+  ll_push_tensor(L, lab_ad_all_to_all_single(g, x, os, is));
+  return 1;
+}
+
 void ll_register_autograd(lua_State *L) {
   /* tensor methods */
   luaL_getmetatable(L, LAB_TENSOR_MT);
@@ -569,7 +581,8 @@ void ll_register_autograd(lua_State *L) {
   static const luaL_Reg dist[] = {{"all_reduce", d_all_reduce}, {"all_gather", d_all_gather},
                                   {"reduce_scatter", d_reduce_scatter}, {"copy_to_region", d_copy_to},
                                   {"reduce_from_region", d_reduce_from}, {"gather_from_region", d_gather_from},
-                                  {"scatter_to_region", d_scatter_to}, {NULL, NULL}};
+                                  {"scatter_to_region", d_scatter_to},
+                                  {"all_to_all_single", d_all_to_all_single}, {NULL, NULL}};
   lua_newtable(L);
   luaL_setfuncs(L, dist, 0);
   lua_setfield(L, -2, "dist");

@@ -312,6 +312,50 @@ static int l_reduce_scatter(lua_State *L) {
   return done(L, rc, w, async, 1, 0);
 }
 
+/* Split sizes from options field `field`: a list of one non-negative integer per rank of g,
+ * in a buffer Lua owns (pushed on the stack); NULL when the field is absent. */
+const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct lab_group *g) {
+  if (!opts) return NULL;
+  lua_getfield(L, opts, field);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  if (!lua_istable(L, -1)) ll_error(L, "all_to_all_single: %s must be a list of %d row counts, got %s", field, g->size, luaL_typename(L, -1));
+  int n = (int)lua_rawlen(L, -1);
+  if (n != g->size)
+    ll_error(L, "all_to_all_single: %s has %d entries but %s has %d ranks (one split per rank)", field, n, g->name, g->size);
+  int64_t *s = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n ? n : 1), 0);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, -2, i + 1);
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || v < 0)
+      ll_error(L, "all_to_all_single: %s[%d] is %s; split sizes are non-negative integers", field, i + 1, luaL_tolstring(L, -1, NULL));
+    s[i] = v;
+    lua_pop(L, 1);
+  }
+  lua_remove(L, -2); /* the list; the buffer stays on the stack while the call runs */
+  return s;
+}
+
+/* all_to_all_single(out, in[, {output_split_sizes=, input_split_sizes=, group=, async=}]):
+ * rows of in go to the ranks in order, input_split_sizes[i] of them to rank i; out receives
+ * output_split_sizes[j] rows from rank j. Without split sizes, an even split. */
+static int l_all_to_all_single(lua_State *L) {
+  lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
+  int opts = ll_options_index(L);
+  int async = opt_async(L, opts);
+  lab_group *g = ll_opt_group(L, opts);
+  if (g->rank < 0) return ll_error(L, "all_to_all_single: this rank is not a member of %s", g->name);
+  const int64_t *os = ll_opt_splits(L, opts, "output_split_sizes", g);
+  const int64_t *is = ll_opt_splits(L, opts, "input_split_sizes", g);
+  lab_work *w = NULL;
+  note_call_site(L);
+  int rc = lab_all_to_all_single(g, out, os, in, is, async ? &w : NULL);
+  return done(L, rc, w, async, 1, 0);
+}
+
 /* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
 static int l_all_to_all(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
@@ -508,7 +552,7 @@ static const luaL_Reg dist_funcs[] = {
     {"reduce_scatter", l_reduce_scatter},
     {"reduce_scatter_tensor", l_reduce_scatter},
     {"all_to_all", l_all_to_all},
-    {"all_to_all_single", l_all_to_all},
+    {"all_to_all_single", l_all_to_all_single},
     {"send", l_send},
     {"recv", l_recv},
     {"isend", l_isend},

@@ -53,6 +53,9 @@ void ll_register_nn_support(lua_State *L); /* fused optimizer steps, mem tags, .
 struct lab_group;
 /* the group in options table at opts (field "group"), or the world */
 struct lab_group *ll_opt_group(lua_State *L, int opts);
+/* all_to_all_single's split sizes from options field `field` (one per rank of g), in a
+ * buffer left on the Lua stack; NULL when absent */
+const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct lab_group *g);
 
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */

@@ -164,3 +164,65 @@ lab_tensor *lab_ad_scatter_to_region(lab_group *g, lab_tensor *x, int dim) {
   if (member("scatter_to_region", g) < 0 || split_check("scatter_to_region", g, x, dim) < 0) return NULL;
   return record("scatter_to_region", x, my_slice(g, x, dim), g, BW_GATHER, dim);
 }
+
+/* ---- uneven all-to-all (expert parallelism's dispatch and combine) ---- */
+
+/* What the backward needs: the group and both sides' splits (it runs the reverse exchange). */
+typedef struct {
+  lab_group *group;
+  int64_t *in_splits, *out_splits; /* NULL: even */
+  int64_t splits[];
+} a2a_ctx;
+
+/* [sum(out_splits), rest of x's shape] filled by the exchange of x's rows */
+static lab_tensor *exchanged(lab_group *g, lab_tensor *x, const int64_t *out_splits, const int64_t *in_splits) {
+  int64_t shape[LAB_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  if (out_splits) {
+    shape[0] = 0;
+    for (int r = 0; r < g->size; r++) shape[0] += out_splits[r] > 0 ? out_splits[r] : 0;
+  }
+  lab_tensor *xc = lab_contiguous(x);
+  lab_tensor *out = xc ? lab_tensor_empty(x->dtype, x->ndim, shape) : NULL;
+  int rc = out ? lab_all_to_all_single(g, out, out_splits, xc, in_splits, NULL) : -1;
+  lab_tensor_release(xc);
+  if (rc < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+static int a2a_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  a2a_ctx *c = n->ctx;
+  /* the gradient of each received row goes back to the rank that sent it */
+  gin[0] = ag_cast(exchanged(c->group, g, c->in_splits, c->out_splits), n->in_dtype[0]);
+  return gin[0] ? 0 : -1;
+}
+
+lab_tensor *lab_ad_all_to_all_single(lab_group *g, lab_tensor *x, const int64_t *out_splits, const int64_t *in_splits) {
+  if (member("all_to_all_single", g) < 0) return NULL;
+  if (x->ndim < 1) {
+    lab_fail("all_to_all_single", "needs a tensor of at least one dimension, got a scalar");
+    return NULL;
+  }
+  lab_tensor *out = exchanged(g, x, out_splits, in_splits);
+  if (!out || !lab_ag_needed(1, &x)) return out;
+  int n = g->size;
+  a2a_ctx *c = malloc(sizeof *c + sizeof(int64_t) * 2 * (size_t)n);
+  if (!c) {
+    lab_fail("all_to_all_single", "out of memory");
+    return ag_drop(out);
+  }
+  c->group = g; /* groups live as long as the job */
+  c->in_splits = in_splits ? memcpy(c->splits, in_splits, sizeof(int64_t) * (size_t)n) : NULL;
+  c->out_splits = out_splits ? memcpy(c->splits + n, out_splits, sizeof(int64_t) * (size_t)n) : NULL;
+  lab_node *node = lab_node_new("all_to_all_single", a2a_bw, 1, &x);
+  if (!node) {
+    free(c);
+    return ag_drop(out);
+  }
+  node->ctx = c;
+  node->free_ctx = free;
+  return ag_finish(node, out, 0);
+}

@@ -19,5 +19,8 @@ lab_tensor *lab_ad_reduce_from_region(lab_group *g, lab_tensor *x);
 lab_tensor *lab_ad_gather_from_region(lab_group *g, lab_tensor *x, int dim);
 /* this rank's slice forward, all-gather backward */
 lab_tensor *lab_ad_scatter_to_region(lab_group *g, lab_tensor *x, int dim);
+/* uneven all-to-all of x's rows (dim 1): in_splits[i] rows go to rank i, out_splits[j]
+ * rows come from rank j (NULL: even); dx is the reverse exchange of dy */
+lab_tensor *lab_ad_all_to_all_single(lab_group *g, lab_tensor *x, const int64_t *out_splits, const int64_t *in_splits);
 
 #endif

@@ -31,6 +31,11 @@ typedef struct lab_comm_backend {
                         lab_redop op, lab_backend_work **work);
   int (*all_to_all)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                     lab_backend_work **work);
+  /* Uneven all-to-all: send_counts[i] elements starting at send_displs[i] go to rank i;
+   * recv_counts[j] elements from rank j land at recv_displs[j]. One entry per rank. */
+  int (*all_to_all_v)(lab_group *g, const void *send, const int64_t *send_counts,
+                      const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                      const int64_t *recv_displs, lab_dtype dt, lab_backend_work **work);
   int (*send)(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
               lab_backend_work **work);
   int (*recv)(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag,

@@ -24,7 +24,8 @@ static int guarded;
 
 const char *lab_coll_name(lab_coll_op op) {
   static const char *n[LAB_NOPS] = {"all_reduce", "broadcast", "reduce", "all_gather",
-                                    "reduce_scatter", "all_to_all", "send", "recv", "barrier"};
+                                    "reduce_scatter", "all_to_all", "send", "recv", "barrier",
+                                    "all_to_all_single"};
   return n[op];
 }
 
@@ -417,6 +418,117 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   if (check_agreement(g, LAB_OP_ALL_TO_ALL, in->dtype, n, -1, -1) < 0) return -1;
   count(g, LAB_OP_ALL_TO_ALL, (int64_t)lab_nbytes(in), ring(g));
   LAUNCH(g, work, out, in, 0, g->backend->all_to_all(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+}
+
+/* ---- uneven all-to-all ---- */
+
+/* the splits of one side: one per rank, none negative, summing to the tensor's dim 1 */
+static int splits_check(const char *op, lab_group *g, const int64_t *splits, lab_tensor *t, const char *what) {
+  char s[128];
+  int64_t sum = 0;
+  for (int r = 0; r < g->size; r++) {
+    if (splits[r] < 0)
+      return lab_fail(op, "%s_split_sizes[%d] is %lld: split sizes cannot be negative", what, r + 1, (long long)splits[r]);
+    sum += splits[r];
+  }
+  if (sum != t->shape[0])
+    return lab_fail(op, "%s_split_sizes sum to %lld but the %s tensor %s has %lld rows (dim 1)", what,
+                    (long long)sum, what, lab_shape_str(t, s, sizeof s), (long long)t->shape[0]);
+  return 0;
+}
+
+/* Checked mode: every rank shows its splits; what rank i sends to j must be what j expects
+ * from i, else MPI would truncate a message or leave rows unwritten. */
+static int splits_agree(const char *op, lab_group *g, const int64_t *in_splits, const int64_t *out_splits) {
+  int n = g->size;
+  int64_t *mine = malloc(sizeof(int64_t) * 2 * (size_t)n), *all = malloc(sizeof(int64_t) * 2 * (size_t)n * (size_t)n);
+  if (!mine || !all) {
+    free(mine);
+    free(all);
+    return lab_fail(op, "out of memory");
+  }
+  memcpy(mine, in_splits, sizeof(int64_t) * (size_t)n);
+  memcpy(mine + n, out_splits, sizeof(int64_t) * (size_t)n);
+  int rc = g->backend->exchange(g, mine, all, (int)(sizeof(int64_t) * 2 * (size_t)n));
+  for (int i = 0; rc == 0 && i < n; i++)
+    for (int j = 0; rc == 0 && j < n; j++) {
+      int64_t sends = all[(size_t)i * 2 * n + j], expects = all[(size_t)j * 2 * n + n + i];
+      if (sends != expects)
+        rc = lab_fail(op, "on %s, rank %d sends %lld rows to rank %d (its input_split_sizes[%d]) but rank %d "
+                      "expects %lld rows from rank %d (its output_split_sizes[%d])", g->name, g->world_ranks[i],
+                      (long long)sends, g->world_ranks[j], j + 1, g->world_ranks[j], (long long)expects,
+                      g->world_ranks[i], i + 1);
+    }
+  free(mine);
+  free(all);
+  return rc;
+}
+
+int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_splits, lab_tensor *in,
+                          const int64_t *in_splits, lab_work **work) {
+  const char *name = "all_to_all_single";
+  char a[128], b[128];
+  if (member_check(name, g) < 0) return -1;
+  if (in->ndim < 1 || out->ndim < 1 || in->dtype != out->dtype || in->ndim != out->ndim ||
+      memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0)
+    return lab_fail(name, "output %s %s and input %s %s must have the same dtype and the same sizes "
+                    "except dim 1", lab_shape_str(out, a, sizeof a), lab_dtype_name(out->dtype),
+                    lab_shape_str(in, b, sizeof b), lab_dtype_name(in->dtype));
+  if (contiguous_check(name, "input", in) < 0 || contiguous_check(name, "output", out) < 0) return -1;
+  int n = g->size;
+  int64_t row = 1; /* elements per row */
+  for (int d = 1; d < in->ndim; d++) row *= in->shape[d];
+  int64_t *v = malloc(sizeof(int64_t) * 6 * (size_t)n); /* splits, then counts and displacements */
+  if (!v) return lab_fail(name, "out of memory");
+  int64_t *is = v, *os = v + n, *sc = v + 2 * n, *sd = v + 3 * n, *rc_ = v + 4 * n, *rd = v + 5 * n;
+  for (int r = 0; r < n; r++) {
+    if (!in_splits && in->shape[0] % n) {
+      free(v);
+      return lab_fail(name, "input %s has %lld rows, which do not split evenly over %d ranks; pass input_split_sizes",
+                      lab_shape_str(in, a, sizeof a), (long long)in->shape[0], n);
+    }
+    if (!out_splits && out->shape[0] % n) {
+      free(v);
+      return lab_fail(name, "output %s has %lld rows, which do not split evenly over %d ranks; pass output_split_sizes",
+                      lab_shape_str(out, a, sizeof a), (long long)out->shape[0], n);
+    }
+    is[r] = in_splits ? in_splits[r] : in->shape[0] / n;
+    os[r] = out_splits ? out_splits[r] : out->shape[0] / n;
+  }
+  if (splits_check(name, g, is, in, "input") < 0 || splits_check(name, g, os, out, "output") < 0) {
+    free(v);
+    return -1;
+  }
+  int64_t off_in = 0, off_out = 0, wire = 0;
+  for (int r = 0; r < n; r++) {
+    sc[r] = is[r] * row;
+    sd[r] = off_in;
+    off_in += sc[r];
+    rc_[r] = os[r] * row;
+    rd[r] = off_out;
+    off_out += rc_[r];
+    if (r != g->rank) wire += sc[r];
+  }
+  set_activity(name, in, g);
+  if (check_agreement(g, LAB_OP_ALL_TO_ALL_SINGLE, in->dtype, row, -1, -1) < 0 ||
+      (checked && splits_agree(name, g, is, os) < 0)) {
+    free(v);
+    return -1;
+  }
+  /* bytes: what this rank passed in; wire: what leaves this rank (its own block stays) */
+  size_t esz = lab_dtype_size(in->dtype);
+  g->stats[LAB_OP_ALL_TO_ALL_SINGLE].calls++;
+  g->stats[LAB_OP_ALL_TO_ALL_SINGLE].bytes += (int64_t)lab_nbytes(in);
+  g->stats[LAB_OP_ALL_TO_ALL_SINGLE].wire_bytes += wire * (int64_t)esz;
+  lab_backend_work *bw = NULL;
+  double t0 = lab_now();
+  lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
+  int rc = g->backend->all_to_all_v(g, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL);
+  lab_board_set(LAB_RUNNING, "", call_site);
+  comm_seconds += lab_now() - t0;
+  free(v); /* the backend copied the counts it needs to keep */
+  if (rc < 0) return -1;
+  return work ? start(g, bw, work, out, in, 0) : 0;
 }
 
 static int peer_check(const char *op, lab_group *g, int peer, const char *what) {

@@ -10,7 +10,7 @@
 
 typedef enum {
   LAB_OP_ALL_REDUCE, LAB_OP_BROADCAST, LAB_OP_REDUCE, LAB_OP_ALL_GATHER, LAB_OP_REDUCE_SCATTER,
-  LAB_OP_ALL_TO_ALL, LAB_OP_SEND, LAB_OP_RECV, LAB_OP_BARRIER, LAB_NOPS
+  LAB_OP_ALL_TO_ALL, LAB_OP_SEND, LAB_OP_RECV, LAB_OP_BARRIER, LAB_OP_ALL_TO_ALL_SINGLE, LAB_NOPS
 } lab_coll_op;
 
 typedef struct {
@@ -87,6 +87,13 @@ int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
 /* in holds size * numel(out) elements */
 int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop op, lab_work **work);
 int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work);
+/* Uneven all-to-all along dim 1 (torch's all_to_all_single with split sizes): rows
+ * in_splits[i] of in go to rank i, out_splits[j] rows of out come from rank j, in rank
+ * order. Both tensors have the same dtype and the same size of every other dim. One split
+ * per rank of g; NULL splits mean an even split. In checked mode the ranks also compare
+ * their splits: what rank i sends to j must be what j expects from i. */
+int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_splits, lab_tensor *in,
+                          const int64_t *in_splits, lab_work **work);
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work);
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work);
 int lab_barrier(lab_group *g);

@@ -24,6 +24,7 @@ struct lab_backend_work {
   MPI_Request req;
   int64_t expect_count; /* recv: elements expected, to detect short messages */
   MPI_Datatype type;
+  int *v_counts; /* all_to_all_v: counts and displacements MPI reads until completion */
 };
 
 static MPI_Comm ctl_comm = MPI_COMM_NULL;
@@ -209,6 +210,61 @@ static int m_all_to_all(lab_group *g, const void *send, void *recv, int64_t coun
        MPI_Ialltoall(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
 }
 
+/* MPI_Alltoallv takes int counts and displacements that must stay valid until the request
+ * completes: they live in one block owned by the work object (or by this call when it
+ * blocks). A guarded wait that gives up leaves the request pending, so its block is left
+ * allocated rather than freed under MPI. */
+static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts,
+                          const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                          const int64_t *recv_displs, lab_dtype dt, lab_backend_work **work) {
+  const char *op = "all_to_all_single";
+  int n = g->size;
+  for (int r = 0; r < n; r++)
+    if (count_check(op, send_displs[r] + send_counts[r]) < 0 || count_check(op, recv_displs[r] + recv_counts[r]) < 0)
+      return -1;
+  int *v = malloc(sizeof(int) * 4 * (size_t)n);
+  if (!v) return lab_fail(op, "out of memory");
+  int *sc = v, *sd = v + n, *rc_ = v + 2 * n, *rd = v + 3 * n;
+  for (int r = 0; r < n; r++) {
+    sc[r] = (int)send_counts[r];
+    sd[r] = (int)send_displs[r];
+    rc_[r] = (int)recv_counts[r];
+    rd[r] = (int)recv_displs[r];
+  }
+  MPI_Datatype t = mpi_type(dt);
+  int rc;
+  if (!work && !lab_dist_guarded()) {
+    rc = MPI_Alltoallv(send, sc, sd, t, recv, rc_, rd, t, comm_of(g));
+    free(v);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(op, rc);
+  }
+  if (!work) { /* guarded: poll so that Ctrl-C and the watchdog can end the wait */
+    MPI_Request req;
+    rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, comm_of(g), &req);
+    if (rc != MPI_SUCCESS) {
+      free(v);
+      return mpi_fail(op, rc);
+    }
+    if (guarded_wait(g, &req, op, MPI_STATUS_IGNORE) < 0) return -1; /* v stays with the abandoned request */
+    free(v);
+    return 0;
+  }
+  lab_backend_work *w = new_work();
+  if (!w) {
+    free(v);
+    return lab_fail(op, "out of memory");
+  }
+  w->v_counts = v;
+  rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, comm_of(g), &w->req);
+  if (rc != MPI_SUCCESS) {
+    free(v);
+    free(w);
+    return mpi_fail(op, rc);
+  }
+  *work = w;
+  return 0;
+}
+
 static int m_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   if (count_check("send", count) < 0) return -1;
@@ -305,7 +361,10 @@ static int m_test(lab_backend_work *w, int *done) {
   return *done ? finish_status(w, &st) : 0;
 }
 
-static void m_free_work(lab_backend_work *w) { free(w); }
+static void m_free_work(lab_backend_work *w) {
+  if (w) free(w->v_counts);
+  free(w);
+}
 
 static int fill_group(lab_group *g, MPI_Comm comm) {
   mpi_group *mg = calloc(1, sizeof *mg);
@@ -354,6 +413,7 @@ static const lab_comm_backend mpi_backend = {
     .all_gather = m_all_gather,
     .reduce_scatter = m_reduce_scatter,
     .all_to_all = m_all_to_all,
+    .all_to_all_v = m_all_to_all_v,
     .send = m_send,
     .recv = m_recv,
     .barrier = m_barrier,
