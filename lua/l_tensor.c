@@ -102,13 +102,48 @@ static int t_index(lua_State *L) {
   if (ll_autograd_property(L, t, k)) return 1;
   lua_getmetatable(L, 1);
   lua_getfield(L, -1, "methods");
+  if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
+  /* an attribute set on this value (p.sequence_parallel), or nil */
+  if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE) {
+    lua_pushnil(L);
+    return 1;
+  }
   lua_getfield(L, -1, k);
   return 1;
+}
+
+/* Attributes: a string field that is not a property or method (p.sequence_parallel = true)
+ * is kept in a table that belongs to this userdata, as Megatron-LM sets attributes on a
+ * torch parameter. A module's parameter is one Lua value held by the module, optimizers and
+ * wrappers alike, so its marks travel with it; another push of the same tensor (a hook's
+ * argument) is another value without them. */
+static int set_attribute(lua_State *L, const char *k) {
+  static const char *const builtin[] = {"shape", "dtype", "ndim", "device", "grad_fn", "is_leaf", NULL};
+  for (int i = 0; builtin[i]; i++)
+    if (strcmp(k, builtin[i]) == 0) return ll_error(L, "cannot set field '%s' of a tensor: it is read-only", k);
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "methods");
+  if (lua_getfield(L, -1, k) != LUA_TNIL)
+    return ll_error(L, "cannot set field '%s' of a tensor: it is a method", k);
+  lua_pop(L, 3);
+  if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    if (lua_isnil(L, 3)) return 0;
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    if (!lua_setiuservalue(L, 1, 1))
+      return ll_error(L, "cannot set field '%s' of this tensor", k);
+  }
+  lua_pushvalue(L, 3);
+  lua_setfield(L, -2, k);
+  lua_pop(L, 1);
+  return 0;
 }
 
 static int t_newindex(lua_State *L) {
   lab_tensor *t = ll_check_tensor_meta(L, 1);
   if (lua_type(L, 2) == LUA_TSTRING && ll_autograd_set_property(L, t, lua_tostring(L, 2), 3)) return 0;
+  if (lua_type(L, 2) == LUA_TSTRING) return set_attribute(L, lua_tostring(L, 2));
   t = ll_check_tensor(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER) return ll_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
   if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");

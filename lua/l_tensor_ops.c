@@ -300,7 +300,7 @@ static int push_list(lua_State *L, int n, lab_tensor **v, lab_tensor *t, int dim
   }
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
-    lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
+    lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 1); /* 1: attributes (l_tensor.c) */
     *box = v[i];
     luaL_setmetatable(L, LAB_TENSOR_MT);
     lua_rawseti(L, -2, i + 1);

@@ -73,7 +73,7 @@ static void gc_pressure(lua_State *L) {
 
 void ll_push_tensor(lua_State *L, lab_tensor *t) {
   if (!t) ll_runtime_error(L);
-  lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
+  lab_tensor **box = lua_newuserdatauv(L, sizeof *box, 1); /* 1: attributes (l_tensor.c) */
   *box = t;
   luaL_setmetatable(L, LAB_TENSOR_MT);
   gc_pressure(L);

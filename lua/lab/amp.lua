@@ -52,6 +52,10 @@ local function cast_parameters(model, dtype)
               lab.dist.rank(), name, v.dtype), 0)
           end
           low = lab.no_grad(function() return v:to(dtype) end)
+          -- the tensor-parallel marks go with it (Megatron's copy_tensor_model_parallel_attributes)
+          for _, a in ipairs({ "tensor_model_parallel", "partition_dim", "partition_stride", "sequence_parallel" }) do
+            low[a] = v[a]
+          end
           cast[v] = low
           amp.cast_by_amp[low] = true
           if v.requires_grad then

@@ -87,14 +87,27 @@ end
 
 -- Scales all gradients so their global L2 norm is at most max_norm; returns the norm
 -- before clipping (as torch.nn.utils.clip_grad_norm_).
-function optim.clip_grad_norm(params, max_norm)
+-- opts.group: the model is split over the ranks of group (tensor or pipeline parallelism)
+-- and the squares are summed over it. A parameter not marked tensor_model_parallel is
+-- taken as a copy every rank of the group holds (a tensor-parallel replica: LayerNorms, the
+-- row-parallel biases) and counted once, on the group's rank 0, as Megatron-LM counts it;
+-- with opts.partitioned every parameter is this rank's own (pipeline stages).
+function optim.clip_grad_norm(params, max_norm, opts)
+  opts = opts or {}
+  local group = opts.group
+  local counts_here = not group or opts.partitioned or lab.dist.rank(group) == 0
   local total = 0
   for _, p in ipairs(params) do
     local g = p.grad
-    if g then
+    if g and (counts_here or p.tensor_model_parallel) then
       local n = g:norm():item()
       total = total + n * n
     end
+  end
+  if group then
+    local t = lab.tensor({ total }, { dtype = "f64" })
+    lab.dist.all_reduce(t, { group = group })
+    total = t[1]
   end
   total = math.sqrt(total)
   if total > max_norm then

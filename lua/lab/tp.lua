@@ -62,6 +62,24 @@ local function group_info(opts)
   return group, lab.dist.world(group), lab.dist.rank(group)
 end
 
+-- Megatron-LM's marks on a parameter made by a tensor-parallel layer: it is this rank's
+-- slice along dim of the full one (stride > 1: the full tensor is stride blocks, e.g. q, k
+-- and v, each split across the ranks). Gradient clipping counts marked parameters on every
+-- rank and unmarked (replicated) ones once; tests reassemble the full tensor from them.
+local function mark_split(t, dim, stride)
+  t.tensor_model_parallel, t.partition_dim, t.partition_stride = true, dim, stride or 1
+  return t
+end
+tp.mark_split = mark_split
+
+-- Sequence parallelism's replicated parameters (LayerNorms, the row-parallel biases added
+-- to sequence-split outputs) see only this rank's T/p positions: their gradient here is a
+-- partial sum over the sequence, the full one is the sum over the TP group. They are marked
+-- p.sequence_parallel = true when made, as in Megatron-LM.
+local function mark_sequence_parallel(module)
+  for _, p in ipairs(module:parameters()) do p.sequence_parallel = true end
+end
+
 local function check_divisible(what, n, p)
   if n % p ~= 0 then error(string.format("rank %d: %s of %d does not divide over %d tensor-parallel ranks",
       lab.dist.rank(), what, n, p), 0) end
@@ -79,8 +97,8 @@ function ColumnParallelLinear:init(n_in, n_out, opts)
   local full = opts.from or nn.Linear(n_in, n_out, { bias = opts.bias, dtype = opts.dtype })
   local rows = n_out // self.p
   local lo = self.r * rows + 1
-  self:param("weight", full.weight:detach():slice(1, lo, lo + rows - 1):clone())
-  if full.bias then self:param("bias", full.bias:detach():slice(1, lo, lo + rows - 1):clone()) end
+  mark_split(self:param("weight", full.weight:detach():slice(1, lo, lo + rows - 1):clone()), 1)
+  if full.bias then mark_split(self:param("bias", full.bias:detach():slice(1, lo, lo + rows - 1):clone()), 1) end
 end
 function ColumnParallelLinear:describe()
   return string.format("%d -> %d / %d ranks%s", self.n_in, self.n_out, self.p, self.gather_output and ", gathered" or "")
@@ -110,8 +128,12 @@ function RowParallelLinear:init(n_in, n_out, opts)
   local full = opts.from or nn.Linear(n_in, n_out, { bias = opts.bias, dtype = opts.dtype })
   local cols = n_in // self.p
   local lo = self.r * cols + 1
-  self:param("weight", full.weight:detach():slice(2, lo, lo + cols - 1):clone())
-  if full.bias then self:param("bias", full.bias:detach():clone()) end
+  mark_split(self:param("weight", full.weight:detach():slice(2, lo, lo + cols - 1):clone()), 2)
+  if full.bias then
+    self:param("bias", full.bias:detach():clone())
+    -- added after the reduce-scatter, to this rank's positions only
+    if self.sequence_parallel then self.bias.sequence_parallel = true end
+  end
 end
 function RowParallelLinear:describe()
   return string.format("%d / %d ranks -> %d%s", self.n_in, self.p, self.n_out, self.input_is_parallel and "" or ", scatters its input")
@@ -165,8 +187,8 @@ function ParallelAttention:init(cfg, opts)
     w:slice(1, 2 * C + lo, 2 * C + lo + per - 1) }, 1)
   local bq = lab.cat({ b:slice(1, lo, lo + per - 1), b:slice(1, C + lo, C + lo + per - 1),
     b:slice(1, 2 * C + lo, 2 * C + lo + per - 1) }, 1)
-  self:param("qkv_weight", wq)
-  self:param("qkv_bias", bq)
+  mark_split(self:param("qkv_weight", wq), 1, 3)
+  mark_split(self:param("qkv_bias", bq), 1, 3)
   if self.gather_heads then
     self:add("proj", full.proj)
   else
@@ -203,7 +225,7 @@ function VocabParallelEmbedding:init(vocab, dim, opts)
   local full = opts.from or nn.Embedding(vocab, dim)
   local rows = vocab // self.p
   self.lo = self.r * rows
-  self:param("weight", full.weight:detach():slice(1, self.lo + 1, self.lo + rows):clone())
+  mark_split(self:param("weight", full.weight:detach():slice(1, self.lo + 1, self.lo + rows):clone()), 1)
 end
 function VocabParallelEmbedding:describe() return string.format("%d / %d ranks x %d", self.vocab, self.p, self.dim) end
 function VocabParallelEmbedding:forward(ids)
@@ -256,6 +278,10 @@ tp.Block = TPBlock
 function TPBlock:init(full, cfg, opts)
   self.sequence_parallel = opts.sequence_parallel
   self.p_drop, self.tracker = cfg.dropout or 0, opts.tracker
+  if opts.sequence_parallel then
+    mark_sequence_parallel(full.ln1)
+    mark_sequence_parallel(full.ln2)
+  end
   self:add("ln1", full.ln1)
   self:add("attn", ParallelAttention(cfg, { from = full.attn, group = opts.group, sequence_parallel = opts.sequence_parallel }))
   self:add("ln2", full.ln2)
@@ -299,33 +325,33 @@ function TPGPT:init(cfg, opts)
   self:add("ln_f", full.ln_f)
   self:add("head", ColumnParallelLinear(cfg.d_model, cfg.vocab, { from = full.head, gather_output = false,
     group = self.group, sequence_parallel = opts.sequence_parallel }))
-  if opts.sequence_parallel then
-    -- LayerNorms see only this rank's T/p positions: their gradients are partial sums
-    -- over the sequence and are all-reduced over the TP group after backward
-    for _, np in ipairs(self:named_parameters()) do
-      if np[1]:match("ln") then
-        np[2]:register_post_accumulate_grad_hook(function(q)
-          if not self._sp_pending then
-            self._sp_pending = true
-            lab.autograd.queue_callback(function() self:_sync_sequence_parallel_grads() end)
-          end
-        end)
-      end
-    end
-  end
+  if opts.sequence_parallel then mark_sequence_parallel(self.ln_f) end
 end
 
-function TPGPT:_sync_sequence_parallel_grads()
-  self._sp_pending = false
-  for _, np in ipairs(self:named_parameters()) do
-    if np[1]:match("ln") and np[2].grad then
-      lab.no_grad(function() lab.dist.all_reduce(np[2].grad, { group = self.group }) end)
+-- Every parameter marked sequence_parallel gets a hook that all-reduces its gradient over
+-- the TP group as it arrives, before autograd accumulates it into .grad: so the sum is right
+-- under gradient accumulation, and DDP's and ZeRO's hooks (which run after accumulation)
+-- see the full gradient. Hooked at forward time, so parameters that replaced the marked
+-- ones after construction (lab.amp's 16-bit copies carry the mark) are hooked too.
+local hooked = setmetatable({}, { __mode = "k" })
+function tp.hook_sequence_parallel_grads(model, group)
+  for _, p in ipairs(model:parameters()) do
+    if p.sequence_parallel and not hooked[p] then
+      hooked[p] = true
+      p:register_hook(function(g)
+        return lab.no_grad(function()
+          local sum = g:clone()
+          lab.dist.all_reduce(sum, { group = group })
+          return sum
+        end)
+      end)
     end
   end
 end
 
 function TPGPT:forward(ids, targets)
   local T = ids.shape[2]
+  if self.sequence_parallel then tp.hook_sequence_parallel_grads(self, self.group) end
   local x = self.wte(ids) + self.wpe(lab.arange(T))
   if self.sequence_parallel then
     -- from here to the head, activations are split along the sequence

@@ -4,6 +4,7 @@
 -- RNG tracker, and TP combined with DDP.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
+local E = require("equivalence")
 local r, n = lab.dist.rank(), lab.dist.world()
 local grid = lab.dist.grid { tp = n }
 local G = { group = grid.tp_group }
@@ -132,29 +133,111 @@ end)
 
 local cfg = { vocab = 16 * n, d_model = 8 * n, n_layer = 2, n_head = 2 * n, seq_len = 8, tied = false }
 
-local function gpt_pair(sequence_parallel)
+-- the TP model's names for the reference's (attention keeps q, k, v in one tensor pair)
+local function rename(name)
+  return (name:gsub("attn%.qkv_weight$", "attn.qkv.weight"):gsub("attn%.qkv_bias$", "attn.qkv.bias"))
+end
+
+-- Trains the reference on the whole batch and the parallel model on its share for `steps`
+-- SGD steps; with accum, each step is two half-batches (loss halved each); with clip, the
+-- global gradient norm is clipped (over the tensor-parallel group for the parallel model).
+-- Every parameter's gradient is compared after the last backward, every value after the
+-- last step. ids_of(k, whole) gives micro-batch k of the whole batch or of this rank's.
+local function train_and_compare(label, ref, model, opts)
+  local inner = model.module or model
+  local ropt = lab.optim.SGD(ref:parameters(), { lr = 0.5 })
+  local popt = lab.optim.SGD(inner:parameters(), { lr = 0.5 })
+  local parts = opts.accum and 2 or 1
+  for step = 1, opts.steps or 2 do
+    ropt:zero_grad()
+    popt:zero_grad()
+    for k = 1, parts do
+      local ids = opts.ids_of(step, k, parts, true)
+      local _, l_ref = ref(ids, ids);
+      (l_ref / parts):backward()
+      local mine = opts.ids_of(step, k, parts, false)
+      local function run()
+        local _, l = model(mine, mine);
+        (l / parts):backward()
+      end
+      if k < parts and model.no_sync then model:no_sync(run) else run() end
+    end
+    if step == (opts.steps or 2) then
+      E.check(T, label .. ", gradients of step " .. step, E.entries(inner, { group = opts.tp_group, rename = rename }),
+        ref, { values = false })
+    end
+    if opts.clip then
+      local nr = lab.optim.clip_grad_norm(ref:parameters(), opts.clip)
+      local np = lab.optim.clip_grad_norm(inner:parameters(), opts.clip, { group = opts.tp_group })
+      T.near(np, nr, 1e-5, label .. ": the global gradient norm over the TP group")
+      T.ok(nr > opts.clip, label .. ": clipping is active")
+    end
+    ropt:step()
+    popt:step()
+  end
+  E.check(T, label .. ", values after the steps", E.entries(inner, { group = opts.tp_group, rename = rename }), ref,
+    { grads = false })
+end
+
+local function gpt_pair(c, opts)
   lab.manual_seed(7)
-  local full = lab.nn.GPT(cfg)
+  local full = lab.nn.GPT(c)
   lab.manual_seed(7)
-  local tpm = lab.tp.GPT(cfg, { group = grid.tp_group, sequence_parallel = sequence_parallel })
-  return full, tpm
+  return full, lab.tp.GPT(c, opts)
 end
 
 for _, sp in ipairs({ false, true }) do
-  T.test("the whole GPT: losses and gradients equal TP=1" .. (sp and ", sequence parallel" or ""), function()
-    local full, tpm = gpt_pair(sp)
+  for _, extra in ipairs({ {}, { accum = true, clip = 0.5 } }) do
+    local label = "TP=" .. n .. (sp and " with sequence parallelism" or "") .. (extra.accum and ", accumulation and clipping" or "")
+    T.test(label .. ": every parameter's gradient and value equal TP=1", function()
+      local full, tpm = gpt_pair(cfg, { group = grid.tp_group, sequence_parallel = sp })
+      lab.manual_seed(8)
+      local ids = lab.randint(0, cfg.vocab, { 2 * 2, 8 })
+      train_and_compare(label, full, tpm, { accum = extra.accum, clip = extra.clip, tp_group = grid.tp_group,
+        ids_of = function(_, k, parts) return ids:slice(1, (k - 1) * 4 // parts + 1, k * 4 // parts) end })
+    end)
+  end
+end
+
+-- issue 10: the row-parallel output biases (attn.proj.bias, mlp.proj.bias) under sequence
+-- parallelism got only their own T/p positions' gradient
+T.test("issue 10's sequence-parallel repro: every gradient equals one rank's", function()
+  local c = { vocab = 16, d_model = 8, n_layer = 1, n_head = math.max(2, n), seq_len = 4, tied = false }
+  local g = lab.dist.grid { tp = n }
+  local full, m = gpt_pair(c, { grid = g, sequence_parallel = true })
+  lab.manual_seed(3)
+  local ids = lab.randint(0, 16, { 2, 4 })
+  local _, a = full(ids, ids)
+  a:backward()
+  local _, b = m(ids, ids)
+  b:backward()
+  E.check(T, "repro", E.entries(m, { group = g.tp_group, rename = rename }), full)
+  -- marked when made: the LayerNorms and the row-parallel biases, nothing else
+  local marked = {}
+  for _, np in ipairs(m:named_parameters()) do
+    if np[2].sequence_parallel then marked[#marked + 1] = np[1] end
+  end
+  T.eq(table.concat(marked, " "), "blocks.1.ln1.weight blocks.1.ln1.bias blocks.1.attn.proj.bias blocks.1.ln2.weight "
+    .. "blocks.1.ln2.bias blocks.1.mlp.proj.bias ln_f.weight ln_f.bias", "sequence_parallel parameters")
+  T.raises(function() m.ln_f.weight.shape = { 1 } end, "cannot set field 'shape'", "read-only")
+  T.raises(function() m.ln_f.weight.clone = 1 end, "cannot set field 'clone'", "method")
+  close(m.blocks:at(1).mlp.proj.bias.grad, full.blocks:at(1).mlp.proj.bias.grad, "mlp.proj.bias, the issue's print")
+end)
+
+-- the helper must be able to fail: skip one parameter's reduction and it names exactly that one
+if n > 1 then
+  T.test("the all-parameter check catches one skipped sequence-parallel reduction", function()
+    local full, m = gpt_pair(cfg, { group = grid.tp_group, sequence_parallel = true })
+    m.blocks:at(2).mlp.proj.bias.sequence_parallel = nil -- as if this reduction were forgotten
     lab.manual_seed(8)
     local ids = lab.randint(0, cfg.vocab, { 2, 8 })
-    local _, l_ref = full(ids, ids)
-    local _, l = tpm(ids, ids)
-    T.near(l:item(), l_ref:item(), 1e-5, "loss")
-    l_ref:backward()
-    l:backward()
-    close(tpm.blocks:at(1).ln1.weight.grad, full.blocks:at(1).ln1.weight.grad, "replicated LayerNorm gradient")
-    close(tpm.blocks:at(2).mlp.fc.weight.grad, shard(full.blocks:at(2).mlp.fc.weight.grad, 1, n, r), "MLP fc gradient")
-    close(tpm.head.weight.grad, shard(full.head.weight.grad, 1, n, r), "head gradient")
-    close(tpm.wte.weight.grad, shard(full.wte.weight.grad, 1, n, r), "embedding gradient")
-    close(tpm.wpe.weight.grad, full.wpe.weight.grad, "position embedding gradient")
+    local _, a = full(ids, ids)
+    a:backward()
+    local _, b = m(ids, ids)
+    b:backward()
+    local problems = E.diff(E.entries(m, { group = grid.tp_group, rename = rename }), full)
+    T.eq(#problems, 1, "one difference: " .. table.concat(problems, "; "))
+    T.ok((problems[1] or ""):find("blocks.2.mlp.proj.bias: gradient differs", 1, true), "named: " .. tostring(problems[1]))
   end)
 end
 
@@ -171,33 +254,31 @@ T.test("RNG tracker: dropout equal outside TP regions, different inside", functi
   end
 end)
 
-T.test("TP x DP (tp = 2 when possible) trains the GPT with the losses of one rank", function()
-  local t = n >= 2 and 2 or 1
-  local g2 = lab.dist.grid { tp = t, dp = n // t }
-  local c = { vocab = 32, d_model = 16, n_layer = 2, n_head = 4, seq_len = 8, tied = false }
-  local B = 2
-  lab.manual_seed(11)
-  local ids = lab.randint(0, c.vocab, { B * g2.dp, 8 })
-  lab.manual_seed(7)
-  local full = lab.nn.GPT(c)
-  local opt_ref = lab.optim.AdamW(full:parameters(), { lr = 1e-3 })
-  lab.manual_seed(7)
-  local model = lab.ddp.wrap(lab.tp.GPT(c, { group = g2.tp_group }), { group = g2.dp_group })
-  local opt = lab.optim.AdamW(model:parameters(), { lr = 1e-3 })
-  local mine = ids:slice(1, g2.dp_rank * B + 1, (g2.dp_rank + 1) * B)
-  for step = 1, 3 do
-    opt_ref:zero_grad()
-    local _, l_ref = full(ids, ids)
-    l_ref:backward()
-    opt_ref:step()
-    opt:zero_grad()
-    local _, l = model(mine, mine)
-    l:backward()
-    opt:step()
-    local avg = l:detach():clone()
-    lab.dist.all_reduce(avg, { op = "avg", group = g2.dp_group })
-    T.near(avg:item(), l_ref:item(), 1e-5, "loss of step " .. step)
-  end
-end)
+for _, sp in ipairs({ false, true }) do
+  T.test("TP x DP (tp = 2 when possible)" .. (sp and " with sequence parallelism" or "")
+    .. ", accumulation and clipping: every parameter equals one rank's", function()
+    local t = n >= 2 and 2 or 1
+    local g2 = lab.dist.grid { tp = t, dp = n // t }
+    local c = { vocab = 32, d_model = 16, n_layer = 2, n_head = 4, seq_len = 8, tied = false }
+    local B = 2
+    lab.manual_seed(11)
+    local ids = lab.randint(0, c.vocab, { B * g2.dp, 8 })
+    local full, m = gpt_pair(c, { group = g2.tp_group, sequence_parallel = sp })
+    local model = lab.ddp.wrap(m, { group = g2.dp_group })
+    -- micro-batch k of the whole batch holds micro-batch k of every DP rank's share
+    local function ids_of(_, k, parts, whole)
+      local rows = {}
+      for d = 0, g2.dp - 1 do
+        if whole or d == g2.dp_rank then
+          local per = B // parts
+          rows[#rows + 1] = ids:slice(1, d * B + (k - 1) * per + 1, d * B + k * per)
+        end
+      end
+      return lab.cat(rows, 1)
+    end
+    train_and_compare(string.format("tp %d x dp %d%s", t, g2.dp, sp and " sp" or ""), full, model,
+      { accum = true, clip = 0.5, tp_group = g2.tp_group, ids_of = ids_of })
+  end)
+end
 
 T.finish()
