@@ -38,18 +38,26 @@ function MLP:forward(x) return self.drop(self.proj(self.act(self.fc(x)))) end
 
 local Block = nn.class("Block")
 nn.Block = Block
-function Block:init(cfg)
+-- layer: the block's 1-based index; with cfg.moe every `every`-th block has a lab.moe.MoE
+function Block:init(cfg, layer)
   self:add("ln1", nn.LayerNorm(cfg.d_model))
   self:add("attn", CausalSelfAttention(cfg))
   self:add("ln2", nn.LayerNorm(cfg.d_model))
-  self:add("mlp", MLP(cfg))
+  local m = cfg.moe
+  if m and (layer or 1) % (m.every or 1) == 0 then
+    local opts = setmetatable({ d_ff = m.d_ff or cfg.d_ff }, { __index = m })
+    self:add("mlp", lab.moe.MoE(cfg.d_model, opts))
+  else
+    self:add("mlp", MLP(cfg))
+  end
 end
 function Block:forward(x)
   x = x + self.attn(self.ln1(x))
   return x + self.mlp(self.ln2(x))
 end
 
--- cfg: vocab, d_model, n_layer, n_head, seq_len, [d_ff], [dropout], [tied=true]
+-- cfg: vocab, d_model, n_layer, n_head, seq_len, [d_ff], [dropout], [tied=true],
+-- [moe = {experts=, top_k=, every=, capacity_factor=, activation=, group=, ...}: see lab.moe]
 local GPT = nn.class("GPT")
 nn.GPT = GPT
 function GPT:init(cfg)
@@ -64,7 +72,7 @@ function GPT:init(cfg)
   self:add("wpe", nn.Embedding(cfg.seq_len, cfg.d_model))
   self:add("drop", nn.Dropout(cfg.dropout or 0))
   local blocks = nn.ModuleList()
-  for _ = 1, cfg.n_layer do blocks:append(Block(cfg)) end
+  for i = 1, cfg.n_layer do blocks:append(Block(cfg, i)) end
   self:add("blocks", blocks)
   self:add("ln_f", nn.LayerNorm(cfg.d_model))
   if cfg.tied == false then self:add("head", nn.Linear(cfg.d_model, cfg.vocab, { bias = false })) end
@@ -113,7 +121,9 @@ function GPT:forward(ids, targets)
     -- the loss in fp32 even when the model computes in 16 bits (as torch's autocast does):
     -- a log-sum-exp over the vocabulary loses digits in bf16, and a scaled f16 loss overflows
     local l = (logits.dtype == "bf16" or logits.dtype == "f16") and logits:float() or logits
-    return logits, lab.cross_entropy(l, targets)
+    local loss = lab.cross_entropy(l, targets)
+    if self.cfg.moe then loss = loss + lab.moe.aux_total(self) end -- router balance and z-losses
+    return logits, loss
   end
   return logits
 end

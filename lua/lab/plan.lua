@@ -87,6 +87,22 @@ end
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
+-- Bytes one rank sends in one expert-parallel all-to-all (dispatch or combine) of a
+-- micro-batch: its tokens x top_k rows of `hidden` elements, of which (ep - 1)/ep leave the
+-- rank. With a capacity factor the buffers are padded to capacity: experts x C rows per
+-- group of tokens/groups, C = ceil(capacity_factor x (tokens/groups) x top_k / experts)
+-- (lab.moe's layout, so measured bytes can be compared exactly); without, routing is
+-- taken as uniform.
+function plan.ep_all_to_all_bytes(tokens, hidden, top_k, ep, elem_bytes, capacity_factor, experts, groups)
+  if ep <= 1 then return 0 end
+  local rows = tokens * (top_k or 1)
+  if capacity_factor and experts then
+    groups = groups or 1
+    rows = groups * experts * math.ceil(capacity_factor * (tokens / groups) * (top_k or 1) / experts)
+  end
+  return rows * hidden * elem_bytes * (ep - 1) / ep
+end
+
 -- Evaluates one layout; returns a table with .fits, .why (when not), memory, traffic,
 -- time, mfu. c: {dp, tp, pp, cp, ep, zero, mb, recompute, v}
 function plan.evaluate(m, gpu, o, c)
@@ -131,7 +147,8 @@ function plan.evaluate(m, gpu, o, c)
   r.bytes_dp = dz > 1 and 2 * ring(dz) * grad_bytes * (zero >= 3 and 1.5 or 1) or 0
   r.bytes_pp = p > 1 and 2 * microbatches * act / (sp and t or 1) * (c.v or 1) or 0
   local moe_layers = m.experts and layers_here or 0
-  r.bytes_ep = ep > 1 and moe_layers * 4 * microbatches * act * (m.top_k or 1) * ring(ep) or 0
+  -- dispatch and combine, forward and backward: four all-to-alls per MoE layer
+  r.bytes_ep = moe_layers * 4 * microbatches * plan.ep_all_to_all_bytes(c.mb * (s / cp), h, m.top_k, ep, bp.p)
   local kv_act = c.mb * (s / cp) * (m.kv_heads or m.heads) * (h // m.heads) * bp.p * 2
   r.bytes_cp = cp > 1 and layers_here * 3 * microbatches * ring(cp) * kv_act * cp or 0
   -- ---- time ----
