@@ -3,11 +3,11 @@
  * lab.zeros(2, 3) == lab.zeros({2, 3}); options last: lab.zeros(2, 3, {dtype='bf16'}). */
 #include <string.h>
 
-#include "kernels/cpu/convert.h"
 #include "lab_lua.h"
 #include "runtime/dist/control.h"
 #include "runtime/ewise.h"
 #include "runtime/random.h"
+#include "runtime/transfer.h"
 #include "runtime/autograd/autograd.h"
 
 /* ---- lab.tensor(nested table) ---- */
@@ -44,20 +44,27 @@ static void measure(lua_State *L, int idx, int depth, nested_info *info) {
   } else ll_error(L, "tensor: element of type %s (numbers or booleans only)", luaL_typename(L, idx));
 }
 
-static void fill_from(lua_State *L, int idx, lab_dtype dt, char **p) {
+/* The values in row-major order into a host array of int64 (all integers or booleans) or
+ * double; the runtime converts to the tensor's dtype. */
+static void fill_from(lua_State *L, int idx, int as_int, void *vals, int64_t *at) {
   if (lua_type(L, idx) == LUA_TTABLE) {
     int64_t n = (int64_t)lua_rawlen(L, idx);
     for (int64_t i = 1; i <= n; i++) {
       lua_rawgeti(L, idx, i);
-      fill_from(L, lua_gettop(L), dt, p);
+      fill_from(L, lua_gettop(L), as_int, vals, at);
       lua_pop(L, 1);
     }
     return;
   }
-  if (lua_type(L, idx) == LUA_TBOOLEAN) lab_set_i64(dt, *p, lua_toboolean(L, idx));
-  else if (lua_isinteger(L, idx)) lab_set_i64(dt, *p, lua_tointeger(L, idx));
-  else lab_set_f64(dt, *p, lua_tonumber(L, idx));
-  *p += lab_dtype_size(dt);
+  int64_t i = (*at)++;
+  if (lua_type(L, idx) == LUA_TBOOLEAN) {
+    if (as_int) ((int64_t *)vals)[i] = lua_toboolean(L, idx);
+    else ((double *)vals)[i] = lua_toboolean(L, idx);
+  } else if (as_int) {
+    ((int64_t *)vals)[i] = lua_tointeger(L, idx);
+  } else {
+    ((double *)vals)[i] = lua_tonumber(L, idx);
+  }
 }
 
 static int l_tensor(lua_State *L) {
@@ -77,10 +84,15 @@ static int l_tensor(lua_State *L) {
   measure(L, 1, 0, &info);
   lab_dtype def = info.any_bool && !info.any_number ? LAB_BOOL : (info.all_int && info.any_number ? LAB_I64 : LAB_F32);
   lab_dtype dt = ll_opt_dtype(L, opts, def);
-  lab_tensor *t = lab_tensor_empty(dt, info.ndim, info.shape);
-  if (!t) return ll_runtime_error(L);
-  char *p = lab_data(t);
-  fill_from(L, 1, dt, &p);
+  int64_t n = 1;
+  for (int d = 0; d < info.ndim; d++) n *= info.shape[d];
+  int as_int = info.all_int;
+  void *vals = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 8, 0); /* collected with the call */
+  int64_t at = 0;
+  fill_from(L, 1, as_int, vals, &at);
+  lab_tensor *h = lab_tensor_from_host(lab_cpu(), as_int ? LAB_I64 : LAB_F64, info.ndim, info.shape, vals);
+  lab_tensor *t = h ? lab_to_dtype(h, dt) : NULL;
+  lab_tensor_release(h);
   ll_push_tensor(L, t);
   return 1;
 }

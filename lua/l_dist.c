@@ -252,7 +252,7 @@ static int l_all_gather(lua_State *L) {
   int async = opt_async(L, opts);
   int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
   memcpy(shape + 1, in->shape, sizeof(int64_t) * (size_t)in->ndim);
-  lab_tensor *buf = lab_tensor_empty(in->dtype, in->ndim + 1, shape);
+  lab_tensor *buf = lab_tensor_empty_on(lab_device_of(in), in->dtype, in->ndim + 1, shape);
   if (!buf) return ll_runtime_error(L);
   ll_push_tensor(L, buf);
   int buf_idx = lua_gettop(L);
@@ -261,7 +261,7 @@ static int l_all_gather(lua_State *L) {
     lab_tensor *dst = ll_test_tensor(L, -1);
     if (!dst) {
       lua_pop(L, 1);
-      ll_push_tensor(L, lab_tensor_empty(in->dtype, in->ndim, in->shape));
+      ll_push_tensor(L, lab_tensor_empty_on(lab_device_of(in), in->dtype, in->ndim, in->shape));
       lua_pushvalue(L, -1);
       lua_rawseti(L, 1, i);
     } else if (!lab_same_shape(dst, in) || dst->dtype != in->dtype) {

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/cpu/gemm.h"
 #include "lab_lua.h"
 #include "runtime/dist/control.h"
+#include "runtime/threads.h"
 
 int luaopen_lab(lua_State *L);
 

@@ -2,9 +2,9 @@
  * and optimizer state, and .npy import/export. */
 #include <string.h>
 
-#include "kernels/cpu/optim.h"
 #include "lab_lua.h"
 #include "runtime/npy.h"
+#include "runtime/optim.h"
 #include "runtime/storage.h"
 
 /* adamw_step(p, m, v, {lr=, beta1=, beta2=, eps=, weight_decay=, step=}[, grad]) uses
@@ -18,18 +18,13 @@ static int l_adamw_step(lua_State *L) {
     g = ll_test_tensor(L, -1);
   }
   if (!g) return 0; /* a parameter without a gradient is left alone */
-  if (p->dtype != g->dtype || p->dtype != m->dtype || p->dtype != v->dtype || !lab_is_contiguous(p) ||
-      !lab_is_contiguous(g) || !lab_is_contiguous(m) || !lab_is_contiguous(v) || lab_numel(p) != lab_numel(g) ||
-      lab_numel(p) != lab_numel(m) || lab_numel(p) != lab_numel(v))
-    return ll_error(L, "adamw: parameter, grad and states must be contiguous, same size and dtype (%s, %s, %s, %s)",
-                    lab_dtype_name(p->dtype), lab_dtype_name(g->dtype), lab_dtype_name(m->dtype), lab_dtype_name(v->dtype));
-  if (p->dtype != LAB_F32 && p->dtype != LAB_F64)
-    return ll_error(L, "adamw: the fused step takes f32 or f64 parameters, got %s", lab_dtype_name(p->dtype));
-  double lr = ll_opt_number(L, 4, "lr", 1e-3), b1 = ll_opt_number(L, 4, "beta1", 0.9);
-  double b2 = ll_opt_number(L, 4, "beta2", 0.999), eps = ll_opt_number(L, 4, "eps", 1e-8);
-  double wd = ll_opt_number(L, 4, "weight_decay", 0.01);
-  int64_t step = (int64_t)ll_opt_number(L, 4, "step", 1);
-  lab_adamw_kernel(p->dtype, lab_data(p), lab_data(g), lab_data(m), lab_data(v), lab_numel(p), lr, b1, b2, eps, wd, step);
+  lab_adamw_opts o = {.lr = ll_opt_number(L, 4, "lr", 1e-3),
+                      .beta1 = ll_opt_number(L, 4, "beta1", 0.9),
+                      .beta2 = ll_opt_number(L, 4, "beta2", 0.999),
+                      .eps = ll_opt_number(L, 4, "eps", 1e-8),
+                      .weight_decay = ll_opt_number(L, 4, "weight_decay", 0.01),
+                      .step = (int64_t)ll_opt_number(L, 4, "step", 1)};
+  ll_check_rc(L, lab_adamw_(p, g, m, v, &o));
   return 0;
 }
 

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/convert.h"
 #include "lab_lua.h"
 #include "runtime/error.h"
 #include "runtime/ewise.h"
 #include "runtime/format.h"
+#include "runtime/transfer.h"
 #include "runtime/autograd/ops.h"
 
 static lab_tensor **check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, LAB_TENSOR_MT); }
@@ -47,11 +47,19 @@ static void push_shape(lua_State *L, const lab_tensor *t) {
   }
 }
 
-/* A Lua number for element p of a tensor of type dt: integers stay integers. */
-static void push_elem(lua_State *L, lab_dtype dt, const void *p) {
-  if (dt == LAB_BOOL) lua_pushboolean(L, *(const uint8_t *)p);
-  else if (lab_dtype_is_float(dt)) lua_pushnumber(L, lab_get_f64(dt, p));
-  else lua_pushinteger(L, lab_get_i64(dt, p));
+/* A Lua value for the single element of t (read through its device): integers stay
+ * integers, bools booleans. */
+static void push_item(lua_State *L, lab_tensor *t) {
+  if (lab_dtype_is_float(t->dtype)) {
+    double v;
+    ll_check_rc(L, lab_item_f64(t, &v));
+    lua_pushnumber(L, v);
+    return;
+  }
+  int64_t v;
+  ll_check_rc(L, lab_item_i64(t, &v));
+  if (t->dtype == LAB_BOOL) lua_pushboolean(L, v != 0);
+  else lua_pushinteger(L, v);
 }
 
 static int t_len(lua_State *L) {
@@ -76,7 +84,20 @@ static int t_index(lua_State *L) {
     if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :item())");
     int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
     if (t->ndim == 1) {
-      push_elem(L, t->dtype, (char *)lab_data(t) + i * t->stride[0] * (int64_t)lab_dtype_size(t->dtype));
+      lab_tensor *e = lab_select(t, 0, i);
+      if (!e) return ll_runtime_error(L);
+      lab_tensor *h = lab_to_host(e); /* so that an error below cannot leak e */
+      lab_tensor_release(e);
+      if (!h) return ll_runtime_error(L);
+      double f = 0;
+      int64_t n = 0;
+      int rc = lab_dtype_is_float(h->dtype) ? lab_item_f64(h, &f) : lab_item_i64(h, &n);
+      lab_dtype dt = h->dtype;
+      lab_tensor_release(h);
+      ll_check_rc(L, rc);
+      if (lab_dtype_is_float(dt)) lua_pushnumber(L, f);
+      else if (dt == LAB_BOOL) lua_pushboolean(L, n != 0);
+      else lua_pushinteger(L, n);
       return 1;
     }
     ll_push_tensor(L, lab_ad_select(t, 0, i));
@@ -96,7 +117,8 @@ static int t_index(lua_State *L) {
     return 1;
   }
   if (strcmp(k, "device") == 0) {
-    lua_pushliteral(L, "cpu");
+    char name[32];
+    lua_pushstring(L, lab_device_str(lab_device_of(t), name, sizeof name));
     return 1;
   }
   if (ll_autograd_property(L, t, k)) return 1;
@@ -155,8 +177,9 @@ static int t_newindex(lua_State *L) {
   lab_tensor *src = ll_test_tensor(L, 3);
   if (src) rc = lab_copy_(row, src);
   else if (lua_isinteger(L, 3) && !lab_dtype_is_float(t->dtype)) {
-    lab_tensor *s = lab_tensor_empty(LAB_I64, 0, NULL);
-    rc = s ? (*(int64_t *)lab_data(s) = lua_tointeger(L, 3), lab_copy_(row, s)) : -1;
+    int64_t v = lua_tointeger(L, 3);
+    lab_tensor *s = lab_tensor_from_host(lab_cpu(), LAB_I64, 0, NULL, &v);
+    rc = s ? lab_copy_(row, s) : -1;
     lab_tensor_release(s);
   } else if (lua_type(L, 3) == LUA_TNUMBER || lua_type(L, 3) == LUA_TBOOLEAN) {
     rc = lab_fill_(row, lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
@@ -235,19 +258,23 @@ static int m_item(lua_State *L) {
     return ll_error(L, "item: tensor of shape %s has %lld elements, item() needs exactly one",
                     lab_shape_str(t, s, sizeof s), (long long)lab_numel(t));
   }
-  push_elem(L, t->dtype, lab_data(t));
+  push_item(L, t);
   return 1;
 }
 
-static void push_list(lua_State *L, const lab_tensor *t, int dim, const char *p) {
+/* Nested tables from a host array of f64 or i64 values in row-major order. */
+static void push_list(lua_State *L, const lab_tensor *t, int dim, const void *vals, int64_t *at, int as_float,
+                      int as_bool) {
   if (dim == t->ndim) {
-    push_elem(L, t->dtype, p);
+    int64_t i = (*at)++;
+    if (as_float) lua_pushnumber(L, ((const double *)vals)[i]);
+    else if (as_bool) lua_pushboolean(L, ((const int64_t *)vals)[i] != 0);
+    else lua_pushinteger(L, ((const int64_t *)vals)[i]);
     return;
   }
   lua_createtable(L, (int)t->shape[dim], 0);
-  int64_t step = t->stride[dim] * (int64_t)lab_dtype_size(t->dtype);
   for (int64_t i = 0; i < t->shape[dim]; i++) {
-    push_list(L, t, dim + 1, p + i * step);
+    push_list(L, t, dim + 1, vals, at, as_float, as_bool);
     lua_rawseti(L, -2, i + 1);
   }
 }
@@ -255,7 +282,15 @@ static void push_list(lua_State *L, const lab_tensor *t, int dim, const char *p)
 static int m_tolist(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   luaL_checkstack(L, t->ndim + 4, "tolist");
-  push_list(L, t, 0, lab_data(t));
+  int as_float = lab_dtype_is_float(t->dtype);
+  /* widened on the tensor's device, then read in one copy */
+  lab_tensor *w = lab_to_dtype(t, as_float ? LAB_F64 : LAB_I64);
+  void *vals = w ? lua_newuserdatauv(L, lab_nbytes(w) ? lab_nbytes(w) : 1, 0) : NULL;
+  int rc = w ? lab_copy_to_host(w, vals) : -1;
+  lab_tensor_release(w);
+  ll_check_rc(L, rc);
+  int64_t at = 0;
+  push_list(L, t, 0, vals, &at, as_float, t->dtype == LAB_BOOL);
   return 1;
 }
 

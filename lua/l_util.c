@@ -7,6 +7,7 @@
 #include "runtime/dist/control.h"
 #include "runtime/error.h"
 #include "runtime/storage.h"
+#include "runtime/transfer.h"
 
 int ll_rank(void) { return lab_ctl_rank(); }
 
@@ -191,8 +192,8 @@ lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *ou
   }
   lab_tensor *s;
   if (st == LAB_I64) {
-    s = lab_tensor_empty(LAB_I64, 0, NULL);
-    if (s) *(int64_t *)lab_data(s) = lua_tointeger(L, idx);
+    int64_t v = lua_tointeger(L, idx);
+    s = lab_tensor_from_host(lab_cpu(), LAB_I64, 0, NULL, &v);
   } else {
     s = lab_tensor_scalar(st, lua_tonumber(L, idx));
   }

@@ -2,6 +2,7 @@
 #ifndef LAB_RUNTIME_EWISE_H
 #define LAB_RUNTIME_EWISE_H
 
+#include "../kernels/ops.h"
 #include "tensor.h"
 
 const char *lab_binary_name(lab_binary_op op);

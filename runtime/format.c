@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../kernels/cpu/convert.h"
+#include "transfer.h"
 
 #define EDGE 3
 #define SUMMARIZE_OVER 1000
@@ -137,7 +138,20 @@ static void print_rec(fmt_state *f, sbuf *s, int dim, int64_t *idx, int indent) 
   put(s, "]");
 }
 
+static char *format_host(const lab_tensor *t, lab_device dev);
+
+/* A tensor on another device is printed from a host copy, its device named as PyTorch does. */
 char *lab_format(const lab_tensor *t) {
+  lab_device dev = lab_device_of(t);
+  if (dev.type == LAB_DEV_CPU) return format_host(t, dev);
+  lab_tensor *h = lab_to_host((lab_tensor *)t);
+  if (!h) return NULL;
+  char *s = format_host(h, dev);
+  lab_tensor_release(h);
+  return s;
+}
+
+static char *format_host(const lab_tensor *t, lab_device dev) {
   fmt_state f = {.t = t, .is_float = lab_dtype_is_float(t->dtype), .is_bool = t->dtype == LAB_BOOL,
                  .min_abs = INFINITY, .all_integral = 1};
   f.summarize = lab_numel(t) > SUMMARIZE_OVER;
@@ -156,7 +170,10 @@ char *lab_format(const lab_tensor *t) {
   if (lab_numel(t) == 0) put(&s, "[]");
   else print_rec(&f, &s, 0, idx, (int)strlen(prefix));
   char shape[160];
-  put(&s, ", shape=%s, dtype=%s)", lab_shape_str(t, shape, sizeof shape), lab_dtype_name(t->dtype));
+  put(&s, ", shape=%s, dtype=%s", lab_shape_str(t, shape, sizeof shape), lab_dtype_name(t->dtype));
+  char name[32];
+  if (dev.type != LAB_DEV_CPU) put(&s, ", device='%s'", lab_device_str(dev, name, sizeof name));
+  put(&s, ")");
   if (!s.ok) {
     free(s.buf);
     return NULL;

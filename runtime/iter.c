@@ -3,8 +3,8 @@
 
 #include <omp.h>
 
-#include "../kernels/cpu/gemm.h"
-#include "dist/board.h"
+#include "interrupt.h"
+#include "threads.h"
 
 void lab_iter_init(lab_iter *it, int ndim, const int64_t *shape, int nops, lab_tensor **ops) {
   it->nops = nops;
@@ -69,7 +69,7 @@ static void run_range(const lab_iter *it, lab_row_fn fn, void *ctx, int64_t begi
   int rows = 0;
   while (pos < end) {
     /* Ctrl-C: abandon the rest (the Lua hook raises "interrupted!" right after) */
-    if ((++rows & 63) == 0 && lab_board_interrupt_requested()) return;
+    if ((++rows & 63) == 0 && lab_interrupt_requested()) return;
     char *ptrs[LAB_ITER_MAX_OPS];
     for (int k = 0; k < it->nops; k++) {
       char *p = it->data[k];
@@ -91,7 +91,7 @@ static void run_range(const lab_iter *it, lab_row_fn fn, void *ctx, int64_t begi
 /* Below this many elements a thread team costs more than it saves. */
 #define PARALLEL_GRAIN 32768
 
-void lab_iter_run(lab_iter *it, lab_row_fn fn, void *ctx) {
+void lab_iter_run(const lab_iter *it, lab_row_fn fn, void *ctx) {
   int64_t total = lab_iter_numel(it);
   int threads = lab_get_num_threads();
   if (total <= 0) return;

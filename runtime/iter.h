@@ -4,17 +4,13 @@
 #ifndef LAB_RUNTIME_ITER_H
 #define LAB_RUNTIME_ITER_H
 
+#include "device.h"
 #include "tensor.h"
 
-#define LAB_ITER_MAX_OPS 4
+#define LAB_ITER_MAX_OPS LAB_DEV_MAX_OPS
 
-typedef struct {
-  int ndim;
-  int64_t shape[LAB_MAX_DIMS];
-  int nops;
-  char *data[LAB_ITER_MAX_OPS];
-  int64_t stride[LAB_ITER_MAX_OPS][LAB_MAX_DIMS]; /* bytes; 0 for a broadcast dim */
-} lab_iter;
+/* the geometry a device launch receives (runtime/device.h) */
+typedef lab_geometry lab_iter;
 
 /* ptrs[i] points at operand i's first element of the row, strides[i] is its step in bytes */
 typedef void (*lab_row_fn)(void *ctx, char **ptrs, const int64_t *strides, int64_t n);
@@ -23,6 +19,6 @@ typedef void (*lab_row_fn)(void *ctx, char **ptrs, const int64_t *strides, int64
 void lab_iter_init(lab_iter *it, int ndim, const int64_t *shape, int nops, lab_tensor **ops);
 int64_t lab_iter_numel(const lab_iter *it);
 /* Calls fn over every row; parallel unless the work is small. */
-void lab_iter_run(lab_iter *it, lab_row_fn fn, void *ctx);
+void lab_iter_run(const lab_iter *it, lab_row_fn fn, void *ctx);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "transfer.h"
 
 lab_tensor *lab_cat(int n, lab_tensor **ts, int dim) {
   char x[128], y[128];
@@ -33,7 +34,9 @@ lab_tensor *lab_cat(int n, lab_tensor **ts, int dim) {
     dt = lab_promote(dt, t->dtype);
     shape[dim] += t->shape[dim];
   }
-  lab_tensor *out = lab_tensor_empty(dt, f->ndim, shape);
+  lab_device dev;
+  if (lab_common_device("cat", n, ts, &dev) < 0) return NULL;
+  lab_tensor *out = lab_tensor_empty_on(dev, dt, f->ndim, shape);
   if (!out) return NULL;
   int64_t at = 0;
   for (int i = 0; i < n; i++) {

@@ -1,13 +1,13 @@
-/* matmul through BLAS. A 2-D operand whose last or first dim has unit stride is handed to
- * BLAS as it lies (transposed views need no copy); other layouts are made contiguous.
- * Half types are widened to f32 for the product and rounded once at the end. */
+/* matmul through the device's GEMM (BLAS on the cpu). A 2-D operand whose last or first dim
+ * has unit stride is handed over as it lies (transposed views need no copy); other layouts are
+ * made contiguous. Half types are widened to f32 for the product and rounded once at the end. */
 #include "matmul.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/cpu/gemm.h"
-#include "dist/board.h"
 #include "error.h"
+#include "transfer.h"
 
 /* How BLAS can read a [rows, cols] matrix view: row-major (trans 0) or as the transpose of
  * a row-major one (trans 1), with its leading dimension. 0 when it cannot. */
@@ -67,6 +67,9 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
              (long long)k, (long long)k2);
     return NULL;
   }
+  lab_device dev;
+  lab_tensor *ab[2] = {a, b};
+  if (lab_common_device("matmul", 2, ab, &dev) < 0) return NULL;
   lab_dtype pt = lab_promote(a->dtype, b->dtype);
   if (pt == LAB_BOOL) pt = LAB_I64;
   lab_dtype ct = lab_compute_type(pt);
@@ -79,7 +82,7 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   oshape[nbatch] = m;
   oshape[nbatch + 1] = n;
   lab_tensor *A = prepare(a, ct), *B = A ? prepare(b, ct) : NULL;
-  lab_tensor *C = B ? lab_tensor_empty(ct, nbatch + 2, oshape) : NULL;
+  lab_tensor *C = B ? lab_tensor_empty_on(dev, ct, nbatch + 2, oshape) : NULL;
   if (!C) {
     lab_tensor_release(A);
     lab_tensor_release(B);
@@ -91,19 +94,23 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   blas_layout(B, B->ndim - 2, B->ndim - 1, &tb, &ldb);
   int64_t batches = 1;
   for (int d = 0; d < nbatch; d++) batches *= bshape[d];
-  size_t es = lab_dtype_size(ct);
-  for (int64_t bi = 0; bi < batches; bi++) {
-    if (lab_board_interrupt_requested()) break; /* Ctrl-C between the products of a batch */
-    const char *pa = (const char *)lab_data(A) + offset_of_batch(A, nbatch, bshape, bi) * (int64_t)es;
-    const char *pb = (const char *)lab_data(B) + offset_of_batch(B, nbatch, bshape, bi) * (int64_t)es;
-    char *pc = (char *)lab_data(C) + bi * m * n * (int64_t)es;
-    if (m == 0 || n == 0) continue;
-    if (k == 0) {
-      memset(pc, 0, (size_t)(m * n) * es);
-      continue;
-    }
-    lab_gemm(ct, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, n);
+  int64_t *offs = malloc(sizeof(int64_t) * (size_t)(2 * (batches ? batches : 1)));
+  if (!offs) {
+    lab_fail("matmul", "out of memory");
+    lab_tensor_release(A);
+    lab_tensor_release(B);
+    lab_tensor_release(C);
+    return NULL;
   }
+  for (int64_t bi = 0; bi < batches; bi++) {
+    offs[bi] = offset_of_batch(A, nbatch, bshape, bi);
+    offs[batches + bi] = offset_of_batch(B, nbatch, bshape, bi);
+  }
+  lab_gemm_args g = {.ct = ct, .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+                     .ldc = n, .alpha = 1.0, .beta = 0.0, .a = lab_data(A), .b = lab_data(B), .c = lab_data(C),
+                     .batches = batches, .a_off = offs, .b_off = offs + batches};
+  lab_ops_of(C)->gemm(&g);
+  free(offs);
   lab_tensor_release(A);
   lab_tensor_release(B);
   if (pt == ct) return C;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "transfer.h"
 
 static const struct { const char *descr; lab_dtype dt; } types[] = {
     {"<f4", LAB_F32}, {"<f8", LAB_F64}, {"<i4", LAB_I32}, {"<i8", LAB_I64}, {"<f2", LAB_F16}, {"|b1", LAB_BOOL},
@@ -114,8 +115,10 @@ static const char *descr_of(lab_dtype dt) {
 
 int lab_npy_save(lab_tensor *t, const char *path) {
   lab_tensor *src = t->dtype == LAB_BF16 ? lab_to_dtype(t, LAB_F32) : (lab_tensor_retain(t), t);
-  lab_tensor *c = src ? lab_contiguous(src) : NULL;
+  lab_tensor *h = src ? lab_to_host(src) : NULL;
+  lab_tensor *c = h ? lab_contiguous(h) : NULL;
   lab_tensor_release(src);
+  lab_tensor_release(h);
   if (!c) return -1;
   /* the shape as a Python tuple: (), (3,), (2, 3) */
   char dict[512];

@@ -2,8 +2,8 @@
  * copied into the target, so views and every dtype are filled the same way. */
 #include "random.h"
 
-#include "../kernels/cpu/philox.h"
 #include "error.h"
+#include "transfer.h"
 
 static uint64_t rng_seed = 0x853c49e6748fea9bull, rng_offset = 0;
 
@@ -31,7 +31,7 @@ static uint64_t take(int64_t n) {
 }
 
 static int fill(lab_tensor *t, lab_dtype scratch_t, lab_tensor **scratch) {
-  *scratch = lab_tensor_empty(scratch_t, t->ndim, t->shape);
+  *scratch = lab_tensor_empty_on(lab_device_of(t), scratch_t, t->ndim, t->shape);
   return *scratch ? 0 : -1;
 }
 
@@ -53,8 +53,9 @@ int lab_rand_(lab_tensor *t, double lo, double hi) {
   lab_tensor *s = scratch_for(t, st);
   if (!s) return -1;
   int64_t n = lab_numel(t);
-  if (st == LAB_F64) lab_rand_uniform_f64(rng_seed, take(2 * n), lab_data(s), n, lo, hi);
-  else lab_rand_uniform_f32(rng_seed, take(n), lab_data(s), n, (float)lo, (float)hi);
+  lab_rand_args a = {.kind = LAB_RAND_UNIFORM, .dt = st, .seed = rng_seed, .offset = take(st == LAB_F64 ? 2 * n : n),
+                     .out = lab_data(s), .n = n, .a = lo, .b = hi};
+  lab_ops_of(s)->rand(&a);
   return finish(t, s);
 }
 
@@ -64,8 +65,9 @@ int lab_randn_(lab_tensor *t, double mean, double std) {
   lab_tensor *s = scratch_for(t, st);
   if (!s) return -1;
   int64_t n = lab_numel(t);
-  if (st == LAB_F64) lab_rand_normal_f64(rng_seed, take(2 * n), lab_data(s), n, mean, std);
-  else lab_rand_normal_f32(rng_seed, take(2 * n), lab_data(s), n, (float)mean, (float)std);
+  lab_rand_args a = {.kind = LAB_RAND_NORMAL, .dt = st, .seed = rng_seed, .offset = take(2 * n),
+                     .out = lab_data(s), .n = n, .a = mean, .b = std};
+  lab_ops_of(s)->rand(&a);
   return finish(t, s);
 }
 
@@ -74,6 +76,8 @@ int lab_randint_(lab_tensor *t, int64_t lo, int64_t hi) {
   lab_tensor *s = scratch_for(t, LAB_I64);
   if (!s) return -1;
   int64_t n = lab_numel(t);
-  lab_rand_int(rng_seed, take(2 * n), lab_data(s), n, lo, hi);
+  lab_rand_args a = {.kind = LAB_RAND_INT, .dt = LAB_I64, .seed = rng_seed, .offset = take(2 * n),
+                     .out = lab_data(s), .n = n, .lo = lo, .hi = hi};
+  lab_ops_of(s)->rand(&a);
   return finish(t, s);
 }

@@ -1,64 +1,19 @@
 /* Reductions. The reduced dim is removed from an iteration over the output; each output
- * element then walks its line of the input with the reduced dim's stride, loaded into a
- * contiguous buffer in the compute type for the row kernels. */
+ * element then walks its line of the input with the reduced dim's stride. The walk is one
+ * launch on the tensor's device (runtime/device_cpu.c holds the reference). */
 #include "reduce.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/cpu/convert.h"
-#include "../kernels/cpu/reduce.h"
 #include "error.h"
 #include "iter.h"
+#include "transfer.h"
 
 static const char *reduce_name(lab_reduce_op op) {
   static const char *n[] = {"sum", "mean", "prod", "var", "norm", "max", "min"};
   return n[op];
-}
-
-typedef struct {
-  lab_reduce_op op;
-  lab_dtype in_t, ct, out_t;
-  int64_t len, stride; /* the reduced line: elements and byte stride */
-  double param;
-  int want_max;
-  int ext; /* max/min: operand 1 holds indices */
-} red_ctx;
-
-static void reduce_line(const red_ctx *c, const char *src, void *buf, char *out, char *idx_out) {
-  lab_load_row(c->in_t, src, c->stride, c->ct, buf, c->len);
-  if (c->ext) {
-    int64_t i = lab_row_argext(c->ct, buf, c->len, c->want_max);
-    lab_store_row(c->ct, (char *)buf + i * (int64_t)lab_dtype_size(c->ct), c->out_t, out, 0, 1);
-    *(int64_t *)idx_out = i;
-    return;
-  }
-  if (c->ct == LAB_I64 && (c->op == LAB_R_SUM || c->op == LAB_R_PROD)) {
-    int64_t v = c->op == LAB_R_SUM ? lab_row_sum_i(buf, c->len) : lab_row_prod_i(buf, c->len);
-    lab_set_i64(c->out_t, out, v);
-    return;
-  }
-  double v = 0;
-  switch (c->op) {
-  case LAB_R_SUM: v = lab_row_sum_f(c->ct, buf, c->len); break;
-  case LAB_R_MEAN: v = c->len ? lab_row_sum_f(c->ct, buf, c->len) / (double)c->len : NAN; break;
-  case LAB_R_PROD: v = lab_row_prod_f(c->ct, buf, c->len); break;
-  case LAB_R_VAR: v = lab_row_var(c->ct, buf, c->len, c->param); break;
-  case LAB_R_NORM: v = lab_row_norm(c->ct, buf, c->len, c->param); break;
-  default: break;
-  }
-  lab_set_f64(c->out_t, out, v);
-}
-
-static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
-  const red_ctx *c = vctx;
-  void *buf = malloc((size_t)(c->len ? c->len : 1) * 8);
-  if (!buf) return;
-  for (int64_t i = 0; i < n; i++)
-    reduce_line(c, ptrs[1] + i * strides[1], buf, ptrs[0] + i * strides[0],
-                c->ext ? ptrs[2] + i * strides[2] : NULL);
-  free(buf);
 }
 
 /* Output shape with `dim` kept as size 1 (for iteration) and the final shape. */
@@ -73,7 +28,7 @@ static void out_shapes(const lab_tensor *t, int dim, int keepdim, int *nk, int64
 }
 
 /* Runs a reduction of t over dim into outs (already shaped with dim kept as 1). */
-static int run_reduce(red_ctx *c, lab_tensor *t, int dim, lab_tensor *out, lab_tensor *idx) {
+static int run_reduce(lab_red_args *c, lab_tensor *t, int dim, lab_tensor *out, lab_tensor *idx) {
   c->in_t = t->dtype;
   c->len = t->shape[dim];
   c->stride = t->stride[dim] * (int64_t)lab_dtype_size(t->dtype);
@@ -84,9 +39,8 @@ static int run_reduce(red_ctx *c, lab_tensor *t, int dim, lab_tensor *out, lab_t
     pinned->shape[dim] = 1;
   }
   lab_tensor *ops[3] = {out, pinned, idx};
-  lab_iter it;
-  lab_iter_init(&it, out->ndim, out->shape, idx ? 3 : 2, ops);
-  lab_iter_run(&it, red_row, c);
+  lab_iter_init(&c->g, out->ndim, out->shape, idx ? 3 : 2, ops);
+  lab_ops_of(t)->reduce(c);
   lab_tensor_release(pinned);
   return 0;
 }
@@ -121,14 +75,14 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
              lab_dtype_name(t->dtype));
     return NULL;
   }
-  red_ctx c = {.op = op, .param = param};
+  lab_red_args c = {.op = op, .param = param};
   c.out_t = is_float ? t->dtype : LAB_I64;
   /* accumulate half types and f32 in f32 rows, summed in double by the row kernels */
   c.ct = lab_compute_type(t->dtype);
   if (dim < 0 || t->ndim == 0) {
     lab_tensor *f = flat_view(t);
     if (!f) return NULL;
-    lab_tensor *out = lab_tensor_empty(c.out_t, 1, (int64_t[]){1});
+    lab_tensor *out = lab_tensor_empty_on(lab_device_of(t), c.out_t, 1, (int64_t[]){1});
     if (out) run_reduce(&c, f, 0, out, NULL);
     lab_tensor_release(f);
     if (!out) return NULL;
@@ -142,7 +96,7 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
   int nk, nf;
   int64_t kept[LAB_MAX_DIMS], final[LAB_MAX_DIMS];
   out_shapes(t, dim, keepdim, &nk, kept, &nf, final);
-  lab_tensor *out = lab_tensor_empty(c.out_t, nk, kept);
+  lab_tensor *out = lab_tensor_empty_on(lab_device_of(t), c.out_t, nk, kept);
   if (!out) return NULL;
   /* sum or mean over a middle dim of a contiguous f32/f64 tensor: whole-row adds */
   if ((op == LAB_R_SUM || op == LAB_R_MEAN) && dim < t->ndim - 1 && lab_is_contiguous(t) &&
@@ -150,7 +104,7 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
     int64_t outer = 1, inner = 1, R = t->shape[dim];
     for (int d = 0; d < dim; d++) outer *= t->shape[d];
     for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
-    lab_sum_middle(t->dtype, lab_data(t), lab_data(out), outer, R, inner,
+    lab_ops_of(t)->sum_middle(t->dtype, lab_data(t), lab_data(out), outer, R, inner,
                    op == LAB_R_MEAN ? (R ? 1.0 / (double)R : NAN) : 1.0);
     return finish_shape(out, nf, final);
   }
@@ -166,7 +120,7 @@ int lab_reduce_ext(lab_tensor *t, int dim, int keepdim, int want_max, lab_tensor
   const char *name = want_max ? "max" : "min";
   if (check_reduce_dim(name, t, dim) < 0) return -1;
   if (lab_numel(t) == 0) return lab_fail(name, "cannot reduce an empty tensor");
-  red_ctx c = {.ext = 1, .want_max = want_max, .out_t = t->dtype, .ct = lab_compute_type(t->dtype)};
+  lab_red_args c = {.op = want_max ? LAB_R_MAX : LAB_R_MIN, .out_t = t->dtype, .ct = lab_compute_type(t->dtype)};
   lab_tensor *src = t, *flat = NULL;
   int nk, nf;
   int64_t kept[LAB_MAX_DIMS], final[LAB_MAX_DIMS];
@@ -183,8 +137,8 @@ int lab_reduce_ext(lab_tensor *t, int dim, int keepdim, int want_max, lab_tensor
   } else {
     out_shapes(t, dim, keepdim, &nk, kept, &nf, final);
   }
-  lab_tensor *v = lab_tensor_empty(t->dtype, nk, kept);
-  lab_tensor *ix = lab_tensor_empty(LAB_I64, nk, kept);
+  lab_tensor *v = lab_tensor_empty_on(lab_device_of(t), t->dtype, nk, kept);
+  lab_tensor *ix = lab_tensor_empty_on(lab_device_of(t), LAB_I64, nk, kept);
   if (v && ix) run_reduce(&c, src, dim, v, ix);
   lab_tensor_release(flat);
   if (!v || !ix) {
@@ -213,14 +167,14 @@ lab_tensor *lab_softmax(lab_tensor *t, int dim, int log) {
   lab_tensor *moved = lab_transpose(t, dim, t->ndim - 1);
   lab_tensor *x = moved ? lab_to_dtype(moved, ct) : NULL;
   lab_tensor *xc = x ? lab_contiguous(x) : NULL;
-  lab_tensor *y = xc ? lab_tensor_empty(ct, xc->ndim, xc->shape) : NULL;
+  lab_tensor *y = xc ? lab_tensor_empty_on(lab_device_of(t), ct, xc->ndim, xc->shape) : NULL;
   lab_tensor *result = NULL;
   if (y) {
     int64_t n = t->shape[dim];
-    lab_softmax_rows(ct, lab_data(xc), lab_data(y), n ? lab_numel(xc) / n : 0, n, log);
+    lab_ops_of(t)->softmax_rows(ct, lab_data(xc), lab_data(y), n ? lab_numel(xc) / n : 0, n, log);
     lab_tensor *back = lab_transpose(y, dim, t->ndim - 1);
     if (back) {
-      result = lab_tensor_empty(t->dtype, t->ndim, t->shape);
+      result = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim, t->shape);
       if (result) lab_copy_(result, back);
       lab_tensor_release(back);
     }

@@ -2,9 +2,9 @@
 #ifndef LAB_RUNTIME_REDUCE_H
 #define LAB_RUNTIME_REDUCE_H
 
+#include "../kernels/ops.h"
 #include "tensor.h"
 
-typedef enum { LAB_R_SUM, LAB_R_MEAN, LAB_R_PROD, LAB_R_VAR, LAB_R_NORM, LAB_R_MAX, LAB_R_MIN } lab_reduce_op;
 
 /* sum/mean/prod/var/norm. `param` is the correction for var and p for norm. */
 lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim, double param);

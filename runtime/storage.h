@@ -1,11 +1,15 @@
-/* Reference-counted tensor storage with a memory account: every allocation carries a tag
- * (param, grad, optimizer state, activation, comm buffer, other) and the account keeps
- * current and peak bytes per tag, so memory reports are measured, not estimated. */
+/* Reference-counted tensor storage on a device, with a memory account per device: every
+ * allocation carries a tag (param, grad, optimizer state, activation, comm buffer, other) and
+ * the device's account keeps current and peak bytes per tag, so memory reports are measured,
+ * not estimated. The bytes come from the device's allocator (runtime/device.h) through a
+ * per-device block cache. */
 #ifndef LAB_RUNTIME_STORAGE_H
 #define LAB_RUNTIME_STORAGE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "device.h"
 
 typedef enum {
   LAB_MEM_OTHER = 0,
@@ -18,14 +22,16 @@ typedef enum {
 } lab_mem_tag;
 
 typedef struct lab_storage {
-  void *data;
+  void *data; /* memory of `device`: host code may dereference it only when that is the cpu */
   size_t nbytes;
   int refcount;
   lab_mem_tag tag;
+  lab_device device;
 } lab_storage;
 
 /* Zero-filled when `zero` is set. Returns NULL (with lab_fail) when out of memory. */
-lab_storage *lab_storage_new(size_t nbytes, int zero);
+lab_storage *lab_storage_new(size_t nbytes, int zero); /* on the cpu */
+lab_storage *lab_storage_new_on(lab_device dev, size_t nbytes, int zero);
 void lab_storage_retain(lab_storage *s);
 void lab_storage_release(lab_storage *s);
 void lab_storage_set_tag(lab_storage *s, lab_mem_tag tag);
@@ -40,12 +46,16 @@ typedef struct {
   int64_t allocated_since_mark; /* bytes allocated since lab_mem_mark(): drives Lua's GC */
 } lab_mem_account;
 
+/* The cpu's account; allocated_since_mark counts the bytes allocated on every device. */
 const lab_mem_account *lab_mem_get(void);
+const lab_mem_account *lab_mem_get_device(lab_device dev);
 const char *lab_mem_tag_name(lab_mem_tag tag);
 void lab_mem_mark(void);
 void lab_mem_reset_peak(void);
-/* Freed blocks kept for reuse (not counted as tensor memory), and giving them back. */
+/* Freed blocks kept for reuse (not counted as tensor memory), and giving them back (every
+ * device's cache). */
 size_t lab_mem_cached_bytes(void);
+size_t lab_mem_cached_bytes_on(lab_device dev);
 void lab_mem_empty_cache(void);
 
 #endif

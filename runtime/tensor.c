@@ -8,6 +8,7 @@
 
 #include "../kernels/cpu/convert.h"
 #include "error.h"
+#include "transfer.h"
 
 static const char *dtype_names[LAB_NDTYPES] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool"};
 
@@ -70,11 +71,11 @@ static lab_tensor *header_new(lab_dtype dt, int ndim, const int64_t *shape) {
   return t;
 }
 
-static lab_tensor *alloc_tensor(lab_dtype dt, int ndim, const int64_t *shape, int zero) {
+static lab_tensor *alloc_tensor(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, int zero) {
   if (check_shape("tensor", ndim, shape) < 0) return NULL;
   lab_tensor *t = header_new(dt, ndim, shape);
   if (!t) return NULL;
-  t->storage = lab_storage_new((size_t)lab_numel(t) * lab_dtype_size(dt), zero);
+  t->storage = lab_storage_new_on(dev, (size_t)lab_numel(t) * lab_dtype_size(dt), zero);
   if (!t->storage) {
     free(t);
     return NULL;
@@ -82,16 +83,40 @@ static lab_tensor *alloc_tensor(lab_dtype dt, int ndim, const int64_t *shape, in
   return t;
 }
 
+lab_tensor *lab_tensor_empty_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape) {
+  return alloc_tensor(dev, dt, ndim, shape, 0);
+}
+
+lab_tensor *lab_tensor_zeros_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape) {
+  return alloc_tensor(dev, dt, ndim, shape, 1);
+}
+
 lab_tensor *lab_tensor_empty(lab_dtype dt, int ndim, const int64_t *shape) {
-  return alloc_tensor(dt, ndim, shape, 0);
+  return alloc_tensor(lab_cpu(), dt, ndim, shape, 0);
 }
 
 lab_tensor *lab_tensor_zeros(lab_dtype dt, int ndim, const int64_t *shape) {
-  return alloc_tensor(dt, ndim, shape, 1);
+  return alloc_tensor(lab_cpu(), dt, ndim, shape, 1);
+}
+
+/* On a device: one element is written from the host and broadcast there by a copy. */
+lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
+  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
+  lab_tensor *t = alloc_tensor(dev, dt, ndim, shape, 0);
+  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
+  lab_tensor *dev_one = one ? lab_to_device(one, dev) : NULL;
+  int rc = dev_one ? lab_copy_(t, dev_one) : -1;
+  lab_tensor_release(one);
+  lab_tensor_release(dev_one);
+  if (rc < 0) {
+    lab_tensor_release(t);
+    return NULL;
+  }
+  return t;
 }
 
 lab_tensor *lab_tensor_full(lab_dtype dt, int ndim, const int64_t *shape, double value) {
-  lab_tensor *t = alloc_tensor(dt, ndim, shape, 0);
+  lab_tensor *t = alloc_tensor(lab_cpu(), dt, ndim, shape, 0);
   if (!t) return NULL;
   int64_t n = lab_numel(t);
   size_t es = lab_dtype_size(dt);
@@ -122,11 +147,13 @@ lab_tensor *lab_tensor_arange(lab_dtype dt, double start, double end, double ste
 
 void lab_tensor_retain(lab_tensor *t) { t->refcount++; }
 
-void lab_ag_meta_free(struct lab_ag_meta *m); /* runtime/autograd/engine.c */
+static void (*ag_free)(struct lab_ag_meta *);
+
+void lab_tensor_set_ag_free(void (*fn)(struct lab_ag_meta *)) { ag_free = fn; }
 
 void lab_tensor_release(lab_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  if (t->ag) lab_ag_meta_free(t->ag);
+  if (t->ag && ag_free) ag_free(t->ag);
   lab_storage_release(t->storage);
   free(t);
 }
@@ -413,7 +440,7 @@ lab_tensor *lab_contiguous(lab_tensor *t) {
 }
 
 lab_tensor *lab_clone(lab_tensor *t) {
-  lab_tensor *c = lab_tensor_empty(t->dtype, t->ndim, t->shape);
+  lab_tensor *c = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim, t->shape);
   if (!c) return NULL;
   if (lab_copy_(c, t) < 0) {
     lab_tensor_release(c);
@@ -427,7 +454,7 @@ lab_tensor *lab_to_dtype(lab_tensor *t, lab_dtype dt) {
     lab_tensor_retain(t);
     return t;
   }
-  lab_tensor *c = lab_tensor_empty(dt, t->ndim, t->shape);
+  lab_tensor *c = lab_tensor_empty_on(lab_device_of(t), dt, t->ndim, t->shape);
   if (!c) return NULL;
   if (lab_copy_(c, t) < 0) {
     lab_tensor_release(c);

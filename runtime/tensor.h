@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "../kernels/dtype.h"
-#include "../kernels/cpu/ewise.h"
+#include "../kernels/ops.h"
 #include "storage.h"
 
 #define LAB_MAX_DIMS 8
@@ -31,19 +31,29 @@ const char *lab_dtype_name(lab_dtype t);
 int lab_dtype_from_name(const char *name);
 lab_dtype lab_promote(lab_dtype a, lab_dtype b);
 
-/* creation */
+/* creation: on the cpu, or on a device (_on); an op's result goes on its inputs' device */
 lab_tensor *lab_tensor_empty(lab_dtype dt, int ndim, const int64_t *shape);
 lab_tensor *lab_tensor_zeros(lab_dtype dt, int ndim, const int64_t *shape);
 lab_tensor *lab_tensor_full(lab_dtype dt, int ndim, const int64_t *shape, double value);
 lab_tensor *lab_tensor_scalar(lab_dtype dt, double value);
 lab_tensor *lab_tensor_arange(lab_dtype dt, double start, double end, double step);
+lab_tensor *lab_tensor_empty_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape);
+lab_tensor *lab_tensor_zeros_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape);
+lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value);
 void lab_tensor_retain(lab_tensor *t);
 void lab_tensor_release(lab_tensor *t);
+/* The autograd engine frees a tensor's autograd state through this hook (set once by the
+ * engine, which sits above tensors). */
+void lab_tensor_set_ag_free(void (*fn)(struct lab_ag_meta *));
+
+static inline lab_device lab_device_of(const lab_tensor *t) { return t->storage->device; }
 
 /* facts */
 int64_t lab_numel(const lab_tensor *t);
 int lab_is_contiguous(const lab_tensor *t);
-void *lab_data(const lab_tensor *t); /* address of element 0 */
+/* Address of element 0, in the memory of the tensor's device: only the cpu's may be read by
+ * host code; everything else goes through the device table or runtime/transfer.h. */
+void *lab_data(const lab_tensor *t);
 size_t lab_nbytes(const lab_tensor *t);
 int lab_same_shape(const lab_tensor *a, const lab_tensor *b);
 /* "[2, 3]" into buf; returns buf */

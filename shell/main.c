@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/cpu/gemm.h"
 #include "launcher.h"
 #include "repl.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
+#include "runtime/threads.h"
 #include "session.h"
 #include "stepper.h"
 

@@ -5,17 +5,7 @@
 #define LAB_KERNELS_EWISE_H
 
 #include "../dtype.h"
-
-typedef enum {
-  LAB_ADD, LAB_SUB, LAB_MUL, LAB_DIV, LAB_POW, LAB_MAXIMUM, LAB_MINIMUM, LAB_REMAINDER,
-  LAB_EQ, LAB_NE, LAB_LT, LAB_LE, LAB_GT, LAB_GE,
-  LAB_NBINARY
-} lab_binary_op;
-
-typedef enum {
-  LAB_NEG, LAB_ABS, LAB_EXP, LAB_LOG, LAB_SQRT, LAB_RSQRT, LAB_TANH, LAB_SIGMOID,
-  LAB_NUNARY
-} lab_unary_op;
+#include "../ops.h"
 
 /* out[i] = a[i] op b[i]; ct is the compute type of all three arrays. Comparisons write 1/0. */
 void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void *b, void *out,

@@ -7,18 +7,18 @@
 
 static int num_threads = 1;
 
-void lab_set_num_threads(int n) {
+void lab_cpu_set_threads(int n) {
   if (n < 1) n = 1;
   num_threads = n;
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
 }
 
-int lab_get_num_threads(void) { return num_threads; }
+int lab_cpu_threads(void) { return num_threads; }
 
-const char *lab_blas_corename(void) { return openblas_get_corename(); }
+const char *lab_cpu_blas_corename(void) { return openblas_get_corename(); }
 
-const char *lab_blas_better_coretype(void) {
+const char *lab_cpu_blas_better_coretype(void) {
   const char *core = openblas_get_corename();
   int weak = strcasecmp(core, "prescott") == 0 || strcasecmp(core, "core2") == 0 ||
              strcasecmp(core, "nehalem") == 0 || strcasecmp(core, "sandybridge") == 0 ||

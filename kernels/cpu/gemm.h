@@ -14,11 +14,11 @@ void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int6
  * Returns the kernel family the CPU's features support (SkylakeX with AVX-512, Haswell with
  * AVX2+FMA) when OpenBLAS chose a weaker one, else NULL. It takes effect only through the
  * environment variable OPENBLAS_CORETYPE before the library loads. */
-const char *lab_blas_better_coretype(void);
-const char *lab_blas_corename(void);
+const char *lab_cpu_blas_better_coretype(void);
+const char *lab_cpu_blas_corename(void);
 
 /* Threads for our own OpenMP loops and for OpenBLAS. */
-void lab_set_num_threads(int n);
-int lab_get_num_threads(void);
+void lab_cpu_set_threads(int n);
+int lab_cpu_threads(void);
 
 #endif

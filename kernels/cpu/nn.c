@@ -123,12 +123,12 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
 /* gelu_tanh(x) = x/2 (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2/pi); written as
  * x sigmoid(2u) so one exp per element serves. One loop per kind keeps each vectorisable. */
 #define ACT(T, S, EXP, ERF)                                                                   \
-  static void act_fwd_##S(int kind, const T *x, T *y, int64_t n) {                            \
+  static void act_fwd_##S(lab_act_kind kind, const T *x, T *y, int64_t n) {                   \
     const T k2 = (T)(2 * 0.7978845608028654), c = (T)0.044715;                                \
-    if (kind == 0) {                                                                          \
+    if (kind == LAB_ACT_GELU) {                                                               \
       _Pragma("omp parallel for schedule(static)")                                           \
       for (int64_t i = 0; i < n; i++) y[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * (T)0.7071067811865476)); \
-    } else if (kind == 1) {                                                                   \
+    } else if (kind == LAB_ACT_GELU_TANH) {                                                   \
       _Pragma("omp parallel for simd schedule(static)")                                      \
       for (int64_t i = 0; i < n; i++) {                                                       \
         T v = x[i];                                                                           \
@@ -139,9 +139,9 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
       for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + EXP(-x[i]));                     \
     }                                                                                         \
   }                                                                                           \
-  static void act_bwd_##S(int kind, const T *g, const T *x, T *dx, int64_t n) {               \
+  static void act_bwd_##S(lab_act_kind kind, const T *g, const T *x, T *dx, int64_t n) {      \
     const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
-    if (kind == 0) {                                                                          \
+    if (kind == LAB_ACT_GELU) {                                                               \
       _Pragma("omp parallel for schedule(static)")                                           \
       for (int64_t i = 0; i < n; i++) {                                                       \
         T v = x[i];                                                                           \
@@ -149,7 +149,7 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
         T pdf = EXP((T)-0.5 * v * v) * (T)0.3989422804014327;                                 \
         dx[i] = g[i] * (cdf + v * pdf);                                                       \
       }                                                                                       \
-    } else if (kind == 1) {                                                                   \
+    } else if (kind == LAB_ACT_GELU_TANH) {                                                   \
       /* with s = sigmoid(2u): d/dx = s + x s (1 - s) 2 k (1 + 3 c x^2) */                    \
       _Pragma("omp parallel for simd schedule(static)")                                      \
       for (int64_t i = 0; i < n; i++) {                                                       \
@@ -168,11 +168,11 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
 ACT(float, f, lab_expf, erff)
 ACT(double, d, exp, erf)
 
-void lab_act_fwd(lab_dtype ct, int kind, const void *x, void *y, int64_t n) {
+void lab_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
   DISPATCH(ct, act_fwd, kind, x, y, n);
 }
 
-void lab_act_bwd(lab_dtype ct, int kind, const void *g, const void *x, void *dx, int64_t n) {
+void lab_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
   DISPATCH(ct, act_bwd, kind, g, x, dx, n);
 }
 

@@ -5,6 +5,7 @@
 #define LAB_KERNELS_NN_H
 
 #include "../dtype.h"
+#include "../ops.h"
 
 /* y = (x - mean) * rstd * w + b; mean, rstd (rows) saved for backward. w, b may be NULL. */
 void lab_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y,
@@ -19,9 +20,9 @@ void lab_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void 
 void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
                       const void *rstd, void *dx, void *dw, int64_t rows, int64_t D);
 
-/* activations over n elements; kind 0 gelu exact (erf), 1 gelu tanh, 2 silu */
-void lab_act_fwd(lab_dtype ct, int kind, const void *x, void *y, int64_t n);
-void lab_act_bwd(lab_dtype ct, int kind, const void *g, const void *x, void *dx, int64_t n);
+/* activations over n elements */
+void lab_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
+void lab_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
 
 /* Cross-entropy over rows of logits (N, C) with int64 targets (N). Writes the per-row loss
  * (0 for ignored rows) and the row's log-sum-exp; returns the count of rows not ignored. */

@@ -15,8 +15,15 @@ static int next_hook_id = 1;
 int lab_grad_enabled(void) { return grad_mode; }
 void lab_set_grad_enabled(int on) { grad_mode = on != 0; }
 
+void lab_ag_meta_free(lab_ag_meta *m);
+
+/* Tensors sit below autograd: they free this state through the hook set here, on the first
+ * tensor that gets any. */
 static lab_ag_meta *meta(lab_tensor *t) {
-  if (!t->ag) t->ag = calloc(1, sizeof *t->ag);
+  if (!t->ag) {
+    lab_tensor_set_ag_free(lab_ag_meta_free);
+    t->ag = calloc(1, sizeof *t->ag);
+  }
   return t->ag;
 }
 
@@ -322,7 +329,7 @@ static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
       lab_same_shape(g, leaf) && g->offset == 0) {
     own = g;
   } else {
-    own = lab_tensor_empty(leaf->dtype, leaf->ndim, leaf->shape);
+    own = lab_tensor_empty_on(lab_device_of(leaf), leaf->dtype, leaf->ndim, leaf->shape);
     if (own && lab_copy_(own, g) < 0) {
       lab_tensor_release(own);
       own = NULL;
@@ -403,7 +410,7 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
     return lab_fail("backward", "gradient of shape %s given for an output of shape %s",
                     lab_shape_str(grad, s2, sizeof s2), lab_shape_str(root, s, sizeof s));
   }
-  lab_tensor *g0 = grad ? lab_to_dtype(grad, root->dtype) : lab_tensor_full(root->dtype, root->ndim, root->shape, 1.0);
+  lab_tensor *g0 = grad ? lab_to_dtype(grad, root->dtype) : lab_tensor_full_on(lab_device_of(root), root->dtype, root->ndim, root->shape, 1.0);
   if (!g0) return -1;
   if (!root->ag->grad_fn) {
     int rc = accumulate_leaf(root, g0);

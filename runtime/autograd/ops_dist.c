@@ -25,7 +25,7 @@ static lab_tensor *gathered(lab_group *g, lab_tensor *x, int dim) {
   int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
   memcpy(shape + 1, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   lab_tensor *xc = lab_contiguous(x);
-  lab_tensor *buf = xc ? lab_tensor_empty(x->dtype, x->ndim + 1, shape) : NULL;
+  lab_tensor *buf = xc ? lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim + 1, shape) : NULL;
   int rc = buf ? lab_all_gather(g, buf, xc, NULL) : -1;
   lab_tensor_release(xc);
   if (rc < 0) {
@@ -74,7 +74,7 @@ static lab_tensor *scattered_sum(lab_group *g, lab_tensor *x, int dim) {
   int64_t shape[LAB_MAX_DIMS];
   memcpy(shape, tc->shape, sizeof shape);
   shape[0] /= g->size;
-  lab_tensor *out = lab_tensor_empty(x->dtype, x->ndim, shape);
+  lab_tensor *out = lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim, shape);
   int rc = out ? lab_reduce_scatter(g, out, tc, LAB_RED_SUM, NULL) : -1;
   lab_tensor_release(tc);
   if (rc < 0) {

@@ -176,7 +176,7 @@ lab_tensor *lab_ad_unary(lab_unary_op op, lab_tensor *a) {
 /* gradient passes where lo <= x <= hi */
 static int clamp_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *x = n->saved[0];
-  lab_tensor *mask = lab_tensor_full(g->dtype, x->ndim, x->shape, 1.0);
+  lab_tensor *mask = lab_tensor_full_on(lab_device_of(x), g->dtype, x->ndim, x->shape, 1.0);
   if (!mask) return -1;
   int rc = 0;
   for (int k = 0; k < 2 && rc == 0; k++) {

@@ -1,15 +1,15 @@
 /* Neural-network ops with fused kernels (kernels/cpu/nn.c). Each converts its inputs to a
- * contiguous compute-type copy (f32 for the half types, f64 for f64), runs the kernel, and
- * returns the result in the input's dtype; the backward does the same with the gradient. */
+ * contiguous compute-type copy (f32 for the half types, f64 for f64), runs the kernel of the
+ * inputs' device (runtime/device.h), and returns the result in the input's dtype; the
+ * backward does the same with the gradient. */
 #include <math.h>
 #include <string.h>
 
-#include "../../kernels/cpu/convert.h"
-#include "../../kernels/cpu/nn.h"
 #include "../../kernels/cpu/reduce.h"
 #include "../error.h"
 #include "../matmul.h"
 #include "../random.h"
+#include "../transfer.h"
 #include "ops.h"
 #include "util.h"
 
@@ -39,15 +39,21 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, int64_
   lab_tensor *c = lab_to_dtype(idx, LAB_I64);
   lab_tensor *cc = c ? lab_contiguous(c) : NULL;
   lab_tensor_release(c);
-  if (!cc) return NULL;
-  const int64_t *p = lab_data(cc);
-  for (int64_t i = 0; i < lab_numel(cc); i++)
+  lab_tensor *h = cc ? lab_to_host(cc) : NULL; /* checked on the host: a bad id must not reach a kernel */
+  if (!h) {
+    lab_tensor_release(cc);
+    return NULL;
+  }
+  const int64_t *p = lab_data(h);
+  for (int64_t i = 0; i < lab_numel(h); i++)
     if ((p[i] < 0 || p[i] >= limit) && p[i] != allowed) {
       lab_fail(op, "id %lld at position %lld is outside [0, %lld) (ids count from 0)", (long long)p[i],
                (long long)i + 1, (long long)limit);
       lab_tensor_release(cc);
+      lab_tensor_release(h);
       return NULL;
     }
+  lab_tensor_release(h);
   return cc;
 }
 
@@ -57,12 +63,12 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, int64_
 static int embedding_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *ids = n->saved[0];
   lab_tensor *gc = ct_of(g);
-  lab_tensor *dw = gc ? lab_tensor_zeros(gc->dtype, 2, &n->i[0]) : NULL;
+  lab_tensor *dw = gc ? lab_tensor_zeros_on(lab_device_of(gc), gc->dtype, 2, &n->i[0]) : NULL;
   if (!dw) {
     lab_tensor_release(gc);
     return -1;
   }
-  lab_embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), n->i[1]);
+  lab_ops_of(gc)->embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), n->i[1]);
   lab_tensor_release(gc);
   gin[0] = ag_cast(dw, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -78,14 +84,17 @@ lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
     lab_fail("embedding", "ids have too many dimensions");
     return NULL;
   }
+  lab_device dev;
+  lab_tensor *wi[2] = {weight, idx};
+  if (lab_common_device("embedding", 2, wi, &dev) < 0) return NULL;
   lab_tensor *ids = ids_of("embedding", idx, weight->shape[0], -1);
   if (!ids) return NULL;
   lab_tensor *w = lab_contiguous(weight);
   int64_t shape[LAB_MAX_DIMS];
   memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
   shape[idx->ndim] = weight->shape[1];
-  lab_tensor *out = w ? lab_tensor_empty(weight->dtype, idx->ndim + 1, shape) : NULL;
-  if (out) lab_embedding_fwd(weight->dtype, lab_data(w), lab_data(ids), lab_data(out), lab_numel(ids), weight->shape[1]);
+  lab_tensor *out = w ? lab_tensor_empty_on(dev, weight->dtype, idx->ndim + 1, shape) : NULL;
+  if (out) lab_ops_of(w)->embedding_fwd(weight->dtype, lab_data(w), lab_data(ids), lab_data(out), lab_numel(ids), weight->shape[1]);
   lab_tensor_release(w);
   if (!out || !lab_ag_needed(1, &weight)) {
     lab_tensor_release(ids);
@@ -114,14 +123,16 @@ static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *gc = lab_to_dtype(g, ct), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
   if (!gcc) return -1;
-  lab_tensor *dx = ag_wants(n, 0) ? lab_tensor_empty(ct, x->ndim, x->shape) : NULL;
-  lab_tensor *dw = (w && ag_wants(n, 1)) ? lab_tensor_zeros(ct, 1, &D) : NULL;
-  lab_tensor *db = (!rms && n->nin > 2 && ag_wants(n, 2)) ? lab_tensor_zeros(ct, 1, &D) : NULL;
+  lab_device dev = lab_device_of(x);
+  const lab_device_ops *ops = lab_ops_of(x);
+  lab_tensor *dx = ag_wants(n, 0) ? lab_tensor_empty_on(dev, ct, x->ndim, x->shape) : NULL;
+  lab_tensor *dw = (w && ag_wants(n, 1)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
+  lab_tensor *db = (!rms && n->nin > 2 && ag_wants(n, 2)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
   if (rms)
-    lab_rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[3]),
+    ops->rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[3]),
                      dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL, rows, D);
   else
-    lab_layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[2]),
+    ops->layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[2]),
                        lab_data(n->saved[3]), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
                        db ? lab_data(db) : NULL, rows, D);
   lab_tensor_release(gcc);
@@ -149,14 +160,18 @@ static lab_tensor *norm(const char *op, lab_tensor *x, lab_tensor *w, lab_tensor
   if (float_check(op, "input", x) < 0 || norm_param_check(op, "weight", w, D) < 0 ||
       norm_param_check(op, "bias", b, D) < 0)
     return NULL;
+  lab_device dev;
+  lab_tensor *xwb[3] = {x, w, b};
+  if (lab_common_device(op, 3, xwb, &dev) < 0) return NULL;
+  const lab_device_ops *ops = lab_device_ops_of(dev.type);
   lab_dtype ct = ct_type(x->dtype);
   lab_tensor *xc = ct_of(x), *wc = w ? ct_of(w) : NULL, *bc = b ? ct_of(b) : NULL;
-  lab_tensor *y = lab_tensor_empty(ct, x->ndim, x->shape);
-  lab_tensor *mean = lab_tensor_empty(ct, 1, &rows), *rstd = lab_tensor_empty(ct, 1, &rows);
+  lab_tensor *y = lab_tensor_empty_on(dev, ct, x->ndim, x->shape);
+  lab_tensor *mean = lab_tensor_empty_on(dev, ct, 1, &rows), *rstd = lab_tensor_empty_on(dev, ct, 1, &rows);
   lab_tensor *out = NULL;
   if (xc && (!w || wc) && (!b || bc) && y && mean && rstd) {
-    if (rms) lab_rms_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, lab_data(y), lab_data(rstd), rows, D, eps);
-    else lab_layer_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, bc ? lab_data(bc) : NULL, lab_data(y),
+    if (rms) ops->rms_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, lab_data(y), lab_data(rstd), rows, D, eps);
+    else ops->layer_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, bc ? lab_data(bc) : NULL, lab_data(y),
                             lab_data(mean), lab_data(rstd), rows, D, eps);
     out = lab_to_dtype(y, x->dtype);
   }
@@ -197,18 +212,18 @@ static int act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *x = n->saved[0];
   lab_tensor *gc = lab_to_dtype(g, x->dtype), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
-  lab_tensor *dx = gcc ? lab_tensor_empty(x->dtype, x->ndim, x->shape) : NULL;
-  if (dx) lab_act_bwd(x->dtype, (int)n->i[0], lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
+  lab_tensor *dx = gcc ? lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim, x->shape) : NULL;
+  if (dx) lab_ops_of(x)->act_bwd(x->dtype, (lab_act_kind)n->i[0], lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
   lab_tensor_release(gcc);
   gin[0] = ag_cast(dx, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
 }
 
-static lab_tensor *activation(const char *op, lab_tensor *x, int kind) {
+static lab_tensor *activation(const char *op, lab_tensor *x, lab_act_kind kind) {
   if (float_check(op, "input", x) < 0) return NULL;
   lab_tensor *xc = ct_of(x);
-  lab_tensor *y = xc ? lab_tensor_empty(xc->dtype, x->ndim, x->shape) : NULL;
-  if (y) lab_act_fwd(xc->dtype, kind, lab_data(xc), lab_data(y), lab_numel(x));
+  lab_tensor *y = xc ? lab_tensor_empty_on(lab_device_of(x), xc->dtype, x->ndim, x->shape) : NULL;
+  if (y) lab_ops_of(x)->act_fwd(xc->dtype, kind, lab_data(xc), lab_data(y), lab_numel(x));
   lab_tensor *out = y ? lab_to_dtype(y, x->dtype) : NULL;
   lab_tensor_release(y);
   if (out && lab_ag_needed(1, &x)) {
@@ -223,8 +238,10 @@ static lab_tensor *activation(const char *op, lab_tensor *x, int kind) {
   return out;
 }
 
-lab_tensor *lab_ad_gelu(lab_tensor *x, int tanh_approx) { return activation("gelu", x, tanh_approx ? 1 : 0); }
-lab_tensor *lab_ad_silu(lab_tensor *x) { return activation("silu", x, 2); }
+lab_tensor *lab_ad_gelu(lab_tensor *x, int tanh_approx) {
+  return activation("gelu", x, tanh_approx ? LAB_ACT_GELU_TANH : LAB_ACT_GELU);
+}
+lab_tensor *lab_ad_silu(lab_tensor *x) { return activation("silu", x, LAB_ACT_SILU); }
 
 /* ---- dropout ---- */
 
@@ -242,7 +259,7 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
   }
   if (!training || p == 0) return ag_ref(x);
   if (float_check("dropout", "input", x) < 0) return NULL;
-  lab_tensor *u = lab_tensor_empty(ct_type(x->dtype), x->ndim, x->shape);
+  lab_tensor *u = lab_tensor_empty_on(lab_device_of(x), ct_type(x->dtype), x->ndim, x->shape);
   if (!u || lab_rand_(u, 0, 1) < 0) {
     lab_tensor_release(u);
     return NULL;
@@ -268,10 +285,12 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
 static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *x = n->saved[0];
   int64_t N = n->i[0], C = n->i[1];
-  double scale = lab_get_f64(g->dtype, lab_data(g)) / (double)(n->i[3] ? n->i[3] : 1);
-  lab_tensor *dx = lab_tensor_empty(x->dtype, 2, (int64_t[]){N, C});
+  double gv;
+  if (lab_item_f64(g, &gv) < 0) return -1;
+  double scale = gv / (double)(n->i[3] ? n->i[3] : 1);
+  lab_tensor *dx = lab_tensor_empty_on(lab_device_of(x), x->dtype, 2, (int64_t[]){N, C});
   if (!dx) return -1;
-  lab_cross_entropy_bwd(x->dtype, lab_data(x), lab_data(n->saved[1]), lab_data(n->saved[2]), lab_data(dx), N, C,
+  lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[1]), lab_data(n->saved[2]), lab_data(dx), N, C,
                         n->i[2], n->d[0], scale);
   lab_tensor *r = lab_view(dx, (int)n->i[4], &n->i[5]);
   lab_tensor_release(dx);
@@ -299,18 +318,27 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
     lab_fail(op, "label_smoothing %g must be in [0, 1]", label_smoothing);
     return NULL;
   }
+  lab_device dev;
+  lab_tensor *lt[2] = {logits, target};
+  if (lab_common_device(op, 2, lt, &dev) < 0) return NULL;
   int64_t C = logits->shape[logits->ndim - 1], N = C ? lab_numel(logits) / C : 0;
   lab_tensor *tg = ids_of(op, target, C, ignore_index);
   lab_tensor *xc = tg ? ct_of(logits) : NULL;
   lab_dtype ct = ct_type(logits->dtype);
-  lab_tensor *loss = xc ? lab_tensor_empty(ct, 1, &N) : NULL, *lse = loss ? lab_tensor_empty(ct, 1, &N) : NULL;
+  lab_tensor *loss = xc ? lab_tensor_empty_on(dev, ct, 1, &N) : NULL;
+  lab_tensor *lse = loss ? lab_tensor_empty_on(dev, ct, 1, &N) : NULL;
   lab_tensor *out = NULL;
   int64_t count = 0;
   if (lse) {
-    count = lab_cross_entropy_fwd(ct, lab_data(xc), lab_data(tg), lab_data(loss), lab_data(lse), N, C,
-                                  ignore_index, label_smoothing);
-    double total = lab_row_sum_f(ct, lab_data(loss), N);
-    out = lab_tensor_scalar(logits->dtype, count ? total / (double)count : NAN);
+    count = lab_device_ops_of(dev.type)->xent_fwd(ct, lab_data(xc), lab_data(tg), lab_data(loss), lab_data(lse), N,
+                                                   C, ignore_index, label_smoothing);
+    /* the mean in double on the host, the same sum on every device */
+    lab_tensor *h = lab_to_host(loss);
+    if (h) {
+      double total = lab_row_sum_f(ct, lab_data(h), N);
+      out = lab_tensor_full_on(dev, logits->dtype, 0, NULL, count ? total / (double)count : NAN);
+    }
+    lab_tensor_release(h);
   }
   if (out && lab_ag_needed(1, &logits)) {
     lab_node *n = lab_node_new(op, xent_bw, 1, &logits);
@@ -354,7 +382,7 @@ static int sdpa_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor_release(gc);
   if (!dP) return -1;
   int64_t S = P->shape[P->ndim - 1];
-  lab_softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, n->d[0]);
+  lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, n->d[0]);
   if (ag_wants(n, 0)) gin[0] = ag_cast(lab_matmul(dP, k), n->in_dtype[0]);
   if (ag_wants(n, 1)) gin[1] = ag_cast(mm_t(dP, q, 1, 0), n->in_dtype[1]);
   if (dv) gin[2] = ag_cast(dv, n->in_dtype[2]);
@@ -374,6 +402,9 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
              lab_shape_str(q, a, sizeof a), lab_shape_str(k, b, sizeof b), lab_shape_str(v, c, sizeof c));
     return NULL;
   }
+  lab_device dev;
+  lab_tensor *qkv[3] = {q, k, v};
+  if (lab_common_device(op, 3, qkv, &dev) < 0) return NULL;
   int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
   if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
   lab_tensor *qc = ct_of(q), *kc = ct_of(k), *vc = ct_of(v);
@@ -385,8 +416,8 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
     if (sc) lab_binary_(LAB_MUL, P, sc);
     lab_tensor_release(sc);
     int64_t rows = lab_numel(P) / (S ? S : 1);
-    if (causal) lab_causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
-    lab_softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
+    if (causal) lab_ops_of(P)->causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
+    lab_ops_of(P)->softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
     lab_tensor *o = lab_matmul(P, vc);
     out = o ? lab_to_dtype(o, q->dtype) : NULL;
     lab_tensor_release(o);

@@ -4,6 +4,7 @@
 
 #include "../error.h"
 #include "../matmul.h"
+#include "../transfer.h"
 #include "ops.h"
 #include "util.h"
 
@@ -125,7 +126,9 @@ static int ext_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   } else if (mask) {
     /* only the first maximum along the dim (the index returned) gets the gradient */
     lab_tensor *ix = keep_dim(n->saved[2], n);
-    lab_tensor *pos = lab_tensor_arange(LAB_I64, 0, (double)n->i[1 + dim], 1);
+    lab_tensor *pos_host = lab_tensor_arange(LAB_I64, 0, (double)n->i[1 + dim], 1);
+    lab_tensor *pos = pos_host ? lab_to_device(pos_host, lab_device_of(g)) : NULL;
+    lab_tensor_release(pos_host);
     int64_t shape[LAB_MAX_DIMS];
     for (int d = 0; d < nd; d++) shape[d] = d == dim ? n->i[1 + d] : 1;
     lab_tensor *posv = pos ? lab_view(pos, nd, shape) : NULL;

@@ -66,7 +66,7 @@ lab_tensor *lab_ad_transpose(lab_tensor *t, int d0, int d1) {
 /* narrow/select: the gradient lands in a zero tensor of the input's shape.
  * i[0..8] input shape, i[9] dim, i[10] start, i[11] length (-1: select) */
 static int slice_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *z = lab_tensor_zeros((lab_dtype)n->in_dtype[0], (int)n->i[0], &n->i[1]);
+  lab_tensor *z = lab_tensor_zeros_on(lab_device_of(g), (lab_dtype)n->in_dtype[0], (int)n->i[0], &n->i[1]);
   if (!z) return -1;
   int dim = (int)n->i[9];
   lab_tensor *slot = n->i[11] < 0 ? lab_select(z, dim, n->i[10]) : lab_narrow(z, dim, n->i[10], n->i[11]);

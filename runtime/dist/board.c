@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../interrupt.h"
 #include "control.h"
 
 typedef struct {
@@ -43,6 +44,7 @@ int lab_board_init(void) {
   int disp;
   MPI_Win_shared_query(win, 0, &got, &disp, &base);
   slots = base;
+  lab_interrupt_attach(&slots[0].interrupt); /* iterators and matmul poll it from below */
   memset(&slots[me], 0, sizeof(slot));
   slots[me].pid = (int)getpid();
   world_of_local = calloc((size_t)nslots, sizeof(int));

@@ -1,0 +1,64 @@
+/* The registry of device tables and the names of devices. The cpu table is always present;
+ * sim and cuda register theirs when they are compiled in (cuda only where CMake found the
+ * toolkit), so callers never test for a device with #ifdef. */
+#include "device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static const char *type_names[LAB_NDEVTYPES] = {"cpu", "sim", "cuda"};
+static const lab_device_ops *tables[LAB_NDEVTYPES];
+
+void lab_device_register(lab_device_type type, const lab_device_ops *ops) { tables[type] = ops; }
+
+const lab_device_ops *lab_device_ops_of(lab_device_type type) {
+  if ((unsigned)type >= LAB_NDEVTYPES) return NULL;
+  if (type == LAB_DEV_CPU && !tables[type]) tables[type] = lab_cpu_device_ops();
+  return tables[type];
+}
+
+const char *lab_device_str(lab_device d, char *buf, size_t n) {
+  if (d.type == LAB_DEV_CPU) snprintf(buf, n, "cpu");
+  else snprintf(buf, n, "%s:%d", (unsigned)d.type < LAB_NDEVTYPES ? type_names[d.type] : "?", d.index);
+  return buf;
+}
+
+int lab_device_count(lab_device_type type) {
+  const lab_device_ops *ops = lab_device_ops_of(type);
+  return ops ? ops->count() : 0;
+}
+
+int lab_device_parse(const char *op, const char *s, lab_device *out) {
+  size_t len = strcspn(s, ":");
+  int type = -1;
+  for (int t = 0; t < LAB_NDEVTYPES; t++)
+    if (strlen(type_names[t]) == len && strncmp(s, type_names[t], len) == 0) type = t;
+  if (type < 0) return lab_fail(op, "unknown device '%s' (cpu, cuda, cuda:N or sim)", s);
+  long index = 0;
+  if (s[len] == ':') {
+    char *end;
+    index = strtol(s + len + 1, &end, 10);
+    if (end == s + len + 1 || *end || index < 0 || index > 15)
+      return lab_fail(op, "bad device index in '%s'", s);
+  }
+  if (type == LAB_DEV_CPU && index != 0) return lab_fail(op, "there is one cpu device, got '%s'", s);
+  const lab_device_ops *ops = lab_device_ops_of((lab_device_type)type);
+  if (!ops) {
+    if (type == LAB_DEV_CUDA)
+      return lab_fail(op, "device '%s': this llmlab was built without CUDA (the build found no CUDA "
+                      "toolkit; see llmlab --version)", s);
+    return lab_fail(op, "device '%s' is not available in this build", s);
+  }
+  int count = ops->count();
+  if (count == 0)
+    return lab_fail(op, "device '%s': no CUDA device found on this machine (CUDA is compiled in; "
+                    "llmlab --version says why)", s);
+  if (index >= count)
+    return lab_fail(op, "device '%s': only %d %s device%s present", s, count, type_names[type], count == 1 ? "" : "s");
+  out->type = (lab_device_type)type;
+  out->index = (int)index;
+  return 0;
+}

@@ -1,0 +1,143 @@
+/* The device seam: where a tensor's memory lives (cpu, sim, cuda) and the table of functions
+ * that allocate, move and compute on that memory. Every device fills the same table, as every
+ * communicator backend fills lab_comm_backend; the runtime picks the table from the tensor's
+ * device at run time and never touches device memory itself. The CPU table calls the kernels
+ * of kernels/cpu, the reference every other device is tested against. */
+#ifndef LAB_RUNTIME_DEVICE_H
+#define LAB_RUNTIME_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/dtype.h"
+#include "../kernels/ops.h"
+
+#define LAB_DEV_MAX_DIMS 8 /* = LAB_MAX_DIMS */
+#define LAB_DEV_MAX_OPS 4  /* operands of one elementwise launch, output included */
+
+typedef enum { LAB_DEV_CPU = 0, LAB_DEV_SIM, LAB_DEV_CUDA, LAB_NDEVTYPES } lab_device_type;
+
+typedef struct {
+  lab_device_type type;
+  int index;
+} lab_device;
+
+static inline lab_device lab_cpu(void) { return (lab_device){LAB_DEV_CPU, 0}; }
+static inline int lab_device_eq(lab_device a, lab_device b) { return a.type == b.type && a.index == b.index; }
+
+/* Strided geometry of one launch: operands walked together over `shape` (dims already
+ * broadcast and merged), strides in bytes, 0 for a broadcast dim. */
+typedef struct {
+  int ndim;
+  int64_t shape[LAB_DEV_MAX_DIMS];
+  int nops;
+  char *data[LAB_DEV_MAX_OPS];
+  int64_t stride[LAB_DEV_MAX_OPS][LAB_DEV_MAX_DIMS];
+} lab_geometry;
+
+/* Elementwise launch: operand 0 is the output; values are computed in ct and stored in each
+ * operand's own type. */
+typedef struct {
+  lab_geometry g;
+  lab_ew_kind kind;
+  int op; /* lab_binary_op or lab_unary_op */
+  lab_dtype ct;
+  lab_dtype dt[LAB_DEV_MAX_OPS];
+  double lo, hi; /* clamp bounds */
+  int has_lo, has_hi;
+} lab_ew_args;
+
+/* Reduction launch: the geometry walks the output (operand 0), the first element of each
+ * input line (operand 1) and, for max/min, the index output (operand 2); each line has `len`
+ * elements `stride` bytes apart. */
+typedef struct {
+  lab_geometry g;
+  lab_reduce_op op;
+  lab_dtype in_t, ct, out_t;
+  int64_t len, stride;
+  double param; /* var: correction; norm: p */
+} lab_red_args;
+
+/* A batch of row-major products C_b = alpha op(A_b) op(B_b) + beta C_b; element offsets per
+ * batch are host arrays; C is contiguous (batch b at b * m * ldc). */
+typedef struct {
+  lab_dtype ct;
+  int trans_a, trans_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t batches;
+  const int64_t *a_off, *b_off;
+} lab_gemm_args;
+
+typedef enum { LAB_RAND_UNIFORM, LAB_RAND_NORMAL, LAB_RAND_INT } lab_rand_kind;
+
+/* n draws from the Philox stream at (seed, offset) into a contiguous f32, f64 or i64 array. */
+typedef struct {
+  lab_rand_kind kind;
+  lab_dtype dt;
+  uint64_t seed, offset;
+  void *out;
+  int64_t n;
+  double a, b;     /* uniform [a, b); normal mean a, std b */
+  int64_t lo, hi;  /* integers in [lo, hi) */
+} lab_rand_args;
+
+typedef struct lab_device_ops {
+  const char *name;
+  /* number of devices of this type present (0: none) */
+  int (*count)(void);
+  /* ---- memory (bytes on device `index`) ---- */
+  void *(*alloc)(int index, size_t nbytes); /* NULL when out of memory */
+  void (*free)(int index, void *p, size_t nbytes);
+  int (*to_host)(int index, void *dst, const void *src, size_t n);
+  int (*from_host)(int index, void *dst, const void *src, size_t n);
+  int (*copy)(int index, void *dst, const void *src, size_t n); /* regions may overlap */
+  int (*memset)(int index, void *dst, int byte, size_t n);
+  int (*synchronize)(int index);
+  /* ---- kernels (pointers are memory of this device) ---- */
+  void (*ewise)(const lab_ew_args *a);
+  void (*reduce)(const lab_red_args *a);
+  /* out (outer, inner) = scale * sum over R of x (outer, R, inner) */
+  void (*sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale);
+  void (*softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log);
+  void (*gemm)(const lab_gemm_args *a);
+  void (*rand)(const lab_rand_args *a);
+  /* the fused NN kernels, with the signatures of kernels/cpu/nn.h */
+  void (*layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
+                         void *rstd, int64_t rows, int64_t D, double eps);
+  void (*layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
+                         const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D);
+  void (*rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
+                       double eps);
+  void (*rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
+                       void *dw, int64_t rows, int64_t D);
+  void (*act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
+  void (*act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
+  int64_t (*xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
+                      int64_t C, int64_t ignore_index, double smoothing);
+  void (*xent_bwd)(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
+                   int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale);
+  void (*embedding_fwd)(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D);
+  void (*embedding_bwd)(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D);
+  void (*causal_mask)(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S);
+  void (*softmax_bwd_rows)(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale);
+  void (*adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
+                double b2, double eps, double wd, int64_t step);
+} lab_device_ops;
+
+/* The table of a device type; NULL when that type is not compiled in. */
+const lab_device_ops *lab_device_ops_of(lab_device_type type);
+void lab_device_register(lab_device_type type, const lab_device_ops *ops);
+const lab_device_ops *lab_cpu_device_ops(void);
+
+/* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */
+const char *lab_device_str(lab_device d, char *buf, size_t n);
+/* Parses "cpu", "sim", "cuda", "cuda:1"; checks that the device exists (lab_fail when not,
+ * saying why: not compiled in, no GPU found, index out of range). */
+int lab_device_parse(const char *op, const char *s, lab_device *out);
+/* Devices of the type present on this machine (cpu and sim: 1). */
+int lab_device_count(lab_device_type type);
+
+#endif

@@ -1,0 +1,190 @@
+/* The cpu device: host memory and the kernels of kernels/cpu, the reference every other
+ * device is tested against. Strided launches walk their geometry with the row iterator
+ * (runtime/iter.c), loading operands into compute-type blocks for the contiguous kernels. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/cpu/convert.h"
+#include "../kernels/cpu/ewise.h"
+#include "../kernels/cpu/gemm.h"
+#include "../kernels/cpu/nn.h"
+#include "../kernels/cpu/optim.h"
+#include "../kernels/cpu/philox.h"
+#include "../kernels/cpu/reduce.h"
+#include "device.h"
+#include "interrupt.h"
+#include "iter.h"
+
+/* ---- memory ---- */
+
+static int cpu_count(void) { return 1; }
+static void *cpu_alloc(int index, size_t nbytes) {
+  (void)index;
+  return aligned_alloc(64, nbytes); /* nbytes is a multiple of 64 (storage.c rounds) */
+}
+static void cpu_free(int index, void *p, size_t nbytes) {
+  (void)index, (void)nbytes;
+  free(p);
+}
+static int cpu_copy(int index, void *dst, const void *src, size_t n) {
+  (void)index;
+  if (n) memmove(dst, src, n);
+  return 0;
+}
+static int cpu_memset(int index, void *dst, int byte, size_t n) {
+  (void)index;
+  if (n) memset(dst, byte, n);
+  return 0;
+}
+static int cpu_synchronize(int index) {
+  (void)index;
+  return 0;
+}
+
+/* ---- elementwise: each row in blocks. Operands are loaded (converted and gathered) into
+ * contiguous buffers of the compute type, the kernel runs, the result is stored back in the
+ * output's type. Operands already in compute type with unit stride are used in place, so f32
+ * and f64 contiguous ops copy nothing. ---- */
+
+#define BLOCK 1024
+
+static const void *operand(const lab_ew_args *c, int k, char *p, int64_t stride, int64_t n, void *buf) {
+  size_t es = lab_dtype_size(c->ct);
+  if (c->dt[k] == c->ct && stride == (int64_t)es) return p;
+  lab_load_row(c->dt[k], p, stride, c->ct, buf, n);
+  return buf;
+}
+
+static void ew_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
+  const lab_ew_args *c = vctx;
+  _Alignas(64) char bufs[LAB_ITER_MAX_OPS][BLOCK * 8];
+  size_t es = lab_dtype_size(c->ct);
+  int nin = c->g.nops - 1;
+  for (int64_t off = 0; off < n; off += BLOCK) {
+    int64_t m = n - off < BLOCK ? n - off : BLOCK;
+    const void *in[3] = {0};
+    for (int k = 1; k <= nin; k++) in[k - 1] = operand(c, k, ptrs[k] + off * strides[k], strides[k], m, bufs[k]);
+    int direct = c->dt[0] == c->ct && strides[0] == (int64_t)es;
+    void *out = direct ? ptrs[0] + off * strides[0] : bufs[0];
+    switch (c->kind) {
+    case LAB_EW_BINARY: lab_binary_kernel((lab_binary_op)c->op, c->ct, in[0], in[1], out, m); break;
+    case LAB_EW_UNARY: lab_unary_kernel((lab_unary_op)c->op, c->ct, in[0], out, m); break;
+    case LAB_EW_CLAMP: lab_clamp_kernel(c->ct, in[0], out, m, c->lo, c->has_lo, c->hi, c->has_hi); break;
+    case LAB_EW_WHERE: lab_where_kernel(c->ct, in[0], in[1], in[2], out, m); break;
+    case LAB_EW_COPY:
+      if (out != in[0]) memcpy(out, in[0], (size_t)m * es);
+      break;
+    }
+    if (!direct) lab_store_row(c->ct, out, c->dt[0], ptrs[0] + off * strides[0], strides[0], m);
+  }
+}
+
+static void cpu_ewise(const lab_ew_args *a) { lab_iter_run(&a->g, ew_row, (void *)a); }
+
+/* ---- reductions: each output element walks its line of the input, loaded into a
+ * contiguous buffer in the compute type for the row kernels ---- */
+
+static void reduce_line(const lab_red_args *c, const char *src, void *buf, char *out, char *idx_out) {
+  lab_load_row(c->in_t, src, c->stride, c->ct, buf, c->len);
+  if (c->op == LAB_R_MAX || c->op == LAB_R_MIN) {
+    int64_t i = lab_row_argext(c->ct, buf, c->len, c->op == LAB_R_MAX);
+    lab_store_row(c->ct, (char *)buf + i * (int64_t)lab_dtype_size(c->ct), c->out_t, out, 0, 1);
+    *(int64_t *)idx_out = i;
+    return;
+  }
+  if (c->ct == LAB_I64 && (c->op == LAB_R_SUM || c->op == LAB_R_PROD)) {
+    int64_t v = c->op == LAB_R_SUM ? lab_row_sum_i(buf, c->len) : lab_row_prod_i(buf, c->len);
+    lab_set_i64(c->out_t, out, v);
+    return;
+  }
+  double v = 0;
+  switch (c->op) {
+  case LAB_R_SUM: v = lab_row_sum_f(c->ct, buf, c->len); break;
+  case LAB_R_MEAN: v = c->len ? lab_row_sum_f(c->ct, buf, c->len) / (double)c->len : NAN; break;
+  case LAB_R_PROD: v = lab_row_prod_f(c->ct, buf, c->len); break;
+  case LAB_R_VAR: v = lab_row_var(c->ct, buf, c->len, c->param); break;
+  case LAB_R_NORM: v = lab_row_norm(c->ct, buf, c->len, c->param); break;
+  default: break;
+  }
+  lab_set_f64(c->out_t, out, v);
+}
+
+static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
+  const lab_red_args *c = vctx;
+  void *buf = malloc((size_t)(c->len ? c->len : 1) * 8);
+  if (!buf) return;
+  int ext = c->op == LAB_R_MAX || c->op == LAB_R_MIN;
+  for (int64_t i = 0; i < n; i++)
+    reduce_line(c, ptrs[1] + i * strides[1], buf, ptrs[0] + i * strides[0], ext ? ptrs[2] + i * strides[2] : NULL);
+  free(buf);
+}
+
+static void cpu_reduce(const lab_red_args *a) { lab_iter_run(&a->g, red_row, (void *)a); }
+
+/* ---- matrix products: one BLAS call per batch ---- */
+
+static void cpu_gemm(const lab_gemm_args *a) {
+  size_t es = lab_dtype_size(a->ct);
+  for (int64_t bi = 0; bi < a->batches; bi++) {
+    if (lab_interrupt_requested()) break; /* Ctrl-C between the products of a batch */
+    const char *pa = (const char *)a->a + a->a_off[bi] * (int64_t)es;
+    const char *pb = (const char *)a->b + a->b_off[bi] * (int64_t)es;
+    char *pc = (char *)a->c + bi * a->m * a->ldc * (int64_t)es;
+    if (a->m == 0 || a->n == 0) continue;
+    if (a->k == 0) {
+      memset(pc, 0, (size_t)(a->m * a->ldc) * es);
+      continue;
+    }
+    lab_gemm(a->ct, a->trans_a, a->trans_b, a->m, a->n, a->k, a->alpha, pa, a->lda, pb, a->ldb, a->beta, pc, a->ldc);
+  }
+}
+
+/* ---- random numbers: the Philox stream ---- */
+
+static void cpu_rand(const lab_rand_args *a) {
+  switch (a->kind) {
+  case LAB_RAND_UNIFORM:
+    if (a->dt == LAB_F64) lab_rand_uniform_f64(a->seed, a->offset, a->out, a->n, a->a, a->b);
+    else lab_rand_uniform_f32(a->seed, a->offset, a->out, a->n, (float)a->a, (float)a->b);
+    break;
+  case LAB_RAND_NORMAL:
+    if (a->dt == LAB_F64) lab_rand_normal_f64(a->seed, a->offset, a->out, a->n, a->a, a->b);
+    else lab_rand_normal_f32(a->seed, a->offset, a->out, a->n, (float)a->a, (float)a->b);
+    break;
+  case LAB_RAND_INT: lab_rand_int(a->seed, a->offset, a->out, a->n, a->lo, a->hi); break;
+  }
+}
+
+static const lab_device_ops cpu_ops = {
+    .name = "cpu",
+    .count = cpu_count,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_host = cpu_copy,
+    .from_host = cpu_copy,
+    .copy = cpu_copy,
+    .memset = cpu_memset,
+    .synchronize = cpu_synchronize,
+    .ewise = cpu_ewise,
+    .reduce = cpu_reduce,
+    .sum_middle = lab_sum_middle,
+    .softmax_rows = lab_softmax_rows,
+    .gemm = cpu_gemm,
+    .rand = cpu_rand,
+    .layer_norm_fwd = lab_layer_norm_fwd,
+    .layer_norm_bwd = lab_layer_norm_bwd,
+    .rms_norm_fwd = lab_rms_norm_fwd,
+    .rms_norm_bwd = lab_rms_norm_bwd,
+    .act_fwd = lab_act_fwd,
+    .act_bwd = lab_act_bwd,
+    .xent_fwd = lab_cross_entropy_fwd,
+    .xent_bwd = lab_cross_entropy_bwd,
+    .embedding_fwd = lab_embedding_fwd,
+    .embedding_bwd = lab_embedding_bwd,
+    .causal_mask = lab_causal_mask,
+    .softmax_bwd_rows = lab_softmax_bwd_rows,
+    .adamw = lab_adamw_kernel,
+};
+
+const lab_device_ops *lab_cpu_device_ops(void) { return &cpu_ops; }
