@@ -183,7 +183,7 @@ static lab_tensor *exchanged(lab_group *g, lab_tensor *x, const int64_t *out_spl
     for (int r = 0; r < g->size; r++) shape[0] += out_splits[r] > 0 ? out_splits[r] : 0;
   }
   lab_tensor *xc = lab_contiguous(x);
-  lab_tensor *out = xc ? lab_tensor_empty(x->dtype, x->ndim, shape) : NULL;
+  lab_tensor *out = xc ? lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim, shape) : NULL;
   int rc = out ? lab_all_to_all_single(g, out, out_splits, xc, in_splits, NULL) : -1;
   lab_tensor_release(xc);
   if (rc < 0) {
