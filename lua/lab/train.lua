@@ -17,10 +17,22 @@ local function json_line(t)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
-local function fmt_time(s)
-  if s >= 3600 then return string.format("%dh%02dm", s // 3600, (s % 3600) // 60) end
+-- A duration as the progress line shows it: "42s", "2m05s", "1h03m". The parts are whole
+-- seconds (integers): string.format's %d refuses a float such as 125.3 // 60 == 2.0.
+function train.fmt_time(s)
+  if s ~= s or s == math.huge or s == -math.huge then return "?" end
+  s = math.floor(math.max(s, 0) + 0.5)
+  if s >= 3600 then return string.format("%dh%02dm", s // 3600, s % 3600 // 60) end
   if s >= 60 then return string.format("%dm%02ds", s // 60, s % 60) end
-  return string.format("%.0fs", s)
+  return string.format("%ds", s)
+end
+
+-- The progress line after `step` (0-based) of `steps`, `elapsed` seconds since the start;
+-- the ETA assumes the remaining steps take as long as the average so far.
+function train.progress_line(step, steps, loss, lr, tokens_per_s, elapsed)
+  local eta = (steps - step - 1) * elapsed / (step + 1)
+  return string.format("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  ETA %s", step + 1, steps, loss, lr,
+    tokens_per_s, train.fmt_time(eta))
 end
 
 -- opts: model, batch (function() -> ids, targets), steps, lr, min_lr, warmup, clip,
@@ -58,9 +70,7 @@ function train.run(opts)
     end
     local every = opts.log_every or 10
     if rank0 and not opts.quiet and (step % every == 0 or step == steps - 1 or in_place) then
-      local eta = (steps - step - 1) * elapsed / (step + 1)
-      local line = string.format("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  ETA %s", step + 1, steps, last_loss,
-        lr, tps, fmt_time(eta))
+      local line = train.progress_line(step, steps, last_loss, lr, tps, elapsed)
       if in_place then
         io.write("\r", line, "   ")
         if step == steps - 1 then io.write("\n") end
