@@ -36,4 +36,28 @@ T.test("train.run prints its progress lines when not quiet", function()
   end
 end)
 
+T.test("a long run prints an ETA in minutes", function()
+  -- 6002 steps, the first made to last 30 ms or more (a wait in on_step): after two steps
+  -- 6000 remain at 15 ms to a few hundred ms each, an ETA between 1.5 and 60 minutes.
+  -- The run is stopped from on_step at the third step, before anything else is printed.
+  lab.manual_seed(4)
+  local task = lab.data.copy_task(3, 5)
+  local model = lab.nn.GPT { vocab = task.vocab, d_model = 16, n_layer = 1, n_head = 2, seq_len = task.seq_len }
+  local lines, real_print = {}, print
+  print = function(...) lines[#lines + 1] = table.concat({ ... }, "\t") end
+  local ok, err = pcall(lab.train.run, { model = model, batch = function() return task.batch(4) end, steps = 6002,
+    log_every = 1, on_step = function(step)
+      if step == 0 then
+        local t = lab.clock()
+        while lab.clock() - t < 0.03 do end
+      elseif step == 2 then
+        error("planted stop", 0)
+      end
+    end })
+  print = real_print
+  T.eq(ok and "finished" or err, "planted stop", "the run ends at the planted stop (not an error of its own)")
+  T.eq(#lines, 2, "progress lines")
+  T.ok((lines[2] or ""):match("^step +2/6002 .* ETA %d+m%d%ds$"), "ETA in minutes: " .. tostring(lines[2]))
+end)
+
 T.finish()
