@@ -4,22 +4,23 @@
 --   llmlab --plan model=llama3-70b gpus=1024 gpu=h100 global_batch=1024 seq=8192
 --
 -- It enumerates dp x tp x pp x cp x ep, ZeRO stage, micro-batch, activation recomputation
--- and virtual pipeline stages; keeps the layouts that divide evenly and fit in memory; and
--- for each computes, per GPU:
---   memory   parameters, gradients, optimizer states (ZeRO), activations (Korthikanti et al.
---            2022, with sequence parallelism and recomputation variants), buffers;
---   traffic  bytes per step for TP (all-reduce, or all-gather + reduce-scatter with SP), DP
---            (all-reduce, or reduce-scatter + all-gather with ZeRO), PP (point-to-point),
---            EP (all-to-all), CP (all-gather of K and V);
---   time     compute from FLOPs (6 N T + attention, plus recomputation) at an efficiency
---            factor of peak, communication from a latency-bandwidth model per link (NVLink
---            inside a node, the network across), the pipeline bubble (p-1)/(v m), and the
---            resulting MFU and tokens/s.
+-- (none, selective, full) and interleaved pipeline chunks (every v the layers split into,
+-- evenly or with one layer fewer on the first and last stage as Llama 3); keeps the
+-- layouts that divide and fit in memory; and ranks them by step time. The arithmetic
+-- lives in two files:
+--   plan_memory.lua  parameter counts, model and hardware FLOPs, pipeline stages, bytes per
+--                    GPU (parameters, gradients, optimizer states, Korthikanti activations)
+--   plan_time.lua    a roofline per operation from the GEMM shapes, the attention kernel
+--                    and element-wise passes against the GPU's peak and HBM bandwidth;
+--                    TP/CP/EP/PP/DP traffic and how much of it is exposed; MFU and HFU
+-- This file validates the question, bounds and walks the enumeration, and prints answers.
 -- Assumptions (all overridable): bf16 weights and gradients with fp32 Adam states (16
--- bytes per parameter before ZeRO), efficiency 0.55 of dense peak for the GEMM-bound
--- compute, DP communication overlapped with backward except for 20% of it, TP and EP
--- communication exposed, 1 GiB of workspace per GPU, flash attention (no s^2 scores kept).
+-- bytes per parameter before ZeRO), flash attention, sequence parallelism with TP, data-
+-- parallel reductions overlapped with the last micro-batch's backward, TP/CP/EP
+-- collectives exposed, balanced experts (expert_load = 1), 1 GiB of workspace per GPU.
 local presets = require("lab.plan_presets")
+local mem = require("lab.plan_memory")
+local time = require("lab.plan_time")
 local plan = {}
 
 local function copy(t)
@@ -28,187 +29,109 @@ local function copy(t)
   return o
 end
 
--- ---- model arithmetic ----
-
--- parameter counts by kind: what TP splits (matrices), what it replicates (norms, biases
--- of row-parallel layers, position embeddings), what EP splits (experts)
-function plan.param_counts(m)
-  -- in floating point: products of sizes exceed 2^63 for the largest models
-  local h, L, V = m.hidden + 0.0, m.layers + 0.0, m.vocab + 0.0
-  local hd = h / m.heads
-  local kv = (m.kv_heads or m.heads) * hd
-  local bias = m.bias and 1 or 0
-  local attn = h * (h + 2 * kv) + h * h + bias * (h + 2 * kv) -- qkv + output projection
-  local mats = m.gated and 3 or 2
-  local mlp = mats * h * m.ffn + bias * m.ffn
-  local seq_len = (m.seq_len or 0) + 0.0
-  local experts = m.experts or 1
-  local norms = 2 * h * (m.norm_params or 2)
-  local c = {
-    attention = L * attn,
-    mlp = L * mlp * experts,
-    router = (m.experts and L * h * m.experts or 0),
-    replicated = L * (norms + bias * 2 * h) + (m.norm_params or 2) * h + (m.pos_emb and seq_len * h or 0),
-    embedding = V * h,
-    head = m.tied and 0 or V * h,
-  }
-  c.total = c.attention + c.mlp + c.router + c.replicated + c.embedding + c.head
-  c.active = c.total - (m.experts and L * mlp * (experts - (m.top_k or 1)) or 0) -- per token
-  return c
+-- every error names the rank, as the rest of lab does
+local function fail(fmt, ...)
+  local rank = (lab and lab.dist and lab.dist.rank) and lab.dist.rank() or 0
+  error(string.format("rank %d: plan: " .. fmt, rank, ...), 0)
 end
 
--- model FLOPs per step: 6 x active parameters x tokens, plus attention scores and
--- values: 12 L h s per token (Kaplan et al.; PaLM's appendix B)
-function plan.model_flops(m, tokens, seq)
-  local c = plan.param_counts(m)
-  return 6.0 * c.active * tokens + 12.0 * m.layers * m.hidden * seq * tokens
-end
+plan.param_counts = mem.param_counts
+plan.model_flops = mem.model_flops
+plan.hardware_flops = mem.hardware_flops
+plan.activation_bytes_per_layer = mem.activation_bytes_per_layer
+plan.stages = mem.stages
+plan.tp_bytes, plan.dp_bytes, plan.pp_bytes, plan.ep_bytes, plan.cp_bytes =
+  time.tp_bytes, time.dp_bytes, time.pp_bytes, time.ep_bytes, time.cp_bytes
+plan.ep_all_to_all_bytes = time.ep_all_to_all_bytes
 
 -- ---- one configuration ----
 
-local function bytes_per(precision)
-  if precision == "f32" then return { p = 4, g = 4, k = 8 } end -- f32 weights, f32 Adam moments
-  if precision == "fp8" then return { p = 2, g = 2, k = 12 } end
-  return { p = 2, g = 2, k = 12 } -- bf16 weights and grads, fp32 master + m + v (K = 12)
-end
-
--- Korthikanti et al. (2022), bytes of activations per layer for a micro-batch of b
--- sequences of s tokens, hidden h, a heads, TP degree t: sbh(34 + 5as/h) unsplit; the 5as/h
--- term (attention scores) is what selective recomputation and flash attention drop; TP
--- splits 24 of the 34 unless sequence parallelism splits them all; full recomputation
--- keeps only each layer's input (2sbh, /t with SP).
-function plan.activation_bytes_per_layer(m, o, b, s, t, recompute, sp)
-  local h, a = m.hidden, m.heads
-  local scores = (o.attention == "materialized" and recompute ~= "selective") and 5 * a * s / h or 0
-  if recompute == "full" then return 2 * s * b * h / (sp and t or 1) end
-  if sp then return s * b * h / t * (34 + scores) end
-  return s * b * h * (10 + 24 / t + scores / t)
-end
-
-local function ceil_div(a, b) return (a + b - 1) // b end
-
--- Bytes one rank sends in one expert-parallel all-to-all (dispatch or combine) of a
--- micro-batch: its tokens x top_k rows of `hidden` elements, of which (ep - 1)/ep leave the
--- rank. With a capacity factor the buffers are padded to capacity: experts x C rows per
--- group of tokens/groups, C = ceil(capacity_factor x (tokens/groups) x top_k / experts)
--- (lab.moe's layout, so measured bytes can be compared exactly); without, routing is
--- taken as uniform.
-function plan.ep_all_to_all_bytes(tokens, hidden, top_k, ep, elem_bytes, capacity_factor, experts, groups)
-  if ep <= 1 then return 0 end
-  local rows = tokens * (top_k or 1)
-  if capacity_factor and experts then
-    groups = groups or 1
-    rows = groups * experts * math.ceil(capacity_factor * (tokens / groups) * (top_k or 1) / experts)
-  end
-  return rows * hidden * elem_bytes * (ep - 1) / ep
-end
-
 -- Evaluates one layout; returns a table with .fits, .why (when not), memory, traffic,
--- time, mfu. c: {dp, tp, pp, cp, ep, zero, mb, recompute, v}
-function plan.evaluate(m, gpu, o, c)
-  local r = copy(c)
-  local L, h, s, V = m.layers, m.hidden + 0.0, o.seq + 0.0, m.vocab + 0.0
-  local t, p, d, cp, ep = c.tp, c.pp, c.dp, c.cp or 1, c.ep or 1
-  local sp = t > 1 and o.sequence_parallel ~= false
-  local bp = bytes_per(o.precision)
-  local counts = plan.param_counts(m)
-  -- ---- memory per GPU (the busiest pipeline stage) ----
-  local layers_here = ceil_div(L, p)
-  local frac = layers_here / L
-  local sharded = (counts.attention + counts.mlp / ep + counts.router) * frac / t
-  local psi = sharded + counts.replicated * frac
-  if p == 1 then psi = psi + (counts.embedding + counts.head) / t
-  else psi = psi + math.max(counts.embedding, counts.head) / t end -- first or last stage
-  r.params_per_gpu = psi
-  local zero, dz = c.zero or 0, d * cp -- ZeRO shards over the data-parallel ranks (and CP)
-  r.mem_params = bp.p * psi / (zero >= 3 and dz or 1)
-  r.mem_grads = bp.g * psi / (zero >= 2 and dz or 1)
-  r.mem_optimizer = bp.k * psi / (zero >= 1 and dz or 1)
-  local microbatches = o.global_batch // (d * c.mb)
-  r.microbatches = microbatches
-  local in_flight = math.min(microbatches, p)
-  local inter = (c.v or 1) > 1 and (1 + (p - 1) / (p * c.v)) or 1
-  local act_layer = plan.activation_bytes_per_layer(m, o, c.mb, s / cp, t, c.recompute, sp) * (bp.p / 2)
-  r.mem_activations = act_layer * layers_here * in_flight * inter
-  r.mem_buffers = (o.workspace or 2 ^ 30) + 4 * c.mb * s / cp * V / t -- fp32 logits of a micro-batch
-  r.mem_total = r.mem_params + r.mem_grads + r.mem_optimizer + r.mem_activations + r.mem_buffers
-  r.fits = r.mem_total <= gpu.hbm * (o.memory_fraction or 1)
-  if not r.fits then
-    r.why = string.format("needs %.1f GB per GPU, has %.0f GB (over by %.1f GB)", r.mem_total / 1e9, gpu.hbm / 1e9,
-      (r.mem_total - gpu.hbm) / 1e9)
+-- time, mfu, hfu. c: {dp, tp, pp, cp, ep, zero, mb, recompute, v}; lt: the layer's times
+-- when the caller has them already (they depend on tp, cp, ep, mb and recompute only)
+function plan.evaluate(m, gpu, o, c, lt)
+  gpu = time.with_defaults(gpu)
+  if not m.kv_heads or not m.ffn then
+    m = copy(m)
+    m.kv_heads, m.ffn = m.kv_heads or m.heads, m.ffn or 4 * m.hidden
   end
-  -- ---- traffic per GPU per step (wire bytes, ring algorithms) ----
-  local act = c.mb * (s / cp) * h * bp.p -- one [b, s, h] activation of a micro-batch
-  local ring = function(k) return k > 1 and (k - 1) / k or 0 end
-  local tp_per_layer = 4 + (c.recompute == "full" and 2 or 0) -- AR fwd x2, bwd x2 (+ recompute)
-  r.bytes_tp = t > 1 and (tp_per_layer * layers_here + 2) * microbatches * 2 * ring(t) * act
-      + 3 * microbatches * c.mb * s / cp * 4 * 2 * ring(t) or 0
-  local grad_bytes = bp.g * psi
-  r.bytes_dp = dz > 1 and 2 * ring(dz) * grad_bytes * (zero >= 3 and 1.5 or 1) or 0
-  r.bytes_pp = p > 1 and 2 * microbatches * act / (sp and t or 1) * (c.v or 1) or 0
-  local moe_layers = m.experts and layers_here or 0
-  -- dispatch and combine, forward and backward: four all-to-alls per MoE layer
-  r.bytes_ep = moe_layers * 4 * microbatches * plan.ep_all_to_all_bytes(c.mb * (s / cp), h, m.top_k, ep, bp.p)
-  local kv_act = c.mb * (s / cp) * (m.kv_heads or m.heads) * (h // m.heads) * bp.p * 2
-  r.bytes_cp = cp > 1 and layers_here * 3 * microbatches * ring(cp) * kv_act * cp or 0
-  -- ---- time ----
-  local tokens = o.global_batch * s -- s is a float: so is everything derived
-  local mflops = plan.model_flops(m, tokens, s)
-  local hw = mflops
-  if c.recompute == "full" then hw = mflops * 4 / 3
-  elseif c.recompute == "selective" then hw = mflops + 4 * L * h * s * tokens / 3 end
-  r.model_flops, r.hardware_flops = mflops, hw
-  local peak = (o.precision == "fp8" and gpu.fp8) or gpu.bf16
-  local eff = o.efficiency or 0.55
-  local gpus = d * t * p * cp
-  r.compute_s = hw / gpus / (peak * eff)
-  local intra = function(k) return k <= gpu.per_node end
-  local lat = o.latency or 10e-6
-  local bw_tp = intra(t) and gpu.nvlink or gpu.network
-  r.t_tp = t > 1 and r.bytes_tp / bw_tp + lat * (tp_per_layer * layers_here + 2) * microbatches or 0
-  local bw_dp = (t * p * cp * d <= gpu.per_node) and gpu.nvlink or gpu.network
-  r.t_dp = dz > 1 and r.bytes_dp / bw_dp + lat * 2 * math.log(dz, 2) or 0
-  r.t_pp = p > 1 and r.bytes_pp / gpu.network + lat * 2 * microbatches * (c.v or 1) or 0
-  r.t_ep = ep > 1 and r.bytes_ep / (intra(ep * t) and gpu.nvlink or gpu.network) or 0
-  r.t_cp = cp > 1 and r.bytes_cp / (intra(cp * t) and gpu.nvlink or gpu.network) or 0
-  r.bubble = p > 1 and (p - 1) / ((c.v or 1) * microbatches) or 0
-  local dp_exposed = math.max(r.t_dp - (1 - (o.dp_exposed or 0.2)) * r.compute_s * 2 / 3, (o.dp_exposed or 0.2) * r.t_dp)
-  r.comm_exposed = r.t_tp + r.t_ep + r.t_cp + r.t_pp * 0.5 + dp_exposed
-  r.step_s = r.compute_s * (1 + r.bubble) + r.comm_exposed
-  r.mfu = mflops / (r.step_s * gpus * peak)
-  r.hfu = hw / (r.step_s * gpus * peak)
-  r.tokens_per_s = tokens / r.step_s
-  r.comm_share = r.comm_exposed / r.step_s
+  local r = copy(c)
+  r.cp, r.ep, r.v = c.cp or 1, c.ep or 1, c.v or 1
+  local st, why = mem.stages(m.layers, c.pp, r.v)
+  if not st then r.fits, r.why = false, why return r end
+  r.uneven = st.deficit > 0
+  r.microbatches = o.global_batch // (c.dp * c.mb)
+  mem.account(m, gpu, o, r, r, st)
+  -- traffic per GPU per step, on the rank that holds the most layers
+  r.bytes_tp = time.tp_bytes(m, o, r, st.middle)
+  r.bytes_dp = time.dp_bytes(o, r, r.params_per_gpu)
+  r.bytes_pp = time.pp_bytes(m, o, r)
+  r.bytes_ep = time.ep_bytes(m, o, r, m.experts and st.middle or 0)
+  r.bytes_cp = time.cp_bytes(m, o, r, st.middle)
+  time.step(m, gpu, o, r, r, lt or time.layer(m, gpu, o, r), st)
   return r
 end
 
 -- ---- enumeration ----
 
+local MAX_GPUS = 1 << 20 -- a million GPUs: beyond any cluster, and the enumeration stays quick
+local MAX_LAYOUTS = 2000000
+
+-- divisors of n up to limit, ascending, by trial division up to sqrt(n)
 local function divisors(n, limit)
+  local lo, hi = {}, {}
+  local k = 1
+  while k * k <= n do
+    if n % k == 0 then
+      lo[#lo + 1] = k
+      if k * k ~= n then table.insert(hi, 1, n // k) end
+    end
+    k = k + 1
+  end
   local out = {}
-  for k = 1, math.min(n, limit or n) do if n % k == 0 then out[#out + 1] = k end end
+  for _, x in ipairs(lo) do if x <= (limit or n) then out[#out + 1] = x end end
+  for _, x in ipairs(hi) do if x <= (limit or n) then out[#out + 1] = x end end
   return out
 end
 
+local function positive_integer(o, k, limit)
+  local v = o[k]
+  if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
+  if math.type(v) ~= "integer" or v < 1 then
+    fail("%s must be a positive integer, got %s", k, tostring(o[k]))
+  end
+  if v > limit then
+    fail("%s = %d is more than the planner enumerates (at most %d)", k, v, limit)
+  end
+  return v
+end
+
 local function resolve(o)
+  if type(o) ~= "table" then fail("expected a table of options {model=, gpus=, gpu=, global_batch=, seq=}, got %s", type(o)) end
   local m = type(o.model) == "table" and copy(o.model) or copy(presets.models[o.model or ""])
-  if not next(m) then error("plan: unknown model '" .. tostring(o.model) .. "' (a preset name or a table)", 3) end
-  for _, k in ipairs({ "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k" }) do
+  if not next(m) then fail("unknown model '%s' (a preset name or a table)", tostring(o.model)) end
+  for _, k in ipairs({ "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "head_dim" }) do
     if o[k] then m[k] = o[k] end
   end
   for _, k in ipairs({ "layers", "hidden", "heads", "vocab" }) do
-    if type(m[k]) ~= "number" then
-      error(string.format("plan: the model needs %s (a number); a custom model gives layers, hidden, heads, vocab "
-        .. "and optionally kv_heads, ffn, gated, tied, experts, top_k", k), 3)
+    if math.type(m[k]) ~= "integer" or m[k] < 1 then
+      fail("the model needs %s (a positive integer), got %s; a custom model gives layers, hidden, heads, vocab "
+        .. "and optionally kv_heads, ffn, gated, tied, bias, dropout, experts, top_k", k, tostring(m[k]))
     end
+  end
+  if m.layers > 100000 or m.hidden > 1 << 24 or m.vocab > 1 << 26 then
+    fail("the model is beyond what the planner enumerates (layers %d, hidden %d, vocab %d)", m.layers, m.hidden, m.vocab)
   end
   m.kv_heads = m.kv_heads or m.heads
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
-  if not next(g) then error("plan: unknown gpu '" .. tostring(o.gpu) .. "'", 3) end
-  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node" }) do
+  if not next(g) then fail("unknown gpu '%s'", tostring(o.gpu)) end
+  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "attention", "memory" }) do
     if o["gpu_" .. k] then g[k] = o["gpu_" .. k] end
   end
+  if o.efficiency then g.gemm = o.efficiency end -- the old single knob: the achievable GEMM fraction
+  if type(g.bf16) ~= "number" or type(g.hbm) ~= "number" then fail("the gpu table needs bf16 (FLOP/s) and hbm (bytes)") end
+  if o.precision == "fp8" and not g.fp8 then fail("precision fp8: this GPU has no fp8 peak (gpu_fp8=...)") end
   return m, g
 end
 
@@ -218,51 +141,93 @@ local function list_of(v, default)
   return { v }
 end
 
--- plan{...} -> {best first}, {infeasible}
+-- plan{...} -> {best first}, {infeasible}, model, gpu
 function plan.enumerate(o)
   local m, gpu = resolve(o)
-  local N = assert(o.gpus, "plan: gpus is required")
-  assert(o.global_batch and o.seq, "plan: global_batch (sequences) and seq are required")
+  local N = positive_integer(o, "gpus", MAX_GPUS)
+  if o.global_batch == nil or o.seq == nil then fail("global_batch (sequences) and seq are required") end
+  local B = positive_integer(o, "global_batch", 1 << 40)
+  local S = positive_integer(o, "seq", 1 << 24)
+  local q = copy(o)
+  q.gpus, q.global_batch, q.seq = N, B, S
+  -- MoE: the busiest expert rank's load over the mean. Dropless routing does what the
+  -- imbalance asks (expert_imbalance, 1 = balanced); a capacity factor pads every expert
+  -- to capacity x mean and drops the tokens beyond it
+  if m.experts then
+    for _, k in ipairs({ "expert_imbalance", "capacity_factor" }) do
+      if o[k] ~= nil and (type(o[k]) ~= "number" or o[k] < 1 or o[k] ~= o[k] or o[k] > m.experts) then
+        fail("%s must be a number from 1 to %d (the experts), got %s", k, m.experts, tostring(o[k]))
+      end
+    end
+    q.expert_load = o.capacity_factor or o.expert_imbalance or 1
+  end
+  o = q
   local results, rejected = {}, {}
   local tps = list_of(o.tp, divisors(N, o.allow_cross_node_tp and N or gpu.per_node))
-  local pps = list_of(o.pp, divisors(N))
-  local cps = list_of(o.cp, { 1 })
+  local pps = list_of(o.pp, divisors(N, m.layers))
+  -- context parallelism is considered by itself for long sequences: degrees that leave
+  -- each rank two balanced chunks of at least 1024 tokens (Llama 3: 2 x cp chunks)
+  local cps = list_of(o.cp, S >= (o.cp_from or 16384) and (function()
+    local out = {}
+    for _, k in ipairs(divisors(N, 64)) do if S % (2 * k) == 0 and S // k >= 1024 then out[#out + 1] = k end end
+    return out
+  end)() or { 1 })
   local eps = list_of(o.ep, m.experts and divisors(m.experts) or { 1 })
   local zeros = list_of(o.zero, { 0, 1, 2, 3 })
   local mbs = list_of(o.micro_batch, { 1, 2, 4, 8 })
-  local recs = list_of(o.recompute, { "none", "selective", "full" })
-  local vs = list_of(o.vpp, { 1, 2, 4 })
+  local materialized = (o.attention or "flash") == "materialized"
+  -- with flash attention there are no stored scores for selective recomputation to drop
+  local recs = list_of(o.recompute, materialized and { "none", "selective", "full" } or { "none", "full" })
+  local budget = #tps * #pps * #cps * #eps * #zeros * #mbs * #recs
+  if budget > MAX_LAYOUTS then
+    fail("%d GPUs give %d combinations before pipeline chunks; narrow them (tp=, pp=, cp=, zero=, micro_batch=)", N, budget)
+  end
+  local evaluated = 0
+  local cache = {}
   for _, t in ipairs(tps) do
     for _, p in ipairs(pps) do
       for _, cp in ipairs(cps) do
-        local rest = N // (t * p * cp)
         local reason
         if N % (t * p * cp) ~= 0 then reason = string.format("tp %d x pp %d x cp %d does not divide %d GPUs", t, p, cp, N)
         elseif m.heads % t ~= 0 or m.kv_heads % t ~= 0 and t % m.kv_heads ~= 0 then
           reason = string.format("%d heads (%d kv) do not split over tp %d", m.heads, m.kv_heads, t)
-        elseif p > m.layers then reason = string.format("pp %d exceeds %d layers", p, m.layers) end
+        elseif p > m.layers then reason = string.format("pp %d exceeds %d layers", p, m.layers)
+        elseif S % cp ~= 0 then reason = string.format("seq %d does not split over cp %d", S, cp) end
+        local vs = list_of(o.vpp, nil)
+        if not vs then
+          vs = {}
+          for v = 1, (p > 1 and m.layers // p + 1 or 1) do
+            if mem.stages(m.layers, p, v) then vs[#vs + 1] = v end
+          end
+        end
+        if not reason and #vs == 0 then reason = string.format("%d layers do not split over pp %d", m.layers, p) end
         if reason then
           rejected[#rejected + 1] = { tp = t, pp = p, cp = cp, why = reason }
         else
-          local d = rest
+          local d = N // (t * p * cp)
           for _, ep in ipairs(eps) do
             if d % ep == 0 then
-              for _, zero in ipairs(zeros) do
-                for _, mb in ipairs(mbs) do
-                  if o.global_batch % (d * mb) == 0 then
-                    for _, rec in ipairs(recs) do
+              for _, mb in ipairs(mbs) do
+                if B % (d * mb) == 0 then
+                  for _, rec in ipairs(recs) do
+                    local key = table.concat({ t, cp, ep, mb, rec }, ",")
+                    cache[key] = cache[key] or time.layer(m, time.with_defaults(gpu), o,
+                      { tp = t, cp = cp, ep = ep, mb = mb, recompute = rec })
+                    for _, zero in ipairs(zeros) do
                       for _, v in ipairs(vs) do
-                        if v == 1 or (p > 1 and (m.layers // p) % v == 0) then
-                          local r = plan.evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
-                            recompute = rec, v = v })
-                          if r.fits then results[#results + 1] = r else rejected[#rejected + 1] = r end
+                        evaluated = evaluated + 1
+                        if evaluated > MAX_LAYOUTS then
+                          fail("more than %d layouts for %d GPUs; narrow them (tp=, pp=, vpp=, zero=, micro_batch=)", MAX_LAYOUTS, N)
                         end
+                        local r = plan.evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
+                          recompute = rec, v = v }, cache[key])
+                        if r.fits then results[#results + 1] = r else rejected[#rejected + 1] = r end
                       end
                     end
-                  else
-                    rejected[#rejected + 1] = { tp = t, pp = p, cp = cp, dp = d, mb = mb,
-                      why = string.format("global batch %d does not divide into dp %d x micro-batch %d", o.global_batch, d, mb) }
                   end
+                else
+                  rejected[#rejected + 1] = { tp = t, pp = p, cp = cp, dp = d, mb = mb,
+                    why = string.format("global batch %d does not divide into dp %d x micro-batch %d", B, d, mb) }
                 end
               end
             end
@@ -284,21 +249,38 @@ local function layout(r)
   if (r.cp or 1) > 1 then s = s .. " cp" .. r.cp end
   if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep end
   if (r.v or 1) > 1 then s = s .. " v" .. r.v end
+  if r.uneven then s = s .. " uneven" end
   return s
 end
 plan.layout = layout
 
 local function gb(x) return x / 1e9 end
 
--- why the winner wins: the factor where it beats the runner-up most
-local function why_best(a, b)
-  if not b then return "it is the only layout that fits" end
-  local reasons = {}
-  if a.bubble < b.bubble - 0.01 then reasons[#reasons + 1] = string.format("a smaller pipeline bubble (%.0f%% vs %.0f%%)", 100 * a.bubble, 100 * b.bubble) end
-  if a.comm_exposed < b.comm_exposed * 0.9 then reasons[#reasons + 1] = string.format("less exposed communication (%.0f ms vs %.0f ms)", a.comm_exposed * 1e3, b.comm_exposed * 1e3) end
-  if a.hardware_flops < b.hardware_flops * 0.99 then reasons[#reasons + 1] = "less recomputation" end
-  if #reasons == 0 then reasons[1] = string.format("a shorter step (%.0f ms vs %.0f ms)", a.step_s * 1e3, b.step_s * 1e3) end
-  return "over " .. layout(b) .. " (zero " .. b.zero .. ", mb " .. b.mb .. ", " .. b.recompute .. "): " .. table.concat(reasons, ", ")
+local function variant(r)
+  return string.format("zero %d, mb %d, recompute %s", r.zero, r.mb, r.recompute)
+end
+
+-- why the winner wins over b: the factors where it is better
+local function reasons(a, b)
+  local out = {}
+  if a.bubble < b.bubble - 0.01 then out[#out + 1] = string.format("a smaller pipeline bubble (%.0f%% vs %.0f%%)", 100 * a.bubble, 100 * b.bubble) end
+  if a.comm_exposed < b.comm_exposed * 0.9 then out[#out + 1] = string.format("less exposed communication (%.0f ms vs %.0f ms)", a.comm_exposed * 1e3, b.comm_exposed * 1e3) end
+  if a.hardware_flops < b.hardware_flops * 0.99 then out[#out + 1] = "less recomputation" end
+  if #out == 0 then out[1] = string.format("a shorter step (%.0f ms vs %.0f ms)", a.step_s * 1e3, b.step_s * 1e3) end
+  return table.concat(out, ", ")
+end
+
+-- one sentence on the winner, against the best layout that is actually different (or,
+-- when every layout that fits is the same parallel layout, against its next variant)
+local function why_best(results)
+  local a = results[1]
+  if #results == 1 then return "it is the only layout that fits" end
+  for i = 2, #results do
+    local b = results[i]
+    if layout(b) ~= layout(a) then return "over " .. layout(b) .. " (" .. variant(b) .. "): " .. reasons(a, b) end
+  end
+  return string.format("all %d layouts that fit are %s; over its next variant (%s): %s", #results, layout(a),
+    variant(results[2]), reasons(a, results[2]))
 end
 
 -- prints the ranked table; returns the results (best first)
@@ -336,7 +318,8 @@ function plan.run(o)
   print(string.format("%s: %.2fB parameters (%.2fB active per token), %d GPUs (%s), global batch %d x %d tokens",
     type(o.model) == "string" and o.model or "model", counts.total / 1e9, counts.active / 1e9, o.gpus,
     type(o.gpu) == "string" and o.gpu or "gpu", o.global_batch, o.seq))
-  print(string.format("%d layouts fit, %d do not", #results, #rejected))
+  print(string.format("%d layout%s, %d do%s not", #results, #results == 1 and " fits" or "s fit", #rejected,
+    #rejected == 1 and "es" or ""))
   if #results == 0 then
     print("nothing fits; the closest:")
     table.sort(rejected, function(a, b) return (a.mem_total or math.huge) < (b.mem_total or math.huge) end)
@@ -355,13 +338,7 @@ function plan.run(o)
       r.recompute, gb(r.mem_total), gb(r.mem_activations), 100 * r.bubble, 100 * r.comm_share, r.step_s, 100 * r.mfu, 100 * r.hfu,
       r.tokens_per_s))
   end
-  -- explain the win against the best layout that is actually different
-  local rival
-  for i = 2, #results do
-    if layout(results[i]) ~= layout(results[1]) then rival = results[i] break end
-  end
-  print(string.format("best: %s (zero %d, micro-batch %d, recompute %s) wins %s", layout(results[1]), results[1].zero,
-    results[1].mb, results[1].recompute, why_best(results[1], rival)))
+  print(string.format("best: %s (%s) wins: %s", layout(results[1]), variant(results[1]), why_best(results)))
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
     for i = 1, math.min(20, #rejected) do
@@ -376,25 +353,79 @@ end
 
 -- the arithmetic of one configuration, line by line
 function plan.explain(r, m, gpu, o)
+  gpu = time.with_defaults(gpu)
   local c = plan.param_counts(m)
-  local bp = bytes_per(o.precision)
-  print(string.format("\nexplain %s zero %d micro-batch %d recompute %s:", layout(r), r.zero, r.mb, r.recompute))
-  print(string.format("  parameters: %.3fB total; this GPU holds %.3fB (layers/pp, matrices/tp, experts/ep)", c.total / 1e9, r.params_per_gpu / 1e9))
+  local bp = mem.bytes_per(o.precision)
+  local dz = r.dp * (r.cp or 1)
+  print(string.format("\nexplain %s %s:", layout(r), variant(r)))
+  print(string.format("  parameters: %.3fB total; the fullest GPU holds %.3fB (%d layers of %d, matrices/tp, experts/ep)",
+    c.total / 1e9, r.params_per_gpu / 1e9, r.layers_held, m.layers))
   print(string.format("  params     %d B x %.3fB %s= %.2f GB", bp.p, r.params_per_gpu / 1e9, r.zero >= 3 and "/ dp " or "", gb(r.mem_params)))
   print(string.format("  grads      %d B x %.3fB %s= %.2f GB", bp.g, r.params_per_gpu / 1e9, r.zero >= 2 and "/ dp " or "", gb(r.mem_grads)))
   print(string.format("  optimizer  %d B x %.3fB %s= %.2f GB", bp.k, r.params_per_gpu / 1e9, r.zero >= 1 and "/ dp " or "", gb(r.mem_optimizer)))
-  print(string.format("  activations: %.2f GB (Korthikanti per-layer formula x %d layers x %d micro-batches in flight)",
-    gb(r.mem_activations), math.ceil(m.layers / r.pp), math.min(r.microbatches, r.pp)))
+  print(string.format("  activations: %.3f GB per layer per micro-batch (Korthikanti, recompute %s) x %d layers x %d micro-batches in flight%s = %.2f GB",
+    gb(r.act_layer), r.recompute, r.layers_held, r.in_flight, (r.v or 1) > 1 and string.format(" x (1 + (p-1)/(p v))") or "",
+    gb(r.mem_activations)))
   print(string.format("  buffers %.2f GB; total %.2f GB of %.0f GB", gb(r.mem_buffers), gb(r.mem_total), gpu.hbm / 1e9))
-  print(string.format("  model FLOPs per step 6 N T + 12 L h s T = %.3e; with recomputation %.3e", r.model_flops, r.hardware_flops))
-  print(string.format("  compute: %.3e / %d GPUs / (%.0f TFLOP/s x %.2f) = %.3f s", r.hardware_flops, r.dp * r.tp * r.pp * (r.cp or 1),
-    ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, o.efficiency or 0.55, r.compute_s))
-  print(string.format("  bubble (p-1)/(v m) = (%d-1)/(%d x %d) = %.3f", r.pp, r.v or 1, r.microbatches, r.bubble))
+  print(string.format("  model FLOPs per step 6 x %.3fB GEMM parameters x T + 12 L q s T = %.3e; executed (recompute %s) %.3e",
+    c.matmul / 1e9, r.model_flops, r.recompute, r.hardware_flops))
+  local lt = time.layer(m, gpu, o, r)
+  print(string.format("  one layer, one micro-batch: GEMMs %.2f ms, attention %.2f ms, element-wise %.2f ms, TP/CP/EP collectives %.2f ms;"
+    .. " forward %.2f + backward %.2f + recompute %.2f ms", lt.gemm * 3e3, lt.attention * 1e3, lt.elementwise * 1e3, lt.comm * 1e3,
+    lt.fwd * 1e3, lt.bwd * 1e3, lt.rec * 1e3))
+  print(string.format("  (roofline: GEMMs at %.0f%% of %.0f TFLOP/s where the shapes fill the GPU, attention at %.0f%%, streams at %.0f%% of %.1f TB/s)",
+    100 * gpu.gemm, ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, 100 * gpu.attention, 100 * gpu.memory, gpu.hbm_bw / 1e12))
+  print(string.format("  slowest pipeline rank: %.3f s per micro-batch x (m %d + (p-1)/v %.2f) = %.3f s; bubble (p-1)/(v m) = %.3f",
+    r.stage_s, r.microbatches, r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0, r.stage_s * (r.microbatches + (r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0)), r.bubble))
   print(string.format("  traffic per GPU: tp %.2f GB, dp %.2f GB, pp %.2f GB, ep %.2f GB, cp %.2f GB", gb(r.bytes_tp), gb(r.bytes_dp),
     gb(r.bytes_pp), gb(r.bytes_ep), gb(r.bytes_cp)))
-  print(string.format("  exposed communication %.3f s (tp %.3f, dp %.3f of which 80%% hidden behind backward, pp %.3f)",
-    r.comm_exposed, r.t_tp, r.t_dp, r.t_pp))
-  print(string.format("  step %.3f s x (1 + bubble) + comm = %.3f s; MFU %.1f%%, %.0f tokens/s", r.compute_s, r.step_s, 100 * r.mfu, r.tokens_per_s))
+  print(string.format("  exposed communication %.3f s: in the layers (tp/cp/ep) %.3f, pipeline %.3f, data parallel %.3f of %.3f over %d ranks",
+    r.comm_exposed, r.t_layer_comm, r.t_pp, r.t_dp_exposed, r.t_dp, dz))
+  if m.experts then
+    print(string.format("  experts: %d, top-%d, ep %d; load on the busiest expert rank %.2fx the mean (expert_load=; capacity_factor= caps it)",
+      m.experts, m.top_k or 1, r.ep or 1, o.expert_load or 1))
+  end
+  print(string.format("  step %.3f s (+ optimizer %.3f s); MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", r.step_s, r.t_optimizer, 100 * r.mfu,
+    100 * r.hfu, r.tokens_per_s))
+end
+
+-- The planner against published runs (lua/lab/plan_published.lua): each run re-planned with
+-- its layout fixed; returns rows {run, best, predicted, error}. format: nil (quiet),
+-- "table", or "markdown" (the rows of README.md's table, which tests/lua/single/test_plan.lua
+-- compares with this function's answer).
+function plan.published(format)
+  local runs = require("lab.plan_published")
+  local rows = {}
+  if format == "table" then
+    print(string.format("%-30s %-16s %6s %-28s %-6s %9s %8s %7s", "source", "model", "GPUs", "planner's layout", "metric",
+      "published", "planner", "error"))
+  elseif format == "markdown" then
+    print("| published run | model | GPUs | published layout | planner's choice | published | planner | error |")
+    print("|---|---|---|---|---|---|---|---|")
+  end
+  for _, run in ipairs(runs.runs) do
+    local res = plan.enumerate(runs.options(run))
+    local best = res[1]
+    local row = { run = run, best = best, feasible = best ~= nil }
+    if best then
+      row.predicted = best[run.metric]
+      row.error = (row.predicted - run.published) / run.published
+    end
+    rows[#rows + 1] = row
+    local pred = best and string.format("%.1f%%", 100 * row.predicted) or "does not fit"
+    local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
+    if format == "table" then
+      print(string.format("%-30s %-16s %6d %-28s %-6s %8.1f%% %8s %7s", run.source, run.model, run.gpus,
+        best and layout(best) or "does not fit", run.metric:upper(), 100 * run.published, pred, err))
+    elseif format == "markdown" then
+      local fixed = string.format("TP %d, PP %d%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
+        run.vpp and ", v " .. run.vpp or "")
+      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s, %s | %s %.1f%% | %s | %s |", run.source, run.model,
+        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and layout(best) or "-", best and variant(best) or "-",
+        run.metric:upper(), 100 * run.published, pred, err))
+    end
+  end
+  return rows
 end
 
 -- `llmlab --plan key=value ...`: numbers become numbers, a,b,c become lists
@@ -407,6 +438,7 @@ function plan.cli(args)
       elseif a == "--json" or a == "json" then o.format = "json"
       elseif a == "explain" or a == "--explain" then o.explain = true
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
+      elseif a == "published" or a == "--published" then o.published = true
       else error("plan: arguments are key=value, got " .. a, 0) end
     else
       if v:find(",") then
@@ -417,6 +449,7 @@ function plan.cli(args)
       else o[k] = tonumber(v) or v end
     end
   end
+  if o.published then return plan.published(o.format == "csv" and "table" or "markdown") end
   return plan.run(o)
 end
 

@@ -1,13 +1,20 @@
 -- Presets for lab.plan: models and GPUs. Every field can be overridden in the plan call.
 -- Models: layers, hidden, heads, kv_heads, ffn (intermediate size), vocab, gated (SwiGLU:
--- three FFN matrices instead of two), tied (output head shares the embedding), experts and
--- top_k for mixture-of-experts. Sources: the models' papers and released configs.
--- GPUs: dense bf16 and fp8 FLOP/s, HBM capacity (bytes) and bandwidth, NVLink bandwidth per
--- GPU per direction, scale-out network bandwidth per GPU, GPUs per node (vendor datasheets).
+-- three FFN matrices instead of two), tied (output head shares the embedding), bias,
+-- dropout (GPT-2/3 style training keeps dropout masks), experts and top_k for
+-- mixture-of-experts. Sources: the models' papers and released configs.
+-- GPUs: dense bf16 and fp8 FLOP/s, HBM capacity (bytes) and bandwidth, streaming
+-- multiprocessors, NVLink bandwidth per GPU per direction, scale-out network bandwidth per
+-- GPU, GPUs per node (vendor datasheets), and three achievable fractions that are
+-- assumptions of this planner, not datasheet figures: gemm (of dense peak, a large
+-- well-shaped GEMM), attention (of dense peak, the flash-attention kernels forward and
+-- backward), memory (of HBM bandwidth, streaming element-wise kernels). README.md's planner
+-- section checks the whole model against published runs.
 local P = {}
 
-local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, tied embeddings
-  return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = vocab, gated = false, tied = true }
+local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, biases, dropout, tied embeddings
+  return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = vocab, gated = false,
+    tied = true, bias = true, dropout = true }
 end
 
 P.models = {
@@ -20,6 +27,8 @@ P.models = {
   ["llama3-405b"] = { layers = 126, hidden = 16384, heads = 128, kv_heads = 8, ffn = 53248, vocab = 128256, gated = true },
   ["mixtral-8x7b"] = { layers = 32, hidden = 4096, heads = 32, kv_heads = 8, ffn = 14336, vocab = 32000, gated = true,
     experts = 8, top_k = 2 },
+  -- Nemotron-4 15B (arXiv:2402.16819, Table 1): squared-ReLU 4h FFN, GQA, untied, no bias
+  ["nemotron4-15b"] = { layers = 32, hidden = 6144, heads = 48, kv_heads = 8, ffn = 24576, vocab = 256000, gated = false },
   -- the GPT models of Megatron-LM's 2021 scaling study (Narayanan et al., Table 1)
   ["megatron-1.7b"] = gpt(24, 2304, 24, 51200),
   ["megatron-3.6b"] = gpt(30, 3072, 32, 51200),
@@ -31,15 +40,24 @@ P.models = {
   ["megatron-310.1b"] = gpt(96, 16384, 128, 51200),
   ["megatron-529.6b"] = gpt(105, 20480, 128, 51200),
   ["megatron-1t"] = gpt(128, 25600, 160, 51200),
+  -- Megatron-LM's GPT-3 (vocabulary 51200; Narayanan et al. Table 2, Korthikanti et al. Table 3)
+  ["megatron-175b"] = gpt(96, 12288, 96, 51200),
+  -- Korthikanti et al. 2022, Table 3
+  ["megatron-22b"] = gpt(48, 6144, 64, 51200),
 }
 
 local GB, TB = 1e9, 1e12
 P.gpus = {
-  ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, nvlink = 300 * GB, network = 25 * GB, per_node = 8 },
-  ["a100-80"] = { bf16 = 312e12, fp8 = nil, hbm = 80 * GB, hbm_bw = 2.039 * TB, nvlink = 300 * GB, network = 25 * GB, per_node = 8 },
-  ["h100-80"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 80 * GB, hbm_bw = 3.35 * TB, nvlink = 450 * GB, network = 50 * GB, per_node = 8 },
-  ["h200-141"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 141 * GB, hbm_bw = 4.8 * TB, nvlink = 450 * GB, network = 50 * GB, per_node = 8 },
-  ["b200"] = { bf16 = 2250e12, fp8 = 4500e12, hbm = 192 * GB, hbm_bw = 8 * TB, nvlink = 900 * GB, network = 100 * GB, per_node = 8 },
+  ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
+    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+  ["a100-80"] = { bf16 = 312e12, fp8 = nil, hbm = 80 * GB, hbm_bw = 2.039 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
+    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+  ["h100-80"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 80 * GB, hbm_bw = 3.35 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
+    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+  ["h200-141"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 141 * GB, hbm_bw = 4.8 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
+    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+  ["b200"] = { bf16 = 2250e12, fp8 = 4500e12, hbm = 192 * GB, hbm_bw = 8 * TB, sms = 148, nvlink = 900 * GB, network = 100 * GB,
+    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
 }
 P.gpus.a100 = P.gpus["a100-80"]
 P.gpus.h100 = P.gpus["h100-80"]

@@ -1,0 +1,68 @@
+-- Published large training runs that lab.plan is checked against (README.md, "The planner
+-- against published runs"; tests/lua/single/test_plan.lua): each run's model, GPUs, batch,
+-- the layout it used, the implementation facts its paper states (recomputation, sequence
+-- parallelism, attention kernel, overlap of data-parallel reductions) and its published
+-- utilisation. plan.published() re-plans each with its layout fixed and the rest (ZeRO
+-- stage, micro-batch, pipeline chunks, recomputation where the paper leaves it open)
+-- chosen by the enumeration.
+local P = {}
+
+-- Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+-- Megatron-LM", SC'21, arXiv:2104.04473. Table 1: A100-80GB (Selene), seq 2048, vocab
+-- 51200, interleaved schedule; "percentage of theoretical peak" from their equation (3),
+-- which counts the recomputed forward: a hardware-FLOPs utilisation. Table 2: the same for
+-- GPT-3 175B and the 530B model at three scales (PTD parallelism, micro-batch 1).
+local megatron21 = { recompute = "full", sequence_parallel = false, attention = "materialized", dp_overlap = false, zero = 0 }
+-- Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+-- MLSys 2023, arXiv:2205.05198. Tables 3 and 5: A100-80GB, seq 2048, TP 8, no data
+-- parallelism, sequence parallelism + selective recomputation, interleaving with 3
+-- chunks for 175B and 530B; MFU and HFU both given. Section 6.3: the 530B model at 8-way
+-- data parallelism (2240 GPUs, batch 2240) reaches 54.2% MFU without overlapping the
+-- gradient all-reduce.
+local korthikanti = { recompute = "selective", sequence_parallel = true, attention = "materialized", dp_overlap = false, zero = 0 }
+
+P.runs = {
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-1.7b", gpu = "a100-80", gpus = 32, global_batch = 512, seq = 2048, tp = 1, pp = 1, metric = "hfu", published = 0.44, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-3.6b", gpu = "a100-80", gpus = 64, global_batch = 512, seq = 2048, tp = 2, pp = 1, metric = "hfu", published = 0.44, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-7.5b", gpu = "a100-80", gpus = 128, global_batch = 512, seq = 2048, tp = 4, pp = 1, metric = "hfu", published = 0.46, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-18.4b", gpu = "a100-80", gpus = 256, global_batch = 1024, seq = 2048, tp = 8, pp = 1, metric = "hfu", published = 0.43, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-39.1b", gpu = "a100-80", gpus = 512, global_batch = 1536, seq = 2048, tp = 8, pp = 2, metric = "hfu", published = 0.44, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-76.1b", gpu = "a100-80", gpus = 1024, global_batch = 1792, seq = 2048, tp = 8, pp = 4, metric = "hfu", published = 0.45, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-145.6b", gpu = "a100-80", gpus = 1536, global_batch = 2304, seq = 2048, tp = 8, pp = 8, metric = "hfu", published = 0.47, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-310.1b", gpu = "a100-80", gpus = 1920, global_batch = 2160, seq = 2048, tp = 8, pp = 16, metric = "hfu", published = 0.50, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-529.6b", gpu = "a100-80", gpus = 2520, global_batch = 2520, seq = 2048, tp = 8, pp = 35, metric = "hfu", published = 0.52, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 1", model = "megatron-1t", gpu = "a100-80", gpus = 3072, global_batch = 3072, seq = 2048, tp = 8, pp = 64, metric = "hfu", published = 0.52, opts = megatron21 },
+  -- Table 2: 153, 141, 171 and 159 teraFLOP/s of 312
+  { source = "Megatron-LM 2021, Table 2", model = "megatron-175b", gpu = "a100-80", gpus = 384, global_batch = 1536, seq = 2048, tp = 8, pp = 12, micro_batch = 1, metric = "hfu", published = 153 / 312, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 2", model = "megatron-175b", gpu = "a100-80", gpus = 1536, global_batch = 1536, seq = 2048, tp = 8, pp = 12, micro_batch = 1, metric = "hfu", published = 141 / 312, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 2", model = "megatron-529.6b", gpu = "a100-80", gpus = 560, global_batch = 2240, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 171 / 312, opts = megatron21 },
+  { source = "Megatron-LM 2021, Table 2", model = "megatron-529.6b", gpu = "a100-80", gpus = 2240, global_batch = 2240, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 159 / 312, opts = megatron21 },
+  { source = "Korthikanti 2022, Table 5", model = "megatron-22b", gpu = "a100-80", gpus = 8, global_batch = 4, seq = 2048, tp = 8, pp = 1, micro_batch = 4, metric = "mfu", published = 0.415, opts = korthikanti },
+  { source = "Korthikanti 2022, Table 5", model = "megatron-175b", gpu = "a100-80", gpus = 64, global_batch = 64, seq = 2048, tp = 8, pp = 8, vpp = 3, micro_batch = 1, metric = "mfu", published = 0.514, opts = korthikanti },
+  { source = "Korthikanti 2022, Table 5", model = "megatron-529.6b", gpu = "a100-80", gpus = 280, global_batch = 280, seq = 2048, tp = 8, pp = 35, vpp = 3, micro_batch = 1, metric = "mfu", published = 0.560, opts = korthikanti },
+  { source = "Korthikanti 2022, Table 5", model = "megatron-1t", gpu = "a100-80", gpus = 512, global_batch = 512, seq = 2048, tp = 8, pp = 64, micro_batch = 1, metric = "mfu", published = 0.563, opts = korthikanti },
+  { source = "Korthikanti 2022, section 6.3", model = "megatron-529.6b", gpu = "a100-80", gpus = 2240, global_batch = 2240, seq = 2048, tp = 8, pp = 35, vpp = 3, micro_batch = 1, metric = "mfu", published = 0.542, opts = korthikanti },
+  -- Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, section 3.3.2 and Table 4:
+  -- H100-80GB, TP 8, PP 16, 16M tokens per batch, BF16 MFU; interleaved with one layer
+  -- fewer on the first and last stage; FSDP sharding gradients and optimizer states (not
+  -- the parameters); all-gather context parallelism; "without activation checkpointing"
+  -- at 8K tokens.
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 8192, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.43, opts = { zero = 2, param_gather_overlap = true } },
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.41, opts = { zero = 2, param_gather_overlap = true } },
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 128, seq = 131072, tp = 8, pp = 16, cp = 16, metric = "mfu", published = 0.38, opts = { zero = 2, param_gather_overlap = true } },
+  -- NVIDIA, "Nemotron-4 15B Technical Report", arXiv:2402.16819, Table 2: H100-80GB, TP 8,
+  -- data parallel 96 / 192 / 288 with a distributed optimizer, seq 4096
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 768, global_batch = 384, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.343, opts = { zero = 1 } },
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 1536, global_batch = 768, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.333, opts = { zero = 1 } },
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 2304, global_batch = 1152, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.305, opts = { zero = 1 } },
+}
+
+-- the plan options of a run: its layout fixed, the paper's implementation facts
+function P.options(run)
+  local o = { model = run.model, gpu = run.gpu, gpus = run.gpus, global_batch = run.global_batch, seq = run.seq, tp = run.tp,
+    pp = run.pp, cp = run.cp or 1, vpp = run.vpp, micro_batch = run.micro_batch }
+  for k, v in pairs(run.opts or {}) do o[k] = v end
+  return o
+end
+
+return P

@@ -1,0 +1,287 @@
+-- lab.plan's time model: how long one layout's training step takes, and the traffic it
+-- moves. Compute is a roofline per operation, from the shapes a rank really runs: each
+-- GEMM takes max(FLOPs / (peak x achievable GEMM fraction x tile and wave occupancy),
+-- bytes / HBM bandwidth); attention is the flash-attention kernel (causal: half the
+-- score FLOPs, backward 2.5x forward) or, when scores are materialised, two batched GEMMs
+-- plus the softmax/dropout passes over the s x s scores; norms, residual adds, dropout and
+-- activation functions stream their bytes through HBM. Communication is ring algorithms
+-- at a bus efficiency of the link (NVLink inside a node, the network across): TP and CP
+-- collectives and EP all-to-alls sit in the layer's critical path; pipeline
+-- point-to-point and data-parallel reductions overlap what they can. The step is the
+-- slowest pipeline rank's micro-batch time x (m + (p-1)/v), plus what stays exposed.
+local mem = require("lab.plan_memory")
+local M = {}
+
+local LAUNCH = 4e-6 -- seconds per kernel launch the roofline cannot see
+-- output tile shapes a GEMM library chooses among, with their efficiency relative to the
+-- largest: the best one for the shape is taken (tile and wave quantisation)
+local TILES = { { 256, 128, 1.0 }, { 128, 256, 1.0 }, { 128, 128, 0.95 }, { 128, 64, 0.85 }, { 64, 128, 0.85 } }
+
+local ceil = math.ceil
+
+-- fields a custom GPU table may leave out
+function M.with_defaults(gpu)
+  local g = {}
+  for k, v in pairs(gpu) do g[k] = v end
+  g.sms = g.sms or 108
+  g.gemm = g.gemm or 0.75
+  g.attention = g.attention or 0.5
+  g.memory = g.memory or 0.85
+  g.hbm_bw = g.hbm_bw or 2e12
+  g.nvlink = g.nvlink or 300e9
+  g.network = g.network or 25e9
+  g.per_node = g.per_node or 8
+  return g
+end
+
+-- seconds for `batch` GEMMs [rows, K] x [K, N] with e-byte operands at `peak` FLOP/s
+function M.gemm(gpu, peak, rows, K, N, e, batch)
+  batch = batch or 1
+  if rows <= 0 or K <= 0 or N <= 0 then return 0 end
+  local flops = 2.0 * rows * K * N * batch
+  local bytes = e * (rows * K + K * N + rows * N) * batch
+  local occupancy = 0
+  for _, tile in ipairs(TILES) do
+    local tiles = ceil(rows / tile[1]) * ceil(N / tile[2]) * batch
+    local waves = ceil(tiles / gpu.sms)
+    local u = rows * N * batch / (waves * gpu.sms * tile[1] * tile[2]) * tile[3]
+    if u > occupancy then occupancy = u end
+  end
+  return math.max(flops / (peak * gpu.gemm * occupancy), bytes / (gpu.hbm_bw * gpu.memory)) + LAUNCH
+end
+
+local function ring(k) return k > 1 and (k - 1) / k or 0 end
+
+-- seconds for a collective that puts `wire` bytes per GPU on a link of bandwidth bw
+local function link_time(o, wire, bw, steps)
+  if wire <= 0 then return 0 end
+  return wire / (bw * (o.bus_efficiency or 0.8)) + (o.latency or 10e-6) * (steps or 1)
+end
+
+local function peaks(gpu, o)
+  local matmul = (o.precision == "fp8" and gpu.fp8) or gpu.bf16
+  if o.precision == "f32" then matmul = gpu.f32 or gpu.bf16 / 2 end
+  return matmul, (o.precision == "f32" and matmul or gpu.bf16)
+end
+
+-- ---- traffic per GPU per step (wire bytes, ring algorithms) ----
+-- Each is a named function so that measured runs (tests/lua/test_plan_checks.lua) and the
+-- MoE/CP labs can compare them byte for byte.
+
+-- TP: per layer 4 collectives of a [b, s, h] activation (2 forward, 2 backward; all-reduce,
+-- or all-gather + reduce-scatter with SP: the same bytes), 2 more when the forward is
+-- recomputed; plus the embedding's all-reduce and backward (2) and vocab-parallel
+-- cross-entropy's three fp32 all-reduces of [b, s] per micro-batch, as lab.tp does.
+function M.tp_bytes(m, o, c, layers)
+  local t = c.tp
+  if t <= 1 then return 0 end
+  local e = mem.bytes_per(o.precision).p
+  local act = c.mb * (o.seq / (c.cp or 1)) * m.hidden * e
+  local per_layer = 4 + (c.recompute == "full" and 2 or 0)
+  return (per_layer * layers + 2) * c.microbatches * 2 * ring(t) * act
+      + 3 * c.microbatches * c.mb * o.seq / (c.cp or 1) * 4 * 2 * ring(t)
+end
+
+-- DP: gradients all-reduced (ZeRO-1/2: reduce-scatter + all-gather, the same bytes);
+-- ZeRO-3 all-gathers parameters for forward and backward and reduce-scatters gradients,
+-- for every micro-batch (the parameters are not kept between them).
+function M.dp_bytes(o, c, psi)
+  local dz = c.dp * (c.cp or 1)
+  if dz <= 1 then return 0 end
+  local grad_bytes = mem.bytes_per(o.precision).g * psi
+  if (c.zero or 0) >= 3 then return 3 * ring(dz) * grad_bytes * (c.microbatches or 1) end
+  return 2 * ring(dz) * grad_bytes
+end
+
+-- PP: each micro-batch's activation forward and its gradient backward, per model chunk
+function M.pp_bytes(m, o, c)
+  if c.pp <= 1 then return 0 end
+  local sp = c.tp > 1 and o.sequence_parallel ~= false
+  local act = c.mb * (o.seq / (c.cp or 1)) * m.hidden * mem.bytes_per(o.precision).p
+  return 2 * c.microbatches * act / (sp and c.tp or 1) * (c.v or 1)
+end
+
+-- Bytes one rank sends in one expert-parallel all-to-all (dispatch or combine) of a
+-- micro-batch: its tokens x top_k rows of `hidden` elements, of which (ep - 1)/ep leave the
+-- rank. With a capacity factor the buffers are padded to capacity: experts x C rows per
+-- group of tokens/groups, C = ceil(capacity_factor x (tokens/groups) x top_k / experts)
+-- (lab.moe's layout, so measured bytes can be compared exactly); without, routing is
+-- uniform times `imbalance` (the busiest rank's load over the mean, 1 when balanced).
+function M.ep_all_to_all_bytes(tokens, hidden, top_k, ep, elem_bytes, capacity_factor, experts, groups, imbalance)
+  if ep <= 1 then return 0 end
+  local rows = tokens * (top_k or 1) * (imbalance or 1)
+  if capacity_factor and experts then
+    groups = groups or 1
+    rows = groups * experts * math.ceil(capacity_factor * (tokens / groups) * (top_k or 1) / experts)
+  end
+  return rows * hidden * elem_bytes * (ep - 1) / ep
+end
+
+-- EP: per MoE layer, dispatch and combine all-to-alls forward and backward
+function M.ep_bytes(m, o, c, layers)
+  local ep = c.ep or 1
+  if ep <= 1 or not m.experts then return 0 end
+  local tokens = c.mb * (o.seq / (c.cp or 1))
+  return layers * 4 * c.microbatches * M.ep_all_to_all_bytes(tokens, m.hidden, m.top_k, ep, mem.bytes_per(o.precision).p,
+    o.capacity_factor, m.experts, 1, o.expert_imbalance)
+end
+
+-- CP (all-gather attention, as Llama 3): per layer the K and V of this TP rank's kv heads
+-- are all-gathered forward (again when recomputed) and their gradients reduce-scattered
+-- backward: (cp - 1) shards of [b, s/cp, kv] each way
+function M.cp_bytes(m, o, c, layers)
+  local cp = c.cp or 1
+  if cp <= 1 then return 0 end
+  local hd = m.head_dim or m.hidden / m.heads
+  local kv_local = math.max(m.kv_heads / c.tp, 1) * hd
+  local kv = c.mb * (o.seq / cp) * 2 * kv_local * mem.bytes_per(o.precision).p
+  local passes = 2 + (c.recompute == "full" and 1 or 0)
+  return layers * passes * c.microbatches * (cp - 1) * kv
+end
+
+-- ---- one layer, one micro-batch, on one rank ----
+-- Returns seconds: fwd, bwd, rec (recomputation), and the part of each that is
+-- communication (tp, cp, ep), for a dense or MoE layer.
+function M.layer(m, gpu, o, c)
+  local t, cp, ep = c.tp, c.cp or 1, c.ep or 1
+  local sp = t > 1 and o.sequence_parallel ~= false
+  local e = mem.bytes_per(o.precision).a
+  local eg = o.precision == "fp8" and 1 or e -- GEMM operand bytes
+  local peak, peak16 = peaks(gpu, o)
+  local h = m.hidden + 0.0
+  local hd = m.head_dim or h / m.heads
+  local q, f = m.heads * hd, m.ffn + 0.0
+  local kv_total = math.max(m.kv_heads, t) * hd
+  local s_full = o.seq + 0.0
+  local s = s_full / cp
+  local n = c.mb * s
+  -- GEMMs forward: QKV, output projection, FFN (dense or the local experts)
+  local g = M.gemm(gpu, peak, n, h, (q + 2 * kv_total) / t, eg) + M.gemm(gpu, peak, n, q / t, h, eg)
+  local load = 1
+  if m.experts then
+    load = o.expert_load or 1
+    local local_experts = m.experts / ep
+    local rows = n * (m.top_k or 1) * load / local_experts -- tokens per local expert
+    g = g + M.gemm(gpu, peak, n, h, m.experts, eg) -- router
+        + M.gemm(gpu, peak, rows, h, (m.gated and 2 or 1) * f / t, eg, local_experts)
+        + M.gemm(gpu, peak, rows, f / t, h, eg, local_experts)
+  else
+    g = g + M.gemm(gpu, peak, n, h, (m.gated and 2 or 1) * f / t, eg) + M.gemm(gpu, peak, n, f / t, h, eg)
+  end
+  -- attention core
+  local attn_f, attn_b
+  local heads_local = m.heads / t
+  if (o.attention or "flash") == "materialized" then
+    local batch = c.mb * heads_local
+    local scores = batch * s * s_full
+    local pass_f = (m.dropout and 9 or 4) * scores / (gpu.hbm_bw * gpu.memory) -- softmax (+ dropout)
+    local pass_b = (m.dropout and 11 or 6) * scores / (gpu.hbm_bw * gpu.memory)
+    local mm = M.gemm(gpu, peak16, s, hd, s_full, e, batch) + M.gemm(gpu, peak16, s, s_full, hd, e, batch)
+    attn_f, attn_b = mm + pass_f, 2 * mm + pass_b
+  else
+    local flops = 4.0 * c.mb * s * (s_full / 2) * heads_local * hd -- causal: half the scores
+    attn_f = flops / (peak16 * gpu.attention) + LAUNCH
+    attn_b = 2.5 * flops / (peak16 * gpu.attention) + LAUNCH
+  end
+  -- element-wise passes forward: norms (read + write), two bias-dropout-residual adds
+  -- (read 2, write 1), in the replicated region unless SP; the FFN activation (read 2f
+  -- and write f when gated, else read f write f) in the split region
+  local rep = e * 10 * h + (m.dropout and 2 * h or 0)
+  local act_fn = e * (m.gated and 3 or 2) * f * (m.experts and (m.top_k or 1) * load or 1)
+  local elem = n * (rep / (sp and t or 1) + act_fn / t) / (gpu.hbm_bw * gpu.memory)
+  -- communication in the layer's critical path
+  local ab = n * h * e
+  local tp_link = t <= gpu.per_node and gpu.nvlink or gpu.network
+  local tp1 = t > 1 and link_time(o, 2 * ring(t) * ab, tp_link, 2) * (1 - (o.tp_overlap or 0)) or 0
+  local cp1 = 0
+  if cp > 1 then
+    local kv_local = math.max(m.kv_heads / t, 1) * hd
+    cp1 = link_time(o, (cp - 1) * n * 2 * kv_local * e, cp * t <= gpu.per_node and gpu.nvlink or gpu.network, cp)
+  end
+  local ep1 = 0
+  if ep > 1 and m.experts then
+    ep1 = link_time(o, n * (m.top_k or 1) * load * h * e * ring(ep), ep * t <= gpu.per_node and gpu.nvlink or gpu.network, ep)
+  end
+  local comm_f = 2 * tp1 + cp1 + 2 * ep1
+  local comm_b = 2 * tp1 + cp1 + 2 * ep1
+  local fwd = g + attn_f + elem + comm_f
+  local bwd = 2 * g + attn_b + 2 * elem + comm_b
+  local rec = 0
+  if c.recompute == "full" then rec = fwd
+  elseif c.recompute == "selective" and (o.attention or "flash") == "materialized" then rec = attn_f end
+  return { fwd = fwd, bwd = bwd, rec = rec, comm = comm_f + comm_b + (c.recompute == "full" and comm_f or 0),
+    gemm = g, attention = attn_f + attn_b, elementwise = 3 * elem }
+end
+
+-- the output layer and loss for one micro-batch: logits GEMM forward and two backward,
+-- fp32 softmax cross-entropy passes over [b, s, V/t]
+function M.head(m, gpu, o, c)
+  local e = mem.bytes_per(o.precision).a
+  local peak = peaks(gpu, o)
+  local n = c.mb * o.seq / (c.cp or 1)
+  local V = m.vocab / c.tp
+  local g = M.gemm(gpu, peak, n, m.hidden, V, o.precision == "fp8" and 1 or e)
+  return 3 * g + 4 * 4 * n * V / (gpu.hbm_bw * gpu.memory)
+end
+
+-- Fills r with step time, exposed communication, MFU and HFU. lt: M.layer(...), st: the
+-- pipeline stages (plan_memory.stages), counts: param_counts
+function M.step(m, gpu, o, c, r, lt, st)
+  local t, p, d, cp = c.tp, c.pp, c.dp, c.cp or 1
+  local v = c.v or 1
+  local mb_count = r.microbatches
+  local per_layer = lt.fwd + lt.bwd + lt.rec
+  local head = M.head(m, gpu, o, c)
+  -- per micro-batch time of each pipeline rank; the slowest sets the pace
+  local first = st.first * per_layer + (p == 1 and head or 0)
+  local middle = st.middle * per_layer
+  local last = st.last * per_layer + head
+  local stage = math.max(first, middle, last)
+  r.stage_s = stage
+  r.bubble = p > 1 and (p - 1) / (v * mb_count) or 0
+  r.compute_s = mb_count * stage
+  local pipe = (mb_count + (p > 1 and (p - 1) / v or 0)) * stage
+  -- pipeline point-to-point: the fill and drain cross every chunk boundary once each way
+  local sp = t > 1 and o.sequence_parallel ~= false
+  local act = c.mb * (o.seq / cp) * m.hidden * mem.bytes_per(o.precision).p / (sp and t or 1)
+  local pp_link = t * cp >= gpu.per_node and gpu.network or gpu.nvlink
+  r.t_pp = p > 1 and 2 * (p - 1) * v * link_time(o, act, pp_link) or 0
+  -- data parallel. The gradient reduction (all-reduce, or ZeRO's reduce-scatter) overlaps
+  -- the backward of the last micro-batch; ZeRO-1/2's all-gather of the updated parameters
+  -- follows the optimizer step, exposed unless prefetched under the next forward
+  -- (param_gather_overlap, as FSDP); ZeRO-3's gathers are prefetched under the step's
+  -- compute. dp_overlap = false (Megatron-LM before 2022) exposes all of it.
+  local bw_dp = (t * p * cp * d <= gpu.per_node) and gpu.nvlink or gpu.network
+  local dz = d * cp
+  local zero = c.zero or 0
+  r.t_dp = dz > 1 and link_time(o, r.bytes_dp, bw_dp, 2 * math.log(dz, 2)) or 0
+  local exposed_dp = r.t_dp
+  if o.dp_overlap ~= false and dz > 1 then
+    local bwd_window, fwd_window = lt.bwd * st.middle, lt.fwd * st.middle
+    if zero >= 3 then
+      exposed_dp = math.max(r.t_dp * 2 / 3 - r.compute_s, 0) + math.max(r.t_dp / 3 - bwd_window, 0)
+    elseif zero >= 1 then
+      exposed_dp = math.max(r.t_dp / 2 - bwd_window, 0) + math.max(r.t_dp / 2 - (o.param_gather_overlap and fwd_window or 0), 0)
+    else
+      exposed_dp = math.max(r.t_dp - bwd_window, 0)
+    end
+  end
+  r.t_dp_exposed = exposed_dp
+  -- the optimizer streams fp32 master weights, two moments, gradients and the bf16 copy
+  local shard = r.params_per_gpu / (((c.zero or 0) >= 1) and dz or 1)
+  r.t_optimizer = shard * 32 / (gpu.hbm_bw * gpu.memory)
+  r.t_layer_comm = lt.comm * st.middle * mb_count
+  r.step_s = pipe + r.t_pp + exposed_dp + r.t_optimizer
+  r.comm_exposed = r.t_layer_comm + r.t_pp + exposed_dp
+  r.comm_share = r.comm_exposed / r.step_s
+  local tokens = o.global_batch * (o.seq + 0.0)
+  r.model_flops = mem.model_flops(m, tokens, o.seq)
+  r.hardware_flops = mem.hardware_flops(m, tokens, o.seq, c.recompute, o.attention or "flash")
+  local gpus = d * t * p * cp
+  local peak = peaks(gpu, o)
+  r.mfu = r.model_flops / (r.step_s * gpus * peak)
+  r.hfu = r.hardware_flops / (r.step_s * gpus * peak)
+  r.tokens_per_s = tokens / r.step_s
+end
+
+return M
