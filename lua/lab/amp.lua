@@ -53,7 +53,7 @@ local function cast_parameters(model, dtype)
           end
           low = lab.no_grad(function() return v:to(dtype) end)
           -- the tensor-parallel marks go with it (Megatron's copy_tensor_model_parallel_attributes)
-          for _, a in ipairs({ "tensor_model_parallel", "partition_dim", "partition_stride", "sequence_parallel" }) do
+          for _, a in ipairs({ "tensor_model_parallel", "partition_dim", "partition_stride", "sequence_parallel", "shared" }) do
             low[a] = v[a]
           end
           cast[v] = low
@@ -157,7 +157,8 @@ function MixedPrecision:step(opts)
     for _, pr in ipairs(self.pairs) do pr.master.grad = nil end
     return false
   end
-  if opts and opts.clip then lab.optim.clip_grad_norm(self.master_params, opts.clip) end
+  -- the global norm of the unscaled gradients, before clipping (as clip_grad_norm's)
+  if opts and opts.clip then self.grad_norm = lab.optim.clip_grad_norm(self.master_params, opts.clip) end
   self.optimizer:step()
   self:sync_model()
   if self.dynamic then

@@ -75,7 +75,12 @@ function GPT:init(cfg)
   for i = 1, cfg.n_layer do blocks:append(Block(cfg, i)) end
   self:add("blocks", blocks)
   self:add("ln_f", nn.LayerNorm(cfg.d_model))
-  if cfg.tied == false then self:add("head", nn.Linear(cfg.d_model, cfg.vocab, { bias = false })) end
+  if cfg.tied == false then self:add("head", nn.Linear(cfg.d_model, cfg.vocab, { bias = false }))
+  else
+    -- the output projection is wte's weight, used here outside wte's forward: marked (as
+    -- Megatron-LM marks its shared embedding) so ZeRO-3 keeps it gathered across both uses
+    self.wte.weight.shared = true
+  end
   self:init_weights()
 end
 

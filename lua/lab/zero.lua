@@ -14,6 +14,13 @@
 -- Communication per step: stages 1 and 2 move what DDP's all-reduce moves (a reduce-scatter
 -- plus an all-gather is an all-reduce); stage 3 all-gathers twice, 1.5x DDP's volume.
 --
+-- A parameter used by several modules (a tied embedding and output head) is marked
+-- p.shared = true by whoever ties it (as Megatron-LM marks its shared embedding). Stage 3
+-- gives such parameters one group owned by the whole model, as FSDP puts a shared parameter
+-- in the unit of the modules' common ancestor: gathered from the start of the model's
+-- forward to its end, and from the start of backward until its gradient, summed over every
+-- use, is reduced once.
+--
 -- The engine owns the optimizer (AdamW): engine:step() replaces optimizer:step().
 -- Parameters are partitioned in groups (buckets for stages 1-2, modules for stage 3); every
 -- group is one flat buffer padded to a multiple of N, and rank r owns slice r of each group.
@@ -55,13 +62,19 @@ function zero.wrap(model, opts)
   -- the groups: buckets in reverse order (the order gradients arrive), or modules
   local lists = {}
   if stage == 3 then
+    local shared = {}
+    for _, np in ipairs(named) do
+      if np[2].shared then shared[#shared + 1] = np[2] end
+    end
     for _, m in ipairs(modules_with_params(model)) do
       local ps = {}
       for _, name in ipairs(m._names) do
-        if m._kinds[name] == "param" and m[name] ~= nil then ps[#ps + 1] = m[name] end
+        local p = m[name]
+        if m._kinds[name] == "param" and p ~= nil and not p.shared then ps[#ps + 1] = p end
       end
-      lists[#lists + 1] = { params = ps, module = m }
+      if #ps > 0 then lists[#lists + 1] = { params = ps, module = m } end
     end
+    if #shared > 0 then lists[#lists + 1] = { params = shared, shared = true } end
   else
     local limit, current = (opts.bucket_mb or 25) * 1024 * 1024, nil
     for i = #named, 1, -1 do
@@ -75,7 +88,10 @@ function zero.wrap(model, opts)
       current.bytes = current.bytes + bytes
     end
   end
-  for _, l in ipairs(lists) do self:_make_group(l.params, l.module) end
+  for _, l in ipairs(lists) do
+    local g = self:_make_group(l.params, l.module)
+    if l.shared then self.shared = g end
+  end
 
   for _, g in ipairs(self.groups) do
     for _, p in ipairs(g.params) do
@@ -128,9 +144,24 @@ function Engine:_make_group(params, module)
     end
   end
   self.groups[#self.groups + 1] = g
+  return g
 end
 
-function Engine:__call(...) return self.module(...) end
+-- Stage 3 with shared parameters: their group is gathered around the whole forward and
+-- again when the first gradient reaches one of the outputs (the start of backward).
+function Engine:__call(...)
+  local g = self.shared
+  if not g then return self.module(...) end
+  self:_gather(g)
+  local res = table.pack(pcall(self.module, ...))
+  self:_release(g)
+  if not res[1] then error(res[2], 0) end
+  for i = 2, res.n do
+    local out = res[i]
+    if lab.is_tensor(out) and out.requires_grad then out:register_hook(function() self:_gather(g) end) end
+  end
+  return table.unpack(res, 2, res.n)
+end
 function Engine:parameters() return self.module:parameters() end
 function Engine:named_parameters() return self.module:named_parameters() end
 function Engine:train(mode) self.module:train(mode) return self end
@@ -161,23 +192,27 @@ end
 
 function Engine:_wrap_forwards()
   for i, g in ipairs(self.groups) do
-    local mod = g.module
-    local forward = mod.forward
-    local engine = self
-    mod.forward = function(m, ...)
-      engine:_gather(g)
-      engine:_prefetch(engine.groups[i + 1]) -- the next module's, while this one computes
-      local out = forward(m, ...)
-      if lab.is_tensor(out) and out.requires_grad then
-        -- the gradient of the output arrives just before this module's backward runs
-        out:register_hook(function()
-          engine:_gather(g)
-          engine:_prefetch(engine.groups[i - 1])
-        end)
-      end
-      engine:_release(g)
-      return out
+    if g ~= self.shared then self:_wrap_forward(i, g) end
+  end
+end
+
+-- module i's forward gathers its group, prefetches the next, and releases its own after
+function Engine:_wrap_forward(i, g)
+  local mod, engine = g.module, self
+  local forward = mod.forward
+  mod.forward = function(m, ...)
+    engine:_gather(g)
+    engine:_prefetch(engine.groups[i + 1]) -- the next module's, while this one computes
+    local out = forward(m, ...)
+    if lab.is_tensor(out) and out.requires_grad then
+      -- the gradient of the output arrives just before this module's backward runs
+      out:register_hook(function()
+        engine:_gather(g)
+        engine:_prefetch(engine.groups[i - 1])
+      end)
     end
+    engine:_release(g)
+    return out
   end
 end
 
@@ -235,11 +270,48 @@ end
 
 -- ---- the optimizer step on this rank's shards ----
 
-function Engine:step()
-  self.step_count = self.step_count + 1
-  if self.stage == 1 then
+-- Stage 1 reduce-scatters the accumulated gradients here (stages 2 and 3 did during
+-- backward); step() calls it when it was not called since the last step.
+function Engine:reduce_gradients()
+  if self.stage == 1 and not self.reduced then
     for _, g in ipairs(self.groups) do self:_reduce_group(g) end
   end
+  self.reduced = true
+end
+
+-- this rank's copy of every parameter's whole value (all-gathered from the shards at
+-- stage 3), param -> tensor: for inspection and tests
+function Engine:gathered_parameters()
+  local out = {}
+  for _, g in ipairs(self.groups) do
+    local full = g.full
+    if self.stage == 3 then
+      full = lab.zeros(g.padded, { dtype = g.dtype })
+      lab.dist.all_gather_into_tensor(full, g.master:clone(), { group = self.group })
+    end
+    for _, p in ipairs(g.params) do out[p] = full:narrow(1, g.offsets[p], p:numel()):view(p.shape):clone() end
+  end
+  return out
+end
+
+-- every parameter's reduced (averaged) gradient, all-gathered from the gradient shards:
+-- what the next step() will use, before clipping (after reduce_gradients() at stage 1)
+function Engine:gathered_gradients()
+  local out = {}
+  for _, g in ipairs(self.groups) do
+    if g.grad_shard then
+      local full = lab.zeros(g.padded, { dtype = g.dtype })
+      lab.dist.all_gather_into_tensor(full, g.grad_shard:clone(), { group = self.group })
+      for _, p in ipairs(g.params) do out[p] = full:narrow(1, g.offsets[p], p:numel()):view(p.shape) end
+    end
+  end
+  return out
+end
+
+function Engine:step()
+  self.step_count = self.step_count + 1
+  self:reduce_gradients()
+  self.reduced = false
   local norm
   if self.clip then -- the global norm: every rank's shard contributes its squares
     local sq = lab.zeros(1, { dtype = "f64" })

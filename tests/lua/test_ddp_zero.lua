@@ -4,6 +4,7 @@
 -- lab.mem.estimate, and the traffic in lab.dist.stats() equals the theory.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
+local E = require("equivalence")
 local r, n = lab.dist.rank(), lab.dist.world()
 local B, STEPS = 3, 5
 
@@ -65,13 +66,11 @@ local function dist_step(model, step, opts)
   return avg:item()
 end
 
-local function compare(name, model, losses, ref, ref_losses, gather)
+-- the losses of every step, and every parameter's value after the last (entries from the
+-- module, or from a ZeRO engine's shards)
+local function compare(name, entries, losses, ref, ref_losses)
   for s = 1, STEPS do T.near(losses[s], ref_losses[s], 1e-5, name .. " loss of step " .. s) end
-  if gather then gather() end
-  local rp = ref:parameters()
-  for i, p in ipairs(model:parameters()) do
-    T.ok(lab.allclose(p, rp[i], 1e-5, 1e-10), string.format("%s: parameter %d equals the reference", name, i))
-  end
+  E.check(T, name, entries, ref, { grads = false, rtol = 1e-5, atol = 1e-10 })
 end
 
 for _, opts in ipairs({ {}, { clip = 0.05 }, { accum = true } }) do
@@ -89,7 +88,7 @@ for _, opts in ipairs({ {}, { clip = 0.05 }, { accum = true } }) do
         opt:step()
       end, opts)
     end
-    compare("ddp" .. label, model, losses, ref, ref_losses)
+    compare("ddp" .. label, E.entries(model.module), losses, ref, ref_losses)
   end)
 
   for stage = 1, 3 do
@@ -100,37 +99,12 @@ for _, opts in ipairs({ {}, { clip = 0.05 }, { accum = true } }) do
         model:zero_grad()
         losses[s] = dist_step(model, function() model:step() end, opts)
       end
-      compare("zero-" .. stage .. label, model, losses, ref, ref_losses, stage == 3 and function()
-        for _, g in ipairs(model.groups) do model:_gather(g) end
-      end or nil)
+      compare("zero-" .. stage .. label, E.zero_entries(model), losses, ref, ref_losses)
     end)
   end
 end
 
-T.test("DDP with a tied weight (used twice in one backward) equals one rank", function()
-  local c = { vocab = 16, d_model = 8, n_layer = 1, n_head = 2, seq_len = 4 }
-  lab.manual_seed(4)
-  local ids = lab.randint(0, 16, { 2 * n, 4 })
-  lab.manual_seed(3)
-  local ref = lab.nn.GPT(c)
-  local ropt = lab.optim.AdamW(ref:parameters(), { lr = 1e-2 })
-  lab.manual_seed(3)
-  local m = lab.ddp.wrap(lab.nn.GPT(c))
-  local opt = lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
-  local mine = ids:slice(1, 2 * r + 1, 2 * r + 2)
-  for _ = 1, 3 do
-    ropt:zero_grad()
-    local _, lr = ref(ids, ids)
-    lr:backward()
-    ropt:step()
-    opt:zero_grad()
-    local _, l = m(mine, mine)
-    l:backward()
-    opt:step()
-  end
-  T.ok(lab.allclose(m.module.wte.weight, ref.wte.weight, 1e-4, 1e-6),
-    string.format("tied embedding equals the reference (max |diff| %.3g)", lab.max_abs_diff(m.module.wte.weight, ref.wte.weight)))
-end)
+-- tied weights under DDP and every ZeRO stage: test_layouts.lua, over every parameter
 
 T.test("DDP names parameters that got no gradient, unless told to expect them", function()
   local model = lab.ddp.wrap(make(true))
