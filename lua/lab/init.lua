@@ -11,6 +11,7 @@ lab.ddp = require("lab.ddp")
 lab.zero = require("lab.zero")
 require("lab.mem")
 lab.prof = require("lab.prof")
+lab.dist.grid = require("lab.grid").new
 lab.tp = require("lab.tp")
 lab.pp = require("lab.pp")
 lab.moe = require("lab.moe")

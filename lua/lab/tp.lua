@@ -19,21 +19,9 @@ local D = lab.autograd.dist
 
 -- grid{tp=, dp=}: tensor-parallel groups of consecutive ranks (so TP stays inside a node),
 -- data-parallel groups across them: with tp=2, dp=2 ranks {0,1} and {2,3} are TP groups,
--- {0,2} and {1,3} DP groups.
-function tp.grid(opts)
-  local world, rank = lab.dist.world(), lab.dist.rank()
-  local t = opts.tp or 1
-  local d = opts.dp or world // t
-  if t * d ~= world then
-    error(string.format("rank %d: grid: tp %d x dp %d = %d does not match the world of %d ranks", rank, t, d, t * d, world), 0)
-  end
-  local g = { tp = t, dp = d }
-  g.tp_group = lab.dist.split(rank // t, rank % t)
-  g.dp_group = lab.dist.split(rank % t, rank // t)
-  g.tp_rank, g.dp_rank = rank % t, rank // t
-  return g
-end
-lab.dist.grid = tp.grid
+-- {0,2} and {1,3} DP groups. It is lab.dist.grid (lab/grid.lua), which also makes the CP,
+-- EP and PP groups.
+function tp.grid(opts) return lab.dist.grid(opts) end
 
 -- ---- the RNG tracker ----
 -- Dropout outside tensor-parallel regions acts on replicated activations and must draw the

@@ -159,11 +159,12 @@ end
 -- every parameter's value and gradient, expert slices gathered over the EP group, against
 -- the twin through the all-gradients helper
 local E = require("equivalence")
-local function check_every_grad(ep_model, full, what)
+local function check_every_grad(ep_model, full, what, ep_group)
   local entries = {}
+  ep_group = ep_group or world
   local function whole(p, t)
-    if not lab.moe.expert_slices[p] or n == 1 then return t end
-    return lab.cat(lab.dist.all_gather(t:contiguous(), { group = world }), 1)
+    if not lab.moe.expert_slices[p] or ep_group:size() == 1 then return t end
+    return lab.cat(lab.dist.all_gather(t:contiguous(), { group = ep_group }), 1)
   end
   for _, np in ipairs(ep_model:named_parameters()) do
     local p = np[2]
@@ -232,6 +233,25 @@ T.test(string.format("EP=%d MoE GPT (no drop) equals its single-rank twin in out
   lab.dist.all_reduce(avg, { op = "avg" })
   T.near(avg[1], lf:item(), 1e-5, "mean loss over ranks equals the twin's loss")
   check_every_grad(ep, full, "EP GPT")
+end)
+
+T.test("EP x DP (grid ep=2 at 4 ranks): MoE GPT with dropping equals its twin in every gradient", function()
+  if n ~= 4 then return end
+  local g = lab.dist.grid { ep = 2 }
+  lab.manual_seed(41)
+  local moe_opts = { experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, activation = "swiglu" }
+  local full = lab.nn.GPT(gpt_cfg(setmetatable({ groups = n }, { __index = moe_opts })))
+  local ep = lab.nn.GPT(gpt_cfg(setmetatable({ group = g.ep_group }, { __index = moe_opts })))
+  lab.moe.copy_from_full(ep, full)
+  local ids = lab.randint(0, 16, { n * 2, 4 })
+  local tgt = lab.randint(0, 16, { n * 2, 4 })
+  select(2, full(ids, tgt)):backward()
+  select(2, ep(ids:narrow(1, r * 2 + 1, 2):contiguous(), tgt:narrow(1, r * 2 + 1, 2):contiguous())):backward()
+  lab.moe.sync_gradients(ep, { dp_group = g.dp_group, expert_dp_group = g.edp_group })
+  local st = lab.moe.stats(ep, { group = g.dp_group })
+  T.ok(st.dropped > 0, "capacity 1.0 dropped tokens")
+  T.eq(st.dropped, lab.moe.stats(full).dropped, "dropped count equals the twin's")
+  check_every_grad(ep, full, "EP2 x DP", g.ep_group)
 end)
 
 T.test("measured all-to-all bytes equal the planner's formula (capacity 1.25, top-2)", function()
