@@ -157,8 +157,11 @@ function MixedPrecision:step(opts)
     for _, pr in ipairs(self.pairs) do pr.master.grad = nil end
     return false
   end
-  -- the global norm of the unscaled gradients, before clipping (as clip_grad_norm's)
-  if opts and opts.clip then self.grad_norm = lab.optim.clip_grad_norm(self.master_params, opts.clip) end
+  -- the global norm of the unscaled gradients, before clipping (as clip_grad_norm's); with
+  -- opts.group the model is split over that group (tensor parallelism) and so is the norm
+  if opts and opts.clip then
+    self.grad_norm = lab.optim.clip_grad_norm(self.master_params, opts.clip, { group = opts.group })
+  end
   self.optimizer:step()
   self:sync_model()
   if self.dynamic then

@@ -68,6 +68,28 @@ local function mark_sequence_parallel(module)
   for _, p in ipairs(module:parameters()) do p.sequence_parallel = true end
 end
 
+-- Every parameter marked sequence_parallel gets a hook that all-reduces its gradient over
+-- the TP group as it arrives, before autograd accumulates it into .grad: so the sum is right
+-- under gradient accumulation, and DDP's and ZeRO's hooks (which run after accumulation)
+-- see the full gradient. Hooked at forward time, so parameters that replaced the marked
+-- ones after construction (lab.amp's 16-bit copies carry the mark) are hooked too. Each
+-- layer hooks its own, so a layer used outside tp.GPT is right too; tp.GPT hooks the rest.
+local hooked = setmetatable({}, { __mode = "k" })
+function tp.hook_sequence_parallel_grads(model, group)
+  for _, p in ipairs(model:parameters()) do
+    if p.sequence_parallel and not hooked[p] then
+      hooked[p] = true
+      p:register_hook(function(g)
+        return lab.no_grad(function()
+          local sum = g:clone()
+          lab.dist.all_reduce(sum, { group = group })
+          return sum
+        end)
+      end)
+    end
+  end
+end
+
 local function check_divisible(what, n, p)
   if n % p ~= 0 then error(string.format("rank %d: %s of %d does not divide over %d tensor-parallel ranks",
       lab.dist.rank(), what, n, p), 0) end
@@ -136,7 +158,10 @@ function RowParallelLinear:forward(x)
   else
     y = D.reduce_from_region(partial, opts) -- g: the sum over ranks
   end
-  if self.bias then y = y + self.bias end
+  if self.bias then
+    if self.sequence_parallel then tp.hook_sequence_parallel_grads(self, self.group) end
+    y = y + self.bias
+  end
   return y
 end
 
@@ -264,7 +289,7 @@ tp.vocab_parallel_cross_entropy = vocab_parallel_ce
 local TPBlock = nn.class("TPBlock")
 tp.Block = TPBlock
 function TPBlock:init(full, cfg, opts)
-  self.sequence_parallel = opts.sequence_parallel
+  self.sequence_parallel, self.group = opts.sequence_parallel, group_info(opts)
   self.p_drop, self.tracker = cfg.dropout or 0, opts.tracker
   if opts.sequence_parallel then
     mark_sequence_parallel(full.ln1)
@@ -287,6 +312,7 @@ function TPBlock:drop(y)
   return lab.dropout(y, self.p_drop, true)
 end
 function TPBlock:forward(x)
+  if self.sequence_parallel then tp.hook_sequence_parallel_grads(self, self.group) end
   x = x + self:drop(self.attn(self.ln1(x)))
   return x + self:drop(self.mlp(self.ln2(x)))
 end
@@ -314,27 +340,6 @@ function TPGPT:init(cfg, opts)
   self:add("head", ColumnParallelLinear(cfg.d_model, cfg.vocab, { from = full.head, gather_output = false,
     group = self.group, sequence_parallel = opts.sequence_parallel }))
   if opts.sequence_parallel then mark_sequence_parallel(self.ln_f) end
-end
-
--- Every parameter marked sequence_parallel gets a hook that all-reduces its gradient over
--- the TP group as it arrives, before autograd accumulates it into .grad: so the sum is right
--- under gradient accumulation, and DDP's and ZeRO's hooks (which run after accumulation)
--- see the full gradient. Hooked at forward time, so parameters that replaced the marked
--- ones after construction (lab.amp's 16-bit copies carry the mark) are hooked too.
-local hooked = setmetatable({}, { __mode = "k" })
-function tp.hook_sequence_parallel_grads(model, group)
-  for _, p in ipairs(model:parameters()) do
-    if p.sequence_parallel and not hooked[p] then
-      hooked[p] = true
-      p:register_hook(function(g)
-        return lab.no_grad(function()
-          local sum = g:clone()
-          lab.dist.all_reduce(sum, { group = group })
-          return sum
-        end)
-      end)
-    end
-  end
 end
 
 function TPGPT:forward(ids, targets)
