@@ -15,6 +15,7 @@ lab.dist.grid = require("lab.grid").new
 lab.tp = require("lab.tp")
 lab.pp = require("lab.pp")
 lab.moe = require("lab.moe")
+lab.cp = require("lab.cp")
 lab.amp = require("lab.amp")
 lab.lora = require("lab.lora")
 lab.ckpt = require("lab.ckpt")

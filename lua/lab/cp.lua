@@ -1,0 +1,267 @@
+-- lab.cp: context parallelism. The sequence is split over the ranks of a CP group; every
+-- layer but attention works on the rank's own positions alone, and attention needs every
+-- key and value of the sequence. Two ways to get them:
+--   ring        (Liu et al., ring attention; Megatron CP) K and V blocks travel around the
+--               ring: at each of the N steps a rank attends its queries to the block it
+--               holds while it already sends that block on and receives the next one
+--               (isend/irecv posted before the block's compute, waited after it). The
+--               partial results are merged by their log-sum-exp (the online softmax of
+--               FlashAttention), so no rank ever holds more than two K/V blocks. Backward
+--               runs the ring again; the dK/dV of each block travel with it and arrive home
+--               after N steps.
+--   allgather   (Llama 3) all-gather K and V, attend locally; simpler, and K/V are much
+--               smaller than Q under GQA, but every rank holds the whole sequence's K/V.
+-- Causal balance: with a contiguous split rank N-1 attends to the whole prefix and rank 0
+-- to almost nothing. The zigzag split gives rank i chunks i and 2N-1-i of 2N, so every
+-- rank has the same share of the causal triangle (Megatron CP, Llama 3).
+local cp = {}
+local D = lab.autograd.dist
+
+-- 0-based positions of rank r's tokens in a sequence of T over n ranks
+function cp.positions(T, n, r, zigzag)
+  if zigzag == nil then zigzag = true end
+  local pos = {}
+  if zigzag and n > 1 then
+    if T % (2 * n) ~= 0 then
+      error(string.format("rank %d: cp: sequence of %d does not split into %d zigzag chunks (2 x %d ranks)", lab.dist.rank(), T, 2 * n, n), 3)
+    end
+    local c = T // (2 * n)
+    for _, chunk in ipairs({ r, 2 * n - 1 - r }) do
+      for i = 0, c - 1 do pos[#pos + 1] = chunk * c + i end
+    end
+  else
+    if T % n ~= 0 then error(string.format("rank %d: cp: sequence of %d does not split over %d ranks", lab.dist.rank(), T, n), 3) end
+    local c = T // n
+    for i = 0, c - 1 do pos[#pos + 1] = r * c + i end
+  end
+  return pos
+end
+
+-- this rank's positions of x along dim (differentiable: narrow and cat)
+function cp.shard(x, dim, opts)
+  opts = opts or {}
+  local g = opts.group or lab.dist.world_group()
+  local n, r = g:size(), g:rank()
+  local T = x.shape[dim]
+  local pos = cp.positions(T, n, r, opts.zigzag)
+  local c = (opts.zigzag ~= false and n > 1) and T // (2 * n) or T // n
+  local parts = {}
+  for i = 1, #pos, c do parts[#parts + 1] = x:narrow(dim, pos[i] + 1, c) end
+  return #parts == 1 and parts[1] or lab.cat(parts, dim)
+end
+
+-- the additive causal mask of queries at qpos against keys at kpos: 0 where the key is at
+-- or before the query, -1e30 after; nil when nothing is masked, false when everything is
+local function causal_mask(qpos, kpos)
+  local qmin, qmax, kmin, kmax = math.huge, -math.huge, math.huge, -math.huge
+  for _, p in ipairs(qpos) do qmin, qmax = math.min(qmin, p), math.max(qmax, p) end
+  for _, p in ipairs(kpos) do kmin, kmax = math.min(kmin, p), math.max(kmax, p) end
+  if kmin > qmax then return false end
+  if kmax <= qmin then return nil end
+  local q = lab.tensor(qpos, { dtype = "f32" }):view(#qpos, 1)
+  local k = lab.tensor(kpos, { dtype = "f32" }):view(1, #kpos)
+  return k:gt(q):to("f32") * -1e30
+end
+
+-- one block of attention: out [B,H,Tq,D] and its log-sum-exp [B,H,Tq,1]
+local function block_forward(q, k, v, scale, mask)
+  local s = q:matmul(k:transpose(3, 4)) * scale
+  if mask then s = s + mask end
+  local m = s:max(4, true)
+  local p = (s - m):exp()
+  local l = p:sum(4, true)
+  return (p / l):matmul(v), m + l:log()
+end
+
+-- merges two partial results by their log-sum-exp
+local function merge(o, lse, o2, lse2)
+  if not o then return o2, lse2 end
+  local mx = lse:maximum(lse2)
+  local new = mx + ((lse - mx):exp() + (lse2 - mx):exp()):log()
+  return o * (lse - new):exp() + o2 * (lse2 - new):exp(), new
+end
+
+-- gradients of one block given the merged output's lse and Dsum = rowsum(dO * O)
+local function block_backward(q, k, v, dout, lse, dsum, scale, mask)
+  local s = q:matmul(k:transpose(3, 4)) * scale
+  if mask then s = s + mask end
+  local p = (s - lse):exp()
+  local dv = p:transpose(3, 4):matmul(dout)
+  local ds = p * (dout:matmul(v:transpose(3, 4)) - dsum)
+  return ds:matmul(k) * scale, ds:transpose(3, 4):matmul(q) * scale, dv
+end
+
+-- starts sending a to the next rank and receiving b's twin from the previous
+local function pass_on(g, a, nxt, prv, tag)
+  local got = lab.empty(a.shape, { dtype = a.dtype })
+  return got, { lab.dist.isend(a, nxt, { group = g, tag = tag }), lab.dist.irecv(got, prv, { group = g, tag = tag }) }
+end
+local function wait_all(hs) for _, h in ipairs(hs) do h:wait() end end
+
+cp.timing = { compute = 0, wait = 0 } -- seconds in block compute vs waiting for blocks
+
+-- Ring attention: q, k, v [B, H, T/N, D] of this rank (positions from cp.positions);
+-- opts: group, causal (true), zigzag (true), scale (1/sqrt(D)). Returns [B, H, T/N, D].
+function cp.ring_attention(q, k, v, opts)
+  opts = opts or {}
+  local g = opts.group or lab.dist.world_group()
+  local n, r = g:size(), g:rank()
+  local causal = opts.causal ~= false
+  local Tl = q.shape[3]
+  local scale = opts.scale or 1 / math.sqrt(q.shape[4])
+  local pos = {}
+  for j = 0, n - 1 do pos[j] = cp.positions(Tl * n, n, j, opts.zigzag) end
+  local nxt, prv = (r + 1) % n, (r - 1 + n) % n
+  local function mask_for(src)
+    if not causal then return nil end
+    return causal_mask(pos[r], pos[src])
+  end
+  local F = lab.autograd.Function {
+    forward = function(ctx, qq, kk, vv)
+      local kc, vc = kk:contiguous(), vv:contiguous()
+      local o, lse
+      for step = 0, n - 1 do
+        local src = (r - step + n) % n -- the rank whose K/V block this rank holds now
+        local kn, vn, hk, hv
+        if step < n - 1 then -- the next block is on its way while this one is computed
+          kn, hk = pass_on(g, kc, nxt, prv, 11)
+          vn, hv = pass_on(g, vc, nxt, prv, 12)
+        end
+        local t0 = lab.clock()
+        local mask = mask_for(src)
+        if mask ~= false then o, lse = merge(o, lse, block_forward(qq, kc, vc, scale, mask)) end
+        local t1 = lab.clock()
+        if hk then wait_all(hk); wait_all(hv) end
+        cp.timing.compute, cp.timing.wait = cp.timing.compute + t1 - t0, cp.timing.wait + lab.clock() - t1
+        kc, vc = kn, vn
+      end
+      ctx:save_for_backward(qq, kk, vv, o, lse)
+      return o
+    end,
+    backward = function(ctx, dout)
+      local qq, kk, vv, o, lse = table.unpack(ctx.saved_tensors)
+      dout = dout:contiguous()
+      local dsum = (dout * o):sum(4, true)
+      local dq = lab.zeros_like(qq)
+      local kc, vc = kk:contiguous(), vv:contiguous()
+      local dk, dv -- the accumulators of the block this rank holds, arriving from prv
+      local pending -- handles of the accumulators in flight
+      for step = 0, n - 1 do
+        local src = (r - step + n) % n
+        local kn, vn, hk, hv
+        if step < n - 1 then
+          kn, hk = pass_on(g, kc, nxt, prv, 21)
+          vn, hv = pass_on(g, vc, nxt, prv, 22)
+        end
+        local t0 = lab.clock()
+        local mask = mask_for(src)
+        local cdq, cdk, cdv
+        if mask ~= false then cdq, cdk, cdv = block_backward(qq, kc, vc, dout, lse, dsum, scale, mask) end
+        local t1 = lab.clock()
+        if pending then wait_all(pending.h) end -- this block's accumulators, from the previous rank
+        local acc_k = pending and pending.k or lab.zeros_like(kc)
+        local acc_v = pending and pending.v or lab.zeros_like(vc)
+        if cdq then
+          dq = dq + cdq
+          acc_k, acc_v = acc_k + cdk, acc_v + cdv
+        end
+        if n == 1 then
+          dk, dv = acc_k, acc_v
+        else -- on to the next rank with the block; after N steps they are home
+          local rk, hk2 = pass_on(g, acc_k:contiguous(), nxt, prv, 23)
+          local rv, hv2 = pass_on(g, acc_v:contiguous(), nxt, prv, 24)
+          pending = { k = rk, v = rv, h = { hk2[1], hk2[2], hv2[1], hv2[2] } }
+        end
+        if hk then wait_all(hk); wait_all(hv) end
+        cp.timing.compute, cp.timing.wait = cp.timing.compute + t1 - t0, cp.timing.wait + lab.clock() - t1
+        kc, vc = kn, vn
+      end
+      if pending then
+        wait_all(pending.h)
+        dk, dv = pending.k, pending.v
+      end
+      return dq, dk, dv
+    end,
+  }
+  return F(q, k, v)
+end
+
+-- All-gather attention (Llama 3): K and V of every rank gathered (differentiable: the
+-- backward reduce-scatters their gradients), then ordinary masked attention.
+function cp.allgather_attention(q, k, v, opts)
+  opts = opts or {}
+  local g = opts.group or lab.dist.world_group()
+  local n, r = g:size(), g:rank()
+  local Tl = q.shape[3]
+  local scale = opts.scale or 1 / math.sqrt(q.shape[4])
+  local kall = n > 1 and D.all_gather(k:contiguous(), { group = g, dim = 3 }) or k
+  local vall = n > 1 and D.all_gather(v:contiguous(), { group = g, dim = 3 }) or v
+  local s = q:matmul(kall:transpose(3, 4)) * scale
+  if opts.causal ~= false then
+    local kpos = {}
+    for j = 0, n - 1 do
+      for _, p in ipairs(cp.positions(Tl * n, n, j, opts.zigzag)) do kpos[#kpos + 1] = p end
+    end
+    local mask = causal_mask(cp.positions(Tl * n, n, r, opts.zigzag), kpos)
+    if mask then s = s + mask end
+  end
+  return s:softmax(4):matmul(vall)
+end
+
+-- ---- a context-parallel GPT ----
+-- Built from an unsharded lab.nn.GPT with the same seed on every rank, so its parameters
+-- and their names are the full model's (replicated; gradients averaged over the CP group
+-- by sync_gradients). forward(ids, targets) takes the whole sequences and works on this
+-- rank's positions; the loss is the mean over them.
+local CPGPT = lab.nn.class("CPGPT")
+cp.GPT = CPGPT
+-- opts: group, attention ('ring' | 'allgather'), zigzag (true)
+function CPGPT:init(cfg, opts)
+  opts = opts or {}
+  self.cfg, self.group = cfg, opts.group or lab.dist.world_group()
+  self.attention, self.zigzag = opts.attention or "ring", opts.zigzag ~= false
+  if self.attention ~= "ring" and self.attention ~= "allgather" then
+    error(string.format("rank %d: cp.GPT: attention must be 'ring' or 'allgather', got %s", lab.dist.rank(), tostring(opts.attention)), 2)
+  end
+  local full = lab.nn.GPT(cfg)
+  for _, name in ipairs(full._names) do
+    if full._kinds[name] == "module" then self:add(name, full[name]) end
+  end
+end
+
+function CPGPT:forward(ids, targets)
+  local g, cfg = self.group, self.cfg
+  local n, r = g:size(), g:rank()
+  local T = ids.shape[2]
+  local pos = cp.positions(T, n, r, self.zigzag)
+  local mine = cp.shard(ids, 2, { group = g, zigzag = self.zigzag }):contiguous()
+  local x = self.drop(self.wte(mine) + self.wpe(lab.tensor(pos, { dtype = "i64" })))
+  local attend = self.attention == "ring" and cp.ring_attention or cp.allgather_attention
+  local B, Tl, C, H = x.shape[1], x.shape[2], cfg.d_model, cfg.n_head
+  for _, block in self.blocks:iter() do
+    local a = block.attn
+    local q, k, v = table.unpack(a.qkv(block.ln1(x)):split(C, 3))
+    local function heads(t) return t:view(B, Tl, H, C // H):transpose(2, 3) end
+    local y = attend(heads(q), heads(k), heads(v), { group = g, zigzag = self.zigzag })
+    x = x + a.drop(a.proj(y:transpose(2, 3):contiguous():view(B, Tl, C)))
+    x = x + block.mlp(block.ln2(x))
+  end
+  x = self.ln_f(x)
+  local logits = self.head and self.head(x) or x:view(B * Tl, C):matmul(self.wte.weight:t()):view(B, Tl, cfg.vocab)
+  if targets then
+    local t = cp.shard(targets, 2, { group = g, zigzag = self.zigzag }):contiguous()
+    return logits, lab.cross_entropy(logits, t)
+  end
+  return logits
+end
+
+-- the replicas' gradients averaged over the CP group (each rank's loss covers its positions)
+function cp.sync_gradients(model, group)
+  group = group or lab.dist.world_group()
+  if group:size() == 1 then return end
+  for _, p in ipairs(model:parameters()) do
+    if p.grad then lab.dist.all_reduce(p.grad, { op = "avg", group = group }) end
+  end
+end
+
+return cp
