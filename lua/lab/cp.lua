@@ -63,14 +63,18 @@ local function causal_mask(qpos, kpos)
   return k:gt(q):to("f32") * -1e30
 end
 
--- one block of attention: out [B,H,Tq,D] and its log-sum-exp [B,H,Tq,1]
+-- One block of attention: out [B,H,Tq,D] and its log-sum-exp [B,H,Tq,1]. The score block
+-- is worked on in place and closed at the end, so a step holds one [Tq x Tk] block at a
+-- time (Lua's collector would otherwise keep each step's temporaries until it runs).
 local function block_forward(q, k, v, scale, mask)
-  local s = q:matmul(k:transpose(3, 4)) * scale
-  if mask then s = s + mask end
+  local s <close> = q:matmul(k:transpose(3, 4))
+  s:mul_(scale)
+  if mask then s:add_(mask) end
   local m = s:max(4, true)
-  local p = (s - m):exp()
-  local l = p:sum(4, true)
-  return (p / l):matmul(v), m + l:log()
+  s:sub_(m):exp_()
+  local l = s:sum(4, true)
+  s:div_(l)
+  return s:matmul(v), m + l:log()
 end
 
 -- merges two partial results by their log-sum-exp
@@ -81,14 +85,17 @@ local function merge(o, lse, o2, lse2)
   return o * (lse - new):exp() + o2 * (lse2 - new):exp(), new
 end
 
--- gradients of one block given the merged output's lse and Dsum = rowsum(dO * O)
+-- gradients of one block given the merged output's lse and dsum = rowsum(dO * O):
+-- P = exp(S - lse), dV = P^T dO, dS = P * (dO V^T - dsum), dQ = dS K, dK = dS^T Q (x scale)
 local function block_backward(q, k, v, dout, lse, dsum, scale, mask)
-  local s = q:matmul(k:transpose(3, 4)) * scale
-  if mask then s = s + mask end
-  local p = (s - lse):exp()
+  local p <close> = q:matmul(k:transpose(3, 4))
+  p:mul_(scale)
+  if mask then p:add_(mask) end
+  p:sub_(lse):exp_()
   local dv = p:transpose(3, 4):matmul(dout)
-  local ds = p * (dout:matmul(v:transpose(3, 4)) - dsum)
-  return ds:matmul(k) * scale, ds:transpose(3, 4):matmul(q) * scale, dv
+  local ds <close> = dout:matmul(v:transpose(3, 4))
+  ds:sub_(dsum):mul_(p)
+  return ds:matmul(k):mul_(scale), ds:transpose(3, 4):matmul(q):mul_(scale), dv
 end
 
 -- starts sending a to the next rank and receiving b's twin from the previous
@@ -133,6 +140,7 @@ function cp.ring_attention(q, k, v, opts)
         local t1 = lab.clock()
         if hk then wait_all(hk); wait_all(hv) end
         cp.timing.compute, cp.timing.wait = cp.timing.compute + t1 - t0, cp.timing.wait + lab.clock() - t1
+        if step > 0 then kc:close(); vc:close() end -- a received block, done with
         kc, vc = kn, vn
       end
       ctx:save_for_backward(qq, kk, vv, o, lse)
@@ -174,6 +182,7 @@ function cp.ring_attention(q, k, v, opts)
         end
         if hk then wait_all(hk); wait_all(hv) end
         cp.timing.compute, cp.timing.wait = cp.timing.compute + t1 - t0, cp.timing.wait + lab.clock() - t1
+        if step > 0 then kc:close(); vc:close() end
         kc, vc = kn, vn
       end
       if pending then
