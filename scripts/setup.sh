@@ -5,7 +5,7 @@ set -euo pipefail
 
 LLMLAB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LLMLAB_PACKAGES=(cmake make gcc pkg-config liblua5.4-dev libreadline-dev libopenmpi-dev openmpi-bin
-  libcmocka-dev libopenblas-dev libopenblas-openmp-dev tmux)
+  libcmocka-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev tmux)
 
 llmlab_install_missing() {
   local missing=()

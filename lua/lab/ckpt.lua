@@ -1,223 +1,285 @@
--- lab.ckpt: checkpoints that survive crashes and resume bit for bit.
+-- lab.ckpt: checkpoints that are refused when damaged, never lost, and load into any layout.
 --
 --   lab.ckpt.save("run/ckpt", {model = m, optimizer = opt, step = 1000})
---   lab.ckpt.save("run/ckpt", {model = m, amp = mp, step = 1000})   -- mixed precision: masters too
---   lab.ckpt.save("run/ckpt", {model = zero_model, step = 1000})    -- ZeRO: each rank its shards
---   local state = lab.ckpt.load("run/ckpt", {model = m, optimizer = opt})  -- state.step
+--   lab.ckpt.save("run/ckpt", {model = m, amp = mp, step = 1000})    -- mixed precision: masters too
+--   lab.ckpt.save("run/ckpt", {model = zero_engine, step = 1000})    -- ZeRO: each rank its shards
+--   lab.ckpt.save("run/ckpt", {model = m, optimizer = opt, step = 1000, async = true}) -- written
+--       in a background thread while training goes on; lab.ckpt.wait() (or the next save or
+--       load) waits for it, commits it and raises on every rank if it failed
+--   local st = lab.ckpt.load("run/ckpt", {model = m, optimizer = opt})  -- st.step, st.extra
 --
--- A checkpoint is a directory: one .npy per tensor (parameters, buffers, optimizer
--- moments) and a manifest (step, RNG state, optimizer counters, names, shapes, dtypes).
--- Every rank writes its own part (rank<r>/), since under ZeRO or tensor parallelism each
--- holds different tensors. It is written under a temporary name, each file synced to disk, and
--- renamed into place only when complete, so a crash mid-save leaves the previous
--- checkpoint whole. Loading checks every name, shape and dtype against the model.
+-- Layout on disk: run/ckpt/step_00001000/rank<r>.safetensors + rank<r>.json per rank (see
+-- ckpt_format.lua), and run/ckpt/latest naming the newest complete step directory. A save
+-- writes into step_N.incomplete/ (each file to a temporary name, fsynced, renamed, its
+-- directory fsynced), then rank 0 renames the directory into place, replaces `latest`
+-- atomically and only then removes older steps: at every instant `latest` names a complete
+-- checkpoint. Everything that cannot be stored faithfully (NaN in extra, a step that is not
+-- an integer) is refused before anything on disk changes.
+-- Loading reads and checks everything on every rank (indexes, checksums, dtypes, shapes, the
+-- model's names) and the ranks agree before any model or optimizer changes: all load, or all
+-- raise naming the rank and the file at fault. Shards are described by global shapes and
+-- offsets, so a checkpoint saved under one layout (TP, PP, DP, ZeRO stage, world size) loads
+-- into another. Options: group = the ranks taking part (default: the world).
 local ckpt = {}
+local C = lab._ckpt
+local fmt = require("lab.ckpt_format")
+local S = require("lab.ckpt_state")
 
-local function sh(cmd) return os.execute(cmd) end
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local pending -- the asynchronous save in flight
 
-local function serialize(v, indent)
-  indent = indent or ""
-  if type(v) == "table" then
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = k end
-    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-    local parts = {}
-    for _, k in ipairs(keys) do
-      local key = type(k) == "number" and ("[" .. k .. "]") or string.format("[%q]", k)
-      parts[#parts + 1] = indent .. "  " .. key .. " = " .. serialize(v[k], indent .. "  ")
-    end
-    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
-  elseif type(v) == "string" then return string.format("%q", v)
-  elseif math.type(v) == "integer" then return string.format("%d", v)
-  elseif type(v) == "number" then return string.format("%.17g", v)
-  elseif type(v) == "boolean" then return tostring(v) end
-  error("ckpt: cannot store a " .. type(v) .. " in the manifest", 3)
-end
+local function rank_of(g) return lab.dist.rank(g) end
 
--- the tensors to write: model state, optimizer moments
-local function collect(state)
-  local tensors, meta = {}, { step = state.step or 0, rng = lab.get_rng_state(), extra = state.extra,
-    world = lab.dist.world() }
-  local model = state.model
-  if model and model.checkpoint_state then -- sharded (ZeRO): the model saves its own shards
-    local ts
-    ts, meta.sharded = model:checkpoint_state()
-    for name, t in pairs(ts) do tensors[name] = t end
-  elseif model then
-    for name, t in pairs(model:state_dict()) do tensors["model." .. name] = t end
-  end
-  local opt = state.optimizer or (state.amp and state.amp.optimizer)
-  if opt and opt ~= model then
-    meta.optimizer = { step_count = opt.step_count, lr = opt.lr }
-    for i, s in pairs(opt.state) do
-      if lab.is_tensor(s) then tensors["optim." .. i .. ".buf"] = s
-      else
-        for k, t in pairs(s) do tensors["optim." .. i .. "." .. k] = t end
-      end
-    end
-  end
-  if state.amp then -- the fp32 masters are the truth; the 16-bit weights are cast from them
-    for i, pr in ipairs(state.amp.pairs) do tensors["amp.master." .. i] = pr.master end
-    meta.amp = state.amp:scaler_state()
-  end
-  meta.tensors = {}
-  for name, t in pairs(tensors) do meta.tensors[name] = { shape = t.shape, dtype = t.dtype } end
-  return tensors, meta
-end
-
--- Writes the checkpoint; collective over the ranks (every rank writes its part, rank 0
--- swaps the complete directory into place after all parts are written).
 -- the arguments every entry point takes: a directory name and a table of what to save
-local function check_args(op, dir, state)
+local function check_args(op, dir, st)
   local r = lab.dist.rank()
   if type(dir) ~= "string" or dir == "" then
     error(string.format("rank %d: %s: the first argument is the checkpoint directory, got %s", r, op, type(dir)), 0)
   end
-  if type(state) ~= "table" then
+  if type(st) ~= "table" then
     error(string.format("rank %d: %s: the second argument is a table {model=, optimizer=, amp=, step=}, got %s",
-      r, op, type(state)), 0)
+      r, op, type(st)), 0)
   end
-  local m = state.model
-  if m == nil or lab.nn.is_module(m) or m.checkpoint_state then return state end
-  if type(m) == "table" and lab.nn.is_module(m.module) then -- a DDP wrapper: its module is the model
-    local unwrapped = {}
-    for k, v in pairs(state) do unwrapped[k] = v end
-    unwrapped.model = m.module
-    return unwrapped
+  local m = S.unwrap(st.model)
+  if m ~= nil and not lab.nn.is_module(m) and not m.checkpoint_shards then
+    error(string.format("rank %d: %s: model must be a lab.nn module (or a DDP, ZeRO or pipeline wrapper), got %s", r,
+      op, lab.is_tensor(m) and "a tensor" or type(m)), 0)
   end
-  error(string.format("rank %d: %s: model must be a lab.nn module (or a DDP or ZeRO wrapper), got %s", r, op,
-    lab.is_tensor(m) and "a tensor" or type(m)), 0)
+  return st
 end
 
-function ckpt.save(dir, state)
-  state = check_args("ckpt.save", dir, state)
-  local r = lab.dist.rank()
-  local tmp = dir .. ".incomplete"
-  if r == 0 then sh("rm -rf " .. quote(tmp) .. " && mkdir -p " .. quote(tmp)) end
-  lab.dist.barrier()
-  local mine = string.format("%s/rank%d", tmp, r)
-  sh("mkdir -p " .. quote(mine))
-  local tensors, meta = collect(state)
-  -- fault injection for tests: fail after this many files (LLMLAB_CKPT_FAIL_AFTER or the
-  -- field ckpt.fail_after, which is cleared after one use)
-  local fail_after = ckpt.fail_after or tonumber(os.getenv("LLMLAB_CKPT_FAIL_AFTER") or "")
-  ckpt.fail_after = nil
-  local written = 0
-  local ok, err = pcall(function()
-    for name, t in pairs(tensors) do
-      if fail_after and written >= fail_after then error("ckpt: injected failure after " .. written .. " files", 0) end
-      t:save_npy(mine .. "/" .. name .. ".npy")
-      written = written + 1
+-- Every rank's problem (a string or nil) is gathered on every rank; if any rank has one, all
+-- raise: their own problem, or the first failing rank's (naming it). Collective over g.
+local MSG = 400
+local function agree(op, problem, g, suffix)
+  local world, r = lab.dist.world(g), rank_of(g)
+  local buf = lab.zeros(world * MSG, { dtype = "i32" })
+  if problem then
+    local s = tostring(problem):gsub("^rank %d+: ", ""):sub(1, MSG)
+    if s == "" then s = "failed" end
+    buf:narrow(1, r * MSG + 1, #s):copy_(lab.tensor({ s:byte(1, -1) }, { dtype = "i32" }))
+  end
+  lab.dist.all_reduce(buf, { group = g })
+  local failed = {}
+  for q = 0, world - 1 do
+    if buf[q * MSG + 1] ~= 0 then failed[#failed + 1] = q end
+  end
+  if #failed == 0 then return end
+  local function text(q)
+    local row, chars = buf:narrow(1, q * MSG + 1, MSG), {}
+    for i = 1, MSG do
+      local c = row[i]
+      if c == 0 then break end
+      chars[#chars + 1] = string.char(c)
     end
-    local f = assert(io.open(mine .. "/manifest.lua.tmp", "w"))
-    f:write("return ", serialize(meta), "\n")
-    f:close()
-    assert(os.rename(mine .. "/manifest.lua.tmp", mine .. "/manifest.lua"))
-    -- this rank's files and their directory on disk before it reports success
-    assert(sh("sync " .. quote(mine) .. "/* " .. quote(mine)), "ckpt: cannot sync " .. mine)
-  end)
-  -- every rank must know whether every part was written before anything is swapped
-  local bad = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
-  lab.dist.all_reduce(bad)
-  if bad[1] > 0 then
-    lab.dist.barrier()
-    if r == 0 then sh("rm -rf " .. quote(tmp)) end
-    error(string.format("rank %d: ckpt.save: %s; the previous checkpoint in %s is untouched", r,
-      ok and "another rank failed to write its part" or tostring(err), dir), 0)
+    return table.concat(chars)
   end
-  if r == 0 then
-    sh("sync " .. quote(tmp)) -- the rank directories' entries
-    local old = dir .. ".previous"
-    sh("rm -rf " .. quote(old))
-    os.rename(dir, old) -- may not exist yet
-    assert(os.rename(tmp, dir), "ckpt.save: cannot move the new checkpoint into place")
-    sh("rm -rf " .. quote(old))
-  end
-  lab.dist.barrier()
-end
-
--- Loads into the model (and optimizer) what save wrote; restores the RNG stream. Returns
--- {step=, extra=}. Collective, like save: every rank loads its own part.
-function ckpt.load(dir, state)
-  state = check_args("ckpt.load", dir, state)
-  local r = lab.dist.rank()
-  local part = string.format("%s/rank%d", dir, r)
-  -- every rank must find its part before any rank changes its model (and before ZeRO's
-  -- collectives inside the load): a missing part, a damaged manifest or another world size
-  -- raises on every rank together
-  local chunk, err = loadfile(part .. "/manifest.lua", "t", {})
-  local meta, problem
-  if not chunk then
-    problem = string.format("no complete checkpoint at %s (%s)", dir, err)
+  local msg
+  if problem then
+    msg = tostring(problem):gsub("^rank %d+: ", "")
   else
-    local ok, m = pcall(chunk)
-    if not ok or type(m) ~= "table" or type(m.tensors) ~= "table" then
-      problem = string.format("the manifest of %s is damaged", part)
-    elseif m.world and m.world ~= lab.dist.world() then
-      problem = string.format("%s was saved by %d ranks; this world has %d", dir, m.world, lab.dist.world())
-    else
-      meta = m
+    msg = string.format("rank %d failed: %s", failed[1], text(failed[1]))
+  end
+  if #failed > 1 then msg = msg .. string.format(" (%d ranks failed: %s)", #failed, table.concat(failed, ", ")) end
+  error(string.format("rank %d: %s: %s%s", lab.dist.rank(), op, msg, suffix or ""), 0)
+end
+
+local function mkdir_p(dir)
+  local path = dir:sub(1, 1) == "/" and "" or "."
+  for part in dir:gmatch("[^/]+") do
+    path = path .. "/" .. part
+    if not C.is_dir(path) then C.mkdir(path) end
+  end
+end
+
+-- the step directory a load reads: the one `latest` names, or dir itself when it is one
+local function resolve(dir)
+  local latest = C.read_file(dir .. "/latest", 4096)
+  if latest then
+    local name = latest:match("^(step_%d+[%-%d]*)\n?$")
+    if not name then error(string.format("%s/latest does not name a step directory", dir), 0) end
+    return dir .. "/" .. name
+  end
+  local names = C.list_dir(dir)
+  if names then
+    for _, n in ipairs(names) do
+      if n == fmt.rank_file(0, "json") then return dir end
     end
   end
-  local bad = lab.tensor({ problem and 1 or 0 }, { dtype = "i32" })
-  lab.dist.all_reduce(bad)
-  if bad[1] > 0 then
-    error(string.format("rank %d: ckpt.load: %s", r, problem or string.format(
-      "%d other rank(s) cannot read their part of %s", bad[1], dir)), 0)
+  error(string.format("no complete checkpoint at %s (no %s/latest)", dir, dir), 0)
+end
+
+-- The last step of a save: every rank says whether its part is written; rank 0 renames the
+-- directory into place, replaces `latest` and removes what is older; then all agree again.
+local function commit(p, ok, err)
+  local g = p.group
+  for _, t in ipairs(p.snapshots or {}) do t:close() end
+  local aok, aerr = pcall(agree, "ckpt.save", not ok and err or nil, g,
+    string.format("; the previous checkpoint in %s is untouched", p.dir))
+  if not aok then
+    if rank_of(g) == 0 then pcall(C.remove_tree, p.tmp) end
+    if p.armed then C.fault() end
+    error(aerr, 0)
   end
-  local function read(name)
-    local want = meta.tensors[name]
-    if not want then error(string.format("rank %d: ckpt.load: %s is not in the checkpoint", r, name), 0) end
-    local t = lab.load_npy(part .. "/" .. name .. ".npy")
-    if table.concat(t.shape, ",") ~= table.concat(want.shape, ",") then
-      error(string.format("rank %d: ckpt.load: %s has shape [%s] in its file, the manifest says [%s]", r, name,
-        table.concat(t.shape, ", "), table.concat(want.shape, ", ")), 0)
-    end
-    return t:to(want.dtype)
-  end
-  local model = state.model
-  if model and model.load_checkpoint_state then
-    model:load_checkpoint_state(read, meta.sharded)
-  elseif model then
-    if meta.sharded then
-      error(string.format("rank %d: ckpt.load: %s holds ZeRO-%d shards; load it into a model wrapped the same way",
-        r, dir, meta.sharded.stage), 0)
-    end
-    local sd = {}
-    for name in pairs(model:state_dict()) do sd[name] = read("model." .. name) end
-    model:load_state_dict(sd)
-  end
-  local opt = state.optimizer or (state.amp and state.amp.optimizer)
-  if opt and opt ~= model and meta.optimizer then
-    opt.step_count = meta.optimizer.step_count
-    opt.lr = meta.optimizer.lr
-    opt.state = {}
-    for name in pairs(meta.tensors) do
-      local i, k = name:match("^optim%.(%d+)%.(%w+)$")
-      if i then
-        i = tonumber(i)
-        local t = lab.mem.tag(read(name), "optimizer")
-        if k == "buf" then opt.state[i] = t
-        else
-          opt.state[i] = opt.state[i] or {}
-          opt.state[i][k] = t
-        end
+  local problem
+  if rank_of(g) == 0 then
+    local cok, cerr = pcall(function()
+      C.rename(p.tmp, p.dir .. "/" .. p.name)
+      C.write_file(p.dir .. "/latest", p.name .. "\n")
+      for _, n in ipairs(C.list_dir(p.dir) or {}) do
+        if n:match("^step_") and n ~= p.name then C.remove_tree(p.dir .. "/" .. n) end
       end
-    end
-  end
-  if state.amp then
-    if not meta.amp then
-      error(string.format("rank %d: ckpt.load: %s was saved without mixed precision (no fp32 masters)", r, dir), 0)
-    end
-    lab.no_grad(function()
-      for i, pr in ipairs(state.amp.pairs) do pr.master:copy_(read("amp.master." .. i)) end
     end)
-    state.amp:load_scaler_state(meta.amp)
-    state.amp:sync_model()
+    if not cok then problem = "rank 0 could not put the checkpoint in place: " .. tostring(cerr) end
   end
-  lab.set_rng_state(meta.rng)
-  return { step = meta.step, extra = meta.extra }
+  if p.armed then C.fault() end
+  agree("ckpt.save", problem, g)
+end
+
+-- Finishes the asynchronous save in flight, if any: waits for this rank's writer thread, then
+-- commits as a synchronous save does (collective). A failure on any rank raises on every rank.
+function ckpt.wait()
+  local p = pending
+  if not p then return end
+  pending = nil
+  local ok, err = p.job:wait()
+  commit(p, ok, err)
+end
+
+-- fault injection for tests: the save's k-th file operation on this rank fails
+-- (ckpt.fail_at = k, cleared after one use; fail_after = n is fail_at = n + 1)
+local function arm_fault()
+  local at = ckpt.fail_at or (ckpt.fail_after and ckpt.fail_after + 1)
+  ckpt.fail_at, ckpt.fail_after = nil, nil
+  if at then C.fault(at, "fail") end
+  return at ~= nil
+end
+
+-- Saves; returns the step directory (complete when this returns, unless async). Collective.
+function ckpt.save(dir, st)
+  st = check_args("ckpt.save", dir, st)
+  local g = st.group
+  ckpt.wait() -- the previous asynchronous save is committed (or its failure raised) first
+  local r, world = rank_of(g), lab.dist.world(g)
+  local index, by_key, snapshots
+  -- everything that can be refused is refused before anything on disk changes
+  local ok, err = pcall(function()
+    local step = st.step or 0
+    if math.type(step) == "float" and step == math.floor(step) and math.abs(step) < 2 ^ 53 then
+      step = math.tointeger(step)
+    end
+    if math.type(step) ~= "integer" or step < 0 then
+      error(string.format("step must be an integer >= 0, got %s", tostring(st.step)), 0)
+    end
+    local entries, meta = S.entries(st, false)
+    meta.rng, meta.extra = lab.get_rng_state(), st.extra
+    index = fmt.make_index(r, world, step, meta, entries)
+    fmt.encode(index, "checkpoint") -- raises naming a value it cannot store (extra.loss is nan)
+    by_key, snapshots = {}, {}
+    for _, e in ipairs(entries) do
+      if by_key[e.key] then error(string.format("two tensors are named %s", e.key), 0) end
+      local t = e.tensor
+      if st.async then -- a host copy the writer thread reads while training changes the original
+        t = lab.mem.tag(t:clone(), "other")
+        snapshots[#snapshots + 1] = t
+      elseif not t:is_contiguous() then
+        t = t:contiguous()
+      end
+      by_key[e.key] = t
+    end
+  end)
+  agree("ckpt.save", not ok and err or nil, g, "; nothing was written")
+  -- rank 0 makes the step directory (under a new name if a directory of this step exists)
+  local name = string.format("step_%08d", index.step)
+  local info = lab.tensor({ 0, 0 }, { dtype = "i64" })
+  local armed = false
+  if r == 0 then
+    local pok, perr = pcall(function()
+      armed = arm_fault()
+      mkdir_p(dir)
+      local n, k = name, 1
+      while C.is_dir(dir .. "/" .. n) do
+        k = k + 1
+        n = name .. "-" .. k
+      end
+      if C.is_dir(dir .. "/" .. n .. ".incomplete") then C.remove_tree(dir .. "/" .. n .. ".incomplete") end
+      C.mkdir(dir .. "/" .. n .. ".incomplete")
+      info[2] = k
+    end)
+    if not pok then info[1] = 1 end
+    err = perr
+  end
+  lab.dist.broadcast(info, 0, { group = g })
+  if info[1] ~= 0 then
+    agree("ckpt.save", r == 0 and err or "rank 0 could not create the step directory", g,
+      string.format("; the previous checkpoint in %s is untouched", dir))
+  end
+  if info[2] > 1 then name = name .. "-" .. info[2] end
+  if r ~= 0 then armed = arm_fault() end
+  local p = { dir = dir, name = name, tmp = dir .. "/" .. name .. ".incomplete", group = g, snapshots = snapshots,
+    armed = armed }
+  local files = fmt.files(p.tmp, r, index, by_key)
+  if st.async then
+    local jok, job = pcall(C.write, files, true)
+    if jok then
+      p.job = job
+      pending = p
+      return p.dir .. "/" .. p.name
+    end
+    commit(p, false, job)
+  end
+  commit(p, pcall(C.write, files, false))
+  return p.dir .. "/" .. p.name
+end
+
+-- Loads into the model (and optimizer, masters, loss scaler) what save wrote, in this run's
+-- layout; restores the RNG stream. Returns {step=, extra=, path=}. Collective.
+function ckpt.load(dir, st)
+  st = check_args("ckpt.load", dir, st)
+  local g = st.group
+  ckpt.wait()
+  local r = rank_of(g)
+  local src, dests, meta, values, path
+  local ok, err = pcall(function()
+    path = resolve(dir)
+    src = fmt.open(path)
+    local i0 = src.index[0]
+    if st.amp and not i0.amp then
+      error(string.format("%s was saved without mixed precision (no fp32 masters)", path), 0)
+    end
+    dests, meta = S.entries(st, true, i0.optimizer)
+    local unexpected = {}
+    for key in pairs(src.shards) do
+      if (key:match("^model%.") and st.model) and not meta.model_keys[key] then unexpected[#unexpected + 1] = key end
+    end
+    if #unexpected > 0 then
+      table.sort(unexpected)
+      error(string.format("%s holds %s, which the model does not have (%d such)", path, unexpected[1], #unexpected), 0)
+    end
+    values = {}
+    for i, e in ipairs(dests) do values[i] = src:values(e.key, e.desc, r) end
+    src:verify(r) -- this rank's own files are checked even where this layout needs none of them
+  end)
+  agree("ckpt.load", not ok and err or nil, g, "; nothing was changed")
+  local i0 = src.index[0]
+  lab.no_grad(function()
+    for i, e in ipairs(dests) do e.tensor:copy_(values[i]) end
+  end)
+  local opt = meta.optimizer_object
+  if opt and i0.optimizer then
+    opt.state = meta.new_optimizer_state
+    opt.step_count, opt.lr = i0.optimizer.step_count, i0.optimizer.lr
+  end
+  if meta.zero and i0.optimizer then
+    meta.zero:load_checkpoint_done(i0.optimizer.step_count, i0.optimizer.lr)
+  elseif meta.zero then
+    meta.zero:load_checkpoint_done(meta.zero.step_count, meta.zero.lr)
+  end
+  if st.amp then
+    st.amp:load_scaler_state(i0.amp)
+    st.amp:sync_model()
+  end
+  lab.set_rng_state((src.index[r] or i0).rng)
+  return { step = src.step, extra = i0.extra, path = path }
 end
 
 return ckpt

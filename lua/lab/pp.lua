@@ -19,6 +19,7 @@ function pp.partition(layers, n)
     for i = at, at + count - 1 do part[#part + 1] = layers[i] end
     at = at + count
     stages[s] = lab.nn.Sequential(part)
+    stages[s].first_layer = at - count -- lab.ckpt names layer i of this stage by its place in the model
   end
   return stages
 end

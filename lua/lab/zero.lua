@@ -349,54 +349,43 @@ function Engine:step()
   return norm
 end
 
--- ---- checkpoints: each rank saves and restores its own shards ----
+-- ---- checkpoints: each rank's shards, described so that any layout can load them ----
 
--- buffers (not parameters) of the wrapped model, by name
-local function buffers(m, prefix, out)
-  for _, name in ipairs(m._names) do
-    local kind, v = m._kinds[name], m[name]
-    if kind == "buffer" and v ~= nil then out[prefix .. name] = v
-    elseif kind == "module" then buffers(v, prefix .. name .. ".", out) end
-  end
-  return out
-end
-
--- the tensors this rank's part of a checkpoint holds (its parameter shard and Adam moments
--- per group, the model's buffers) and the counters; used by lab.ckpt
-function Engine:checkpoint_state()
-  local tensors = {}
-  for i, g in ipairs(self.groups) do
-    tensors["zero." .. i .. ".param"] = g.master
-    tensors["zero." .. i .. ".exp_avg"] = g.m
-    tensors["zero." .. i .. ".exp_avg_sq"] = g.v
-  end
-  for name, t in pairs(buffers(self.module, "", {})) do tensors["model." .. name] = t end
-  return tensors, { stage = self.stage, ranks = self.n, groups = #self.groups, step_count = self.step_count,
-    lr = self.lr }
-end
-
--- restores what checkpoint_state saved; read(name) returns a saved tensor. The layout must
--- match: the same stage, number of ranks and groups (resharding is not supported).
-function Engine:load_checkpoint_state(read, meta)
-  if not meta or meta.stage ~= self.stage or meta.ranks ~= self.n or meta.groups ~= #self.groups then
-    error(string.format("rank %d: ckpt.load: the checkpoint holds %s; this model is ZeRO-%d over %d ranks in %d "
-      .. "groups (resharding is not supported)", self.r, meta and string.format("ZeRO-%d over %d ranks in %d groups",
-        meta.stage, meta.ranks, meta.groups) or "no ZeRO shards", self.stage, self.n, #self.groups), 0)
-  end
-  lab.no_grad(function()
-    for i, g in ipairs(self.groups) do
-      g.master:copy_(read("zero." .. i .. ".param"))
-      g.m:copy_(read("zero." .. i .. ".exp_avg"))
-      g.v:copy_(read("zero." .. i .. ".exp_avg_sq"))
-      if self.stage < 3 then -- every rank's full parameters from everyone's shards
-        local send = g.master:clone()
-        lab.dist.all_gather_into_tensor(g.full, send, { group = self.group })
-        send:close()
+-- One entry per piece of a parameter inside this rank's shard: the parameter's name and full
+-- shape, the piece's elements [from, to) in the parameter's row-major order, and views of
+-- the piece in the fp32 parameter shard and in both Adam moments. lab.ckpt saves these views
+-- and, on load, copies into them; then load_checkpoint_done rebuilds the full parameters.
+function Engine:checkpoint_shards()
+  local names = {}
+  for _, np in ipairs(self.module:named_parameters()) do names[np[2]] = np[1] end
+  local out = {}
+  for _, g in ipairs(self.groups) do
+    local s_lo, s_hi = g.lo, g.lo + g.shard_len - 1
+    for _, p in ipairs(g.params) do
+      local a, b = g.offsets[p], g.offsets[p] + p:numel() - 1
+      local lo, hi = math.max(a, s_lo), math.min(b, s_hi)
+      if lo <= hi then
+        local at, n = lo - s_lo + 1, hi - lo + 1
+        out[#out + 1] = { name = names[p], shape = p.shape, from = lo - a, to = hi - a + 1,
+          param = g.master:narrow(1, at, n), exp_avg = g.m:narrow(1, at, n), exp_avg_sq = g.v:narrow(1, at, n) }
       end
     end
-    for name, t in pairs(buffers(self.module, "", {})) do t:copy_(read("model." .. name)) end
+  end
+  return out, { stage = self.stage, ranks = self.n, step_count = self.step_count, lr = self.lr }
+end
+
+-- after lab.ckpt has filled the shards: the counters, and every rank's full parameters
+-- from everyone's shards (stages 1-2; stage 3 gathers before each use)
+function Engine:load_checkpoint_done(step_count, lr)
+  self.step_count, self.lr = step_count, lr
+  if self.stage == 3 then return end
+  lab.no_grad(function()
+    for _, g in ipairs(self.groups) do
+      local send = g.master:clone()
+      lab.dist.all_gather_into_tensor(g.full, send, { group = self.group })
+      send:close()
+    end
   end)
-  self.step_count, self.lr = meta.step_count, meta.lr
 end
 
 return zero

@@ -5,8 +5,8 @@
 -- gradients flush to zero) and the two fixes (fp32 master weights; a dynamic loss scale).
 -- Then a data-parallel GPT trained in fp32, bf16 and f16 side by side, with what each
 -- costs in memory per parameter, and a mixed-precision checkpoint: saved mid-run, resumed
--- in a fresh model bit for bit, and a save that dies half-way leaving the previous
--- checkpoint whole.
+-- in a fresh model bit for bit, a save that dies half-way leaving the previous checkpoint
+-- whole, and a damaged checkpoint refused on every rank.
 --   scripts/llmlab -n 4 scripts/labs/07_mixed_precision_ckpt.lua
 local dist = lab.dist
 local rank, world = dist.rank(), dist.world()
@@ -168,8 +168,10 @@ end
 do
   local model, gpt, amp = fresh()
   run(model, amp, 1, 4, {})
-  lab.ckpt.save(dir, { model = gpt, amp = amp, step = 4 })
-  lab.print0("   saved " .. dir .. " (rank<r>/ parts: parameters, masters, moments, scale, RNG)")
+  local step_dir = lab.ckpt.save(dir, { model = gpt, amp = amp, step = 4 })
+  lab.print0("   saved " .. step_dir .. ": per rank a .safetensors (16-bit weights, fp32 masters, Adam")
+  lab.print0("   moments, each with a crc32) and a JSON index (global shapes, step, loss scale, RNG);")
+  lab.print0("   " .. dir .. "/latest names it")
 end
 local model, gpt, amp = fresh()
 local state = lab.ckpt.load(dir, { model = gpt, amp = amp })
@@ -181,16 +183,36 @@ local same = true
 for k = 5, 8 do same = same and straight[k] == resumed[k] end
 check("resumed losses equal the unbroken run's bit for bit", same)
 
--- 6. A save that fails half-way (injected: the last rank dies after writing 3 files) must
--- not touch the checkpoint already there.
+-- 6. A save that fails half-way (injected: the last rank's 3rd file operation fails) must
+-- not touch the checkpoint already there. (tests/lua/single/test_ckpt_crash.lua kills the
+-- process at every file operation of a save and loads what is left.)
 lab.print0("\n6. A save that fails half-way:")
-if rank == world - 1 then lab.ckpt.fail_after = 3 end
+if rank == world - 1 then lab.ckpt.fail_at = 3 end
 local ok, err = pcall(lab.ckpt.save, dir, { model = gpt, amp = amp, step = 8 })
 lab.print0("   save raised: " .. tostring(err):gsub("\n.*", ""))
 local _, gpt2, amp2 = fresh()
 local kept = lab.ckpt.load(dir, { model = gpt2, amp = amp2 })
 lab.print0(string.format("   the checkpoint on disk is still step %d", kept.step))
 check("the failed save raised on every rank and step 4 is still loadable", not ok and kept.step == 4)
+
+-- 7. A damaged checkpoint is refused on every rank before anything changes: one flipped bit
+-- in the last rank's tensor file fails its crc32.
+lab.print0("\n7. One flipped bit in the last rank's tensor file:")
+dist.barrier()
+if rank == world - 1 then
+  local p = string.format("%s/rank%05d.safetensors", kept.path, world - 1)
+  local f = assert(io.open(p, "r+b"))
+  local size = f:seek("end")
+  f:seek("set", size - 1)
+  local b = f:read(1):byte()
+  f:seek("set", size - 1)
+  f:write(string.char(b ~ 1))
+  f:close()
+end
+dist.barrier()
+local ok3, err3 = pcall(lab.ckpt.load, dir, { model = gpt2, amp = amp2 })
+lab.print0("   load raised: " .. tostring(err3):gsub("\n.*", ""))
+check("the damaged checkpoint is refused on every rank", not ok3 and tostring(err3):find("checksum", 1, true) ~= nil)
 dist.barrier()
 if rank == 0 then os.execute("rm -rf '" .. dir:gsub("/ckpt$", "") .. "'") end
 finish("lab 07")
