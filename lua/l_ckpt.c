@@ -153,20 +153,23 @@ static void add_file(lua_State *L, lab_ckpt_job *job, int spec) {
   luaL_checktype(L, -1, LUA_TTABLE);
   int tl = lua_gettop(L);
   size_t n = (size_t)lua_rawlen(L, tl);
-  lab_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
-  if (!ts) ll_error(L, "ckpt: out of memory");
+  const char **names = calloc(n ? n : 1, sizeof *names);
+  lab_tensor **ts = calloc(n ? n : 1, sizeof *ts);
+  if (!names || !ts) {
+    free(names), free(ts);
+    ll_error(L, "ckpt: out of memory");
+  }
   for (size_t i = 0; i < n; i++) {
     lua_rawgeti(L, tl, (lua_Integer)i + 1);
     lua_rawgeti(L, -1, 1);
+    names[i] = lua_tostring(L, -1); /* stays alive in the table */
     lua_rawgeti(L, -2, 2);
-    const char *name = lua_tostring(L, -2);
-    lab_tensor *t = ll_test_tensor(L, -1);
-    if (!name || !t || lab_st_tensor_of(t, name, &ts[i]) != 0) {
-      free(ts);
-      if (!name || !t) ll_error(L, "ckpt: tensors[%d] of %s is not {name, tensor}", (int)i + 1, path);
-      ll_runtime_error(L);
+    ts[i] = luaL_testudata(L, -1, LAB_TENSOR_MT) ? *(lab_tensor **)lua_touserdata(L, -1) : NULL;
+    lua_pop(L, 3);
+    if (!names[i] || !ts[i]) {
+      free(names), free(ts);
+      ll_error(L, "ckpt: tensors[%d] of %s is not {name, open tensor}", (int)i + 1, path);
     }
-    lua_pop(L, 3); /* the names stay alive in the table */
   }
   lua_getfield(L, spec, "metadata");
   size_t nmeta = 0;
@@ -183,7 +186,7 @@ static void add_file(lua_State *L, lab_ckpt_job *job, int spec) {
     lua_pushnil(L);
     while (keys && values && lua_next(L, -2)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING) {
-        free(ts), free(keys), free(values);
+        free(names), free(ts), free(keys), free(values);
         ll_error(L, "ckpt: metadata of %s must map strings to strings", path);
       }
       keys[i] = lua_tostring(L, -2);
@@ -193,8 +196,8 @@ static void add_file(lua_State *L, lab_ckpt_job *job, int spec) {
     }
   }
   int rc = (nmeta && (!keys || !values)) ? lab_fail("ckpt", "out of memory")
-                                         : lab_ckpt_job_add_safetensors(job, path, ts, n, keys, values, nmeta);
-  free(ts), free(keys), free(values);
+                                         : lab_ckpt_job_add_safetensors(job, path, names, ts, n, keys, values, nmeta);
+  free(names), free(ts), free(keys), free(values);
   if (rc != 0) ll_runtime_error(L);
   lua_settop(L, spec);
 }

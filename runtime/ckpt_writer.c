@@ -9,12 +9,14 @@
 
 #include "ckpt_io.h"
 #include "error.h"
+#include "transfer.h"
 
 typedef struct {
   char *path;
   /* a safetensors file */
   size_t n;
   lab_st_tensor *ts;
+  lab_tensor **hold; /* the contiguous host tensors ts point into */
   size_t nmeta;
   char **meta_keys, **meta_values;
   /* or plain bytes */
@@ -58,19 +60,39 @@ static file_spec *add_file(lab_ckpt_job *job, const char *path) {
   return f;
 }
 
-int lab_ckpt_job_add_safetensors(lab_ckpt_job *job, const char *path, const lab_st_tensor *ts, size_t n,
-                                 const char *const *meta_keys, const char *const *meta_values, size_t nmeta) {
+/* t's contiguous host bytes as a safetensors entry: *held is t itself or a host copy */
+static int host_entry(lab_tensor *t, const char *name, lab_st_tensor *out, lab_tensor **held) {
+  if (!t->storage->data && lab_nbytes(t))
+    return lab_fail("ckpt", "%s: the tensor's data is not here (a released ZeRO-3 parameter?)", name);
+  lab_tensor *h = lab_to_host(t);
+  lab_tensor *c = h ? lab_contiguous(h) : NULL;
+  if (h) lab_tensor_release(h);
+  if (!c) return -1;
+  *held = c;
+  memset(out, 0, sizeof *out);
+  out->dtype = c->dtype;
+  out->ndim = c->ndim;
+  memcpy(out->shape, c->shape, sizeof c->shape);
+  out->nbytes = lab_nbytes(c);
+  out->data = lab_data(c);
+  return 0;
+}
+
+int lab_ckpt_job_add_safetensors(lab_ckpt_job *job, const char *path, const char *const *names,
+                                 lab_tensor *const *ts, size_t n, const char *const *meta_keys,
+                                 const char *const *meta_values, size_t nmeta) {
   file_spec *f = add_file(job, path);
   if (!f) return lab_fail("ckpt", "out of memory");
   f->ts = calloc(n ? n : 1, sizeof *f->ts);
+  f->hold = calloc(n ? n : 1, sizeof *f->hold);
   f->meta_keys = calloc(nmeta ? nmeta : 1, sizeof *f->meta_keys);
   f->meta_values = calloc(nmeta ? nmeta : 1, sizeof *f->meta_values);
-  if (!f->ts || !f->meta_keys || !f->meta_values) return lab_fail("ckpt", "out of memory");
+  if (!f->ts || !f->hold || !f->meta_keys || !f->meta_values) return lab_fail("ckpt", "out of memory");
   for (size_t i = 0; i < n; i++) {
-    f->ts[i] = ts[i];
-    f->ts[i].name = dup(ts[i].name);
-    if (!f->ts[i].name) return lab_fail("ckpt", "out of memory");
+    if (host_entry(ts[i], names[i], &f->ts[i], &f->hold[i]) != 0) return -1;
     f->n = i + 1;
+    f->ts[i].name = dup(names[i]);
+    if (!f->ts[i].name) return lab_fail("ckpt", "out of memory");
   }
   for (size_t i = 0; i < nmeta; i++) {
     f->meta_keys[i] = dup(meta_keys[i]);
@@ -156,7 +178,11 @@ void lab_ckpt_job_free(lab_ckpt_job *job) {
   for (size_t i = 0; i < job->nfiles; i++) {
     file_spec *f = &job->files[i];
     free(f->path);
-    for (size_t k = 0; k < f->n; k++) free((char *)f->ts[k].name);
+    for (size_t k = 0; k < f->n; k++) {
+      free((char *)f->ts[k].name);
+      lab_tensor_release(f->hold[k]);
+    }
+    free(f->hold);
     for (size_t k = 0; k < f->nmeta; k++) {
       free(f->meta_keys[k]);
       free(f->meta_values[k]);
@@ -170,29 +196,7 @@ void lab_ckpt_job_free(lab_ckpt_job *job) {
   free(job);
 }
 
-int lab_st_tensor_of(lab_tensor *t, const char *name, lab_st_tensor *out) {
-  if (!lab_is_contiguous(t)) return lab_fail("ckpt", "%s: a checkpoint writes contiguous tensors", name);
-  memset(out, 0, sizeof *out);
-  out->name = name;
-  out->dtype = t->dtype;
-  out->ndim = t->ndim;
-  memcpy(out->shape, t->shape, sizeof t->shape);
-  out->nbytes = lab_nbytes(t);
-  if (!t->storage->data && out->nbytes) return lab_fail("ckpt", "%s: the tensor's data is not here (a released ZeRO-3 parameter?)", name);
-  out->data = lab_data(t);
-  return 0;
-}
-
 lab_tensor *lab_st_tensor_at(const lab_st_header *h, const unsigned char *bytes, size_t i) {
   const lab_st_entry *e = &h->entries[i];
-  lab_tensor *t = lab_tensor_empty(e->dtype, e->ndim, e->shape);
-  if (!t) return NULL;
-  size_t n = (size_t)(e->end - e->begin);
-  if (n != lab_nbytes(t)) {
-    lab_tensor_release(t);
-    lab_fail("safetensors", "\"%s\": %zu bytes for a tensor of %zu", e->name, n, lab_nbytes(t));
-    return NULL;
-  }
-  if (n) memcpy(lab_data(t), bytes + h->data_start + e->begin, n);
-  return t;
+  return lab_tensor_from_host(lab_cpu(), e->dtype, e->ndim, e->shape, bytes + h->data_start + e->begin);
 }

@@ -1,22 +1,16 @@
 -- What a checkpoint holds and where each piece lives in the running layout.
 --
 -- Every tensor gets a global name and a shard descriptor (see ckpt_format): a plain module's
--- parameters are whole; a tensor-parallel layer's are a slice of the full weight along the
--- dimension it splits (the fused QKV weight of ParallelAttention is three slices, described
--- as a box of the weight seen as [3, C, C], and named like lab.nn.GPT's "attn.qkv.weight");
+-- parameters are whole; a tensor-parallel layer's are the slice its marks describe (the fused
+-- QKV weight of ParallelAttention is three slices, described as a box of the weight seen as
+-- [3, C, C], and named like lab.nn.GPT's "attn.qkv.weight");
 -- a pipeline stage names its layers by their place in the whole model; a ZeRO engine's pieces
 -- are ranges of the flattened parameter. Optimizer moments and fp32 masters follow their
 -- parameter. The same description serves saving (what to write) and loading (where to copy).
 local state = {}
 
--- which dimension of a tensor-parallel layer's parameters is split over its group
-local TP_SPLIT = {
-  ColumnParallelLinear = { weight = { dim = 1 }, bias = { dim = 1 } },
-  RowParallelLinear = { weight = { dim = 2 } },
-  VocabParallelEmbedding = { weight = { dim = 1 } },
-  ParallelAttention = { qkv_weight = { dim = 1, three = true, name = "qkv.weight" },
-    qkv_bias = { dim = 1, three = true, name = "qkv.bias" } },
-}
+-- ParallelAttention's fused slices carry lab.nn.GPT's names, so TP and plain checkpoints mix
+local RENAME = { ParallelAttention = { qkv_weight = "qkv.weight", qkv_bias = "qkv.bias" } }
 
 local function copy(t)
   local o = {}
@@ -30,22 +24,29 @@ local function zeros_like_list(t)
   return o
 end
 
--- the descriptor of tensor t held by module m under split spec sp (nil: whole)
-local function describe(t, sp, m)
+-- The descriptor of tensor t held by module m: whole, or, when a tensor-parallel layer marked
+-- it (Megatron's tensor_model_parallel, partition_dim, partition_stride), this rank's slice of
+-- the full tensor along that dim; with stride s the full dim is s blocks (q, k, v) each split
+-- across the m.p ranks, described as a box of the tensor seen with that dim as [s, blocks].
+local function describe(t, m)
   local shape = copy(t.shape)
-  local d = { global = copy(shape), offsets = zeros_like_list(shape), box = copy(shape), dtype = t.dtype }
-  if not sp or (m.p or 1) == 1 then return d end
-  local p, r = m.p, m.r
-  if sp.three then -- [3 per, ...] is the rows [r per, (r+1) per) of q, k and v
-    local per = shape[1] // 3
-    local rest = { table.unpack(shape, 2) }
-    d.box = { 3, per, table.unpack(rest) }
-    d.view = { 3, per * p, table.unpack(rest) }
-    d.global = { 3 * per * p, table.unpack(rest) }
-    d.offsets = { 0, r * per, table.unpack(zeros_like_list(rest)) }
-  else
-    d.global[sp.dim] = shape[sp.dim] * p
-    d.offsets[sp.dim] = r * shape[sp.dim]
+  local d = { global = copy(shape), offsets = zeros_like_list(shape), box = copy(shape) }
+  if not t.tensor_model_parallel or (m.p or 1) == 1 then return d end
+  local p, r, dim, stride = m.p, m.r, t.partition_dim, t.partition_stride or 1
+  d.global[dim] = shape[dim] * p
+  if stride == 1 then
+    d.offsets[dim] = r * shape[dim]
+    return d
+  end
+  local per = shape[dim] // stride
+  d.box, d.view, d.offsets = {}, {}, {}
+  for i = 1, #shape do
+    if i == dim then
+      table.insert(d.box, stride) table.insert(d.view, stride) table.insert(d.offsets, 0)
+      table.insert(d.box, per) table.insert(d.view, per * p) table.insert(d.offsets, r * per)
+    else
+      table.insert(d.box, shape[i]) table.insert(d.view, shape[i]) table.insert(d.offsets, 0)
+    end
   end
   return d
 end
@@ -54,15 +55,14 @@ end
 -- a tied weight is saved once); kinds: "param", "buffer" or both
 local function walk(m, prefix, out, seen, top)
   local cls = getmetatable(m)
-  local specs = TP_SPLIT[cls and cls.__name]
+  local rename = RENAME[cls and cls.__name] or {}
   for _, n in ipairs(m._names) do
     local kind, v = m._kinds[n], m[n]
     local name = n
     if top and m.first_layer and tonumber(n) then name = tostring(tonumber(n) + m.first_layer - 1) end
     if (kind == "param" or kind == "buffer") and v ~= nil and not seen[v] then
       seen[v] = true
-      local sp = specs and specs[n]
-      out[#out + 1] = { tensor = v, kind = kind, name = prefix .. (sp and sp.name or name), desc = describe(v, sp, m) }
+      out[#out + 1] = { tensor = v, kind = kind, name = prefix .. (rename[n] or name), desc = describe(v, m) }
     elseif kind == "module" then
       walk(v, prefix .. name .. ".", out, seen, false)
     end

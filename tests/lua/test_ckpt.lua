@@ -112,7 +112,7 @@ T.test("a DDP wrapper checkpoints its module; wrong arguments are named", functi
   lab.dist.barrier()
   local c, copt = fresh()
   T.raises(function() lab.ckpt.load(path, { model = c, optimizer = copt }) end, "ckpt.load",
-    string.format("rank%05d.safetensors", last), r == last and "cannot open" or string.format("rank %d failed", last))
+    string.format("rank%05d.safetensors", last), "cannot open", "nothing was changed")
   -- a damaged index: every rank raises
   lab.ckpt.save(path, { model = a, optimizer = aopt, step = 1 })
   step_dir = lab.ckpt.load(path, { model = b, optimizer = bopt }).path
