@@ -122,6 +122,12 @@ local function resolve(o)
   if m.layers > 100000 or m.hidden > 1 << 24 or m.vocab > 1 << 26 then
     fail("the model is beyond what the planner enumerates (layers %d, hidden %d, vocab %d)", m.layers, m.hidden, m.vocab)
   end
+  for _, k in ipairs({ "kv_heads", "ffn", "experts", "top_k", "head_dim" }) do
+    if m[k] ~= nil and (math.type(m[k]) ~= "integer" or m[k] < 1 or m[k] > 1 << 26) then
+      fail("the model's %s must be a positive integer, got %s", k, tostring(m[k]))
+    end
+  end
+  if m.top_k and m.experts and m.top_k > m.experts then fail("top_k %d exceeds %d experts", m.top_k, m.experts) end
   m.kv_heads = m.kv_heads or m.heads
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
@@ -131,14 +137,46 @@ local function resolve(o)
   end
   if o.efficiency then g.gemm = o.efficiency end -- the old single knob: the achievable GEMM fraction
   if type(g.bf16) ~= "number" or type(g.hbm) ~= "number" then fail("the gpu table needs bf16 (FLOP/s) and hbm (bytes)") end
+  for k, v in pairs(g) do
+    if type(v) ~= "number" or not (v > 0) or v == math.huge then fail("gpu %s must be a positive number, got %s", k, tostring(v)) end
+  end
+  for _, k in ipairs({ "gemm", "attention", "memory" }) do
+    if g[k] and g[k] > 1 then fail("gpu %s is a fraction of peak (at most 1), got %s", k, tostring(g[k])) end
+  end
+  if g.per_node and math.type(g.per_node) ~= "integer" then fail("gpu per_node must be an integer, got %s", tostring(g.per_node)) end
   if o.precision == "fp8" and not g.fp8 then fail("precision fp8: this GPU has no fp8 peak (gpu_fp8=...)") end
   return m, g
 end
 
-local function list_of(v, default)
+-- o[k] as a list of integers from lo to hi (a number or a list), or the default
+local function int_list(o, k, default, lo, hi)
+  local v = o[k]
   if v == nil then return default end
-  if type(v) == "table" then return v end
-  return { v }
+  if type(v) ~= "table" then v = { v } end
+  if #v == 0 then fail("%s is an empty list", k) end
+  local out = {}
+  for i, x in ipairs(v) do
+    if math.type(x) == "float" and x == math.floor(x) and math.abs(x) < 2 ^ 53 then x = math.tointeger(x) end
+    if math.type(x) ~= "integer" or x < lo or x > hi then
+      fail("%s must be %s from %d to %d, got %s", k, #v > 1 and ("integers (item " .. i .. ")") or "an integer", lo, hi, tostring(v[i]))
+    end
+    out[i] = x
+  end
+  return out
+end
+
+-- o[k] as a list of words out of `allowed`, or the default
+local function word_list(o, k, default, allowed)
+  local v = o[k]
+  if v == nil then return default end
+  if type(v) ~= "table" then v = { v } end
+  if #v == 0 then fail("%s is an empty list", k) end
+  for _, x in ipairs(v) do
+    local ok = false
+    for _, a in ipairs(allowed) do if x == a then ok = true end end
+    if not ok then fail("%s must be one of %s, got %s", k, table.concat(allowed, ", "), tostring(x)) end
+  end
+  return v
 end
 
 -- plan{...} -> {best first}, {infeasible}, model, gpu
@@ -163,21 +201,25 @@ function plan.enumerate(o)
   end
   o = q
   local results, rejected = {}, {}
-  local tps = list_of(o.tp, divisors(N, o.allow_cross_node_tp and N or gpu.per_node))
-  local pps = list_of(o.pp, divisors(N, m.layers))
+  if o.precision ~= nil then word_list(o, "precision", nil, { "bf16", "fp8", "f32" }) end
+  if o.attention ~= nil then word_list(o, "attention", nil, { "flash", "materialized" }) end
+  if o.cp_from ~= nil then int_list(o, "cp_from", nil, 1, 1 << 24) end
+  local tps = int_list(o, "tp", divisors(N, o.allow_cross_node_tp and N or gpu.per_node), 1, MAX_GPUS)
+  local pps = int_list(o, "pp", divisors(N, m.layers), 1, MAX_GPUS)
   -- context parallelism is considered by itself for long sequences: degrees that leave
   -- each rank two balanced chunks of at least 1024 tokens (Llama 3: 2 x cp chunks)
-  local cps = list_of(o.cp, S >= (o.cp_from or 16384) and (function()
+  local cps = int_list(o, "cp", S >= (o.cp_from or 16384) and (function()
     local out = {}
     for _, k in ipairs(divisors(N, 64)) do if S % (2 * k) == 0 and S // k >= 1024 then out[#out + 1] = k end end
     return out
-  end)() or { 1 })
-  local eps = list_of(o.ep, m.experts and divisors(m.experts) or { 1 })
-  local zeros = list_of(o.zero, { 0, 1, 2, 3 })
-  local mbs = list_of(o.micro_batch, { 1, 2, 4, 8 })
+  end)() or { 1 }, 1, MAX_GPUS)
+  local eps = int_list(o, "ep", m.experts and divisors(m.experts) or { 1 }, 1, MAX_GPUS)
+  local zeros = int_list(o, "zero", { 0, 1, 2, 3 }, 0, 3)
+  local mbs = int_list(o, "micro_batch", { 1, 2, 4, 8 }, 1, 1 << 20)
   local materialized = (o.attention or "flash") == "materialized"
   -- with flash attention there are no stored scores for selective recomputation to drop
-  local recs = list_of(o.recompute, materialized and { "none", "selective", "full" } or { "none", "full" })
+  local recs = word_list(o, "recompute", materialized and { "none", "selective", "full" } or { "none", "full" },
+    { "none", "selective", "full" })
   local budget = #tps * #pps * #cps * #eps * #zeros * #mbs * #recs
   if budget > MAX_LAYOUTS then
     fail("%d GPUs give %d combinations before pipeline chunks; narrow them (tp=, pp=, cp=, zero=, micro_batch=)", N, budget)
@@ -193,7 +235,7 @@ function plan.enumerate(o)
           reason = string.format("%d heads (%d kv) do not split over tp %d", m.heads, m.kv_heads, t)
         elseif p > m.layers then reason = string.format("pp %d exceeds %d layers", p, m.layers)
         elseif S % cp ~= 0 then reason = string.format("seq %d does not split over cp %d", S, cp) end
-        local vs = list_of(o.vpp, nil)
+        local vs = int_list(o, "vpp", nil, 1, m.layers)
         if not vs then
           vs = {}
           for v = 1, (p > 1 and m.layers // p + 1 or 1) do
@@ -286,6 +328,10 @@ end
 -- prints the ranked table; returns the results (best first)
 function plan.run(o)
   local results, rejected, m, gpu = plan.enumerate(o)
+  if o.top ~= nil and (math.type(o.top) ~= "integer" or o.top < 1) then fail("top must be a positive integer, got %s", tostring(o.top)) end
+  if o.format ~= nil and o.format ~= "table" and o.format ~= "csv" and o.format ~= "json" then
+    fail("format must be table, csv or json, got %s", tostring(o.format))
+  end
   local top = o.top or 10
   local counts = plan.param_counts(m)
   local fmt = o.format or "table"
@@ -392,8 +438,9 @@ end
 -- The planner against published runs (lua/lab/plan_published.lua): each run re-planned with
 -- its layout fixed; returns rows {run, best, predicted, error}. format: nil (quiet),
 -- "table", or "markdown" (the rows of README.md's table, which tests/lua/single/test_plan.lua
--- compares with this function's answer).
-function plan.published(format)
+-- compares with this function's answer). list: "runs" (default) or "misses", the published
+-- runs the planner misses by more than 15%.
+function plan.published(format, list)
   local runs = require("lab.plan_published")
   local rows = {}
   if format == "table" then
@@ -403,7 +450,7 @@ function plan.published(format)
     print("| published run | model | GPUs | published layout | planner's choice | published | planner | error |")
     print("|---|---|---|---|---|---|---|---|")
   end
-  for _, run in ipairs(runs.runs) do
+  for _, run in ipairs(runs[list or "runs"]) do
     local res = plan.enumerate(runs.options(run))
     local best = res[1]
     local row = { run = run, best = best, feasible = best ~= nil }
@@ -438,7 +485,8 @@ function plan.cli(args)
       elseif a == "--json" or a == "json" then o.format = "json"
       elseif a == "explain" or a == "--explain" then o.explain = true
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
-      elseif a == "published" or a == "--published" then o.published = true
+      elseif a == "published" or a == "--published" then o.published = "runs"
+      elseif a == "misses" or a == "--misses" then o.published = "misses"
       else error("plan: arguments are key=value, got " .. a, 0) end
     else
       if v:find(",") then
@@ -449,7 +497,7 @@ function plan.cli(args)
       else o[k] = tonumber(v) or v end
     end
   end
-  if o.published then return plan.published(o.format == "csv" and "table" or "markdown") end
+  if o.published then return plan.published(o.format == "csv" and "table" or "markdown", o.published) end
   return plan.run(o)
 end
 

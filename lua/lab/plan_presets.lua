@@ -45,6 +45,20 @@ P.models = {
   -- Korthikanti et al. 2022, Table 3
   ["megatron-22b"] = gpt(48, 6144, 64, 51200),
 }
+-- MosaicML's MPT models as benchmarked in llm-foundry (scripts/train/benchmarking): 4h GELU
+-- FFN, no biases, no dropout, tied embeddings, vocabulary 50368
+local function mpt(l, h, heads)
+  return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = 50368, gated = false, tied = true }
+end
+P.models["mpt-125m"] = mpt(12, 768, 12)
+P.models["mpt-350m"] = mpt(24, 1024, 16)
+P.models["mpt-760m"] = mpt(24, 1536, 12)
+P.models["mpt-1b"] = mpt(24, 2048, 16)
+P.models["mpt-3b"] = mpt(32, 2560, 32)
+P.models["mpt-7b"] = mpt(32, 4096, 32)
+P.models["mpt-13b"] = mpt(40, 5120, 40)
+P.models["mpt-30b"] = mpt(48, 7168, 64)
+P.models["mpt-70b"] = mpt(80, 8192, 64)
 
 local GB, TB = 1e9, 1e12
 P.gpus = {

@@ -55,6 +55,35 @@ P.runs = {
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 768, global_batch = 384, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.343, opts = { zero = 1 } },
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 1536, global_batch = 768, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.333, opts = { zero = 1 } },
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 2304, global_batch = 1152, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.305, opts = { zero = 1 } },
+  -- MosaicML, llm-foundry scripts/train/benchmarking/README.md ("MPT Training Benchmarks"):
+  -- FSDP FULL_SHARD (ZeRO-3) without model parallelism, flash attention, the tables' micro-
+  -- batch and activation checkpointing (True: full recomputation); MFU by the same 6N +
+  -- 12 L d s FLOPs per token. A100-80GB nodes with 1600 Gbps RoCE; H100-80GB. Every row
+  -- tried is here or in P.misses below (outside 15%: README.md lists them with the reasons).
+  { source = "MosaicML llm-foundry, A100", model = "mpt-1b", gpu = "a100-80", gpus = 8, global_batch = 448, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.5986, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-3b", gpu = "a100-80", gpus = 8, global_batch = 160, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.6211, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 96, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.6423, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5447, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-30b", gpu = "a100-80", gpus = 8, global_batch = 504, seq = 2048, tp = 1, pp = 1, micro_batch = 3, metric = "hfu", published = 0.7374, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-3b", gpu = "h100", gpus = 16, global_batch = 480, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.4373, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.4644, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-30b", gpu = "h100", gpus = 32, global_batch = 1344, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.4392, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-70b", gpu = "h100", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.4257, opts = { zero = 3, recompute = "full" } },
+}
+
+-- Published runs the planner misses by more than 15% (README.md says so and why); the test
+-- prints them, it does not hide them.
+P.misses = {
+  { source = "MosaicML llm-foundry, A100", model = "mpt-125m", gpu = "a100-80", gpus = 8, global_batch = 640, seq = 2048, tp = 1, pp = 1, micro_batch = 40, metric = "mfu", published = 0.4479, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-350m", gpu = "a100-80", gpus = 8, global_batch = 512, seq = 2048, tp = 1, pp = 1, micro_batch = 32, metric = "mfu", published = 0.5162, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-760m", gpu = "h100", gpus = 16, global_batch = 384, seq = 2048, tp = 1, pp = 1, micro_batch = 24, metric = "mfu", published = 0.3789, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.5957, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 24, seq = 32768, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.5169, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.4697, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-13b", gpu = "h100", gpus = 64, global_batch = 128, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.3986, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-1b", gpu = "h100", gpus = 64, global_batch = 1280, seq = 2048, tp = 1, pp = 1, micro_batch = 20, metric = "mfu", published = 0.4085, opts = { zero = 3, recompute = "none" } },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.2859, opts = { zero = 3, recompute = "full" } },
 }
 
 -- the plan options of a run: its layout fixed, the paper's implementation facts

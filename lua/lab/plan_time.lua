@@ -58,6 +58,18 @@ local function link_time(o, wire, bw, steps)
   return wire / (bw * (o.bus_efficiency or 0.8)) + (o.latency or 10e-6) * (steps or 1)
 end
 
+-- Bandwidth per GPU of a ring over `size` ranks placed `stride` apart, with ranks laid out
+-- as Megatron-LM does (tp innermost, then cp, ep, dp, pp outermost): inside one node the
+-- ring runs on NVLink; across nodes, with g members of the group in each node, NCCL runs g
+-- rings side by side, each through its own NIC, so the network gives g x its per-GPU
+-- bandwidth (never more than NVLink). A group with one member per node (tp 8's dp group)
+-- gets one NIC per GPU.
+function M.group_bw(gpu, stride, size)
+  if size <= 1 or stride * size <= gpu.per_node then return gpu.nvlink end
+  local in_node = math.max(1, math.min(size, gpu.per_node // stride))
+  return math.min(gpu.nvlink, in_node * gpu.network)
+end
+
 local function peaks(gpu, o)
   local matmul = (o.precision == "fp8" and gpu.fp8) or gpu.bf16
   if o.precision == "f32" then matmul = gpu.f32 or gpu.bf16 / 2 end
@@ -191,16 +203,15 @@ function M.layer(m, gpu, o, c)
   local elem = n * (rep / (sp and t or 1) + act_fn / t) / (gpu.hbm_bw * gpu.memory)
   -- communication in the layer's critical path
   local ab = n * h * e
-  local tp_link = t <= gpu.per_node and gpu.nvlink or gpu.network
-  local tp1 = t > 1 and link_time(o, 2 * ring(t) * ab, tp_link, 2) * (1 - (o.tp_overlap or 0)) or 0
+  local tp1 = t > 1 and link_time(o, 2 * ring(t) * ab, M.group_bw(gpu, 1, t), 2) * (1 - (o.tp_overlap or 0)) or 0
   local cp1 = 0
   if cp > 1 then
     local kv_local = math.max(m.kv_heads / t, 1) * hd
-    cp1 = link_time(o, (cp - 1) * n * 2 * kv_local * e, cp * t <= gpu.per_node and gpu.nvlink or gpu.network, cp)
+    cp1 = link_time(o, (cp - 1) * n * 2 * kv_local * e, M.group_bw(gpu, t, cp), cp)
   end
   local ep1 = 0
   if ep > 1 and m.experts then
-    ep1 = link_time(o, n * (m.top_k or 1) * load * h * e * ring(ep), ep * t <= gpu.per_node and gpu.nvlink or gpu.network, ep)
+    ep1 = link_time(o, n * (m.top_k or 1) * load * h * e * ring(ep), M.group_bw(gpu, t * cp, ep), ep)
   end
   local comm_f = 2 * tp1 + cp1 + 2 * ep1
   local comm_b = 2 * tp1 + cp1 + 2 * ep1
@@ -244,15 +255,17 @@ function M.step(m, gpu, o, c, r, lt, st)
   -- pipeline point-to-point: the fill and drain cross every chunk boundary once each way
   local sp = t > 1 and o.sequence_parallel ~= false
   local act = c.mb * (o.seq / cp) * m.hidden * mem.bytes_per(o.precision).p / (sp and t or 1)
-  local pp_link = t * cp >= gpu.per_node and gpu.network or gpu.nvlink
+  -- point-to-point between neighbouring stages: one NIC each way when they are in
+  -- different nodes
+  local pp_link = t * cp * d >= gpu.per_node and gpu.network or gpu.nvlink
   r.t_pp = p > 1 and 2 * (p - 1) * v * link_time(o, act, pp_link) or 0
   -- data parallel. The gradient reduction (all-reduce, or ZeRO's reduce-scatter) overlaps
   -- the backward of the last micro-batch; ZeRO-1/2's all-gather of the updated parameters
   -- follows the optimizer step, exposed unless prefetched under the next forward
   -- (param_gather_overlap, as FSDP); ZeRO-3's gathers are prefetched under the step's
   -- compute. dp_overlap = false (Megatron-LM before 2022) exposes all of it.
-  local bw_dp = (t * p * cp * d <= gpu.per_node) and gpu.nvlink or gpu.network
   local dz = d * cp
+  local bw_dp = M.group_bw(gpu, t, dz)
   local zero = c.zero or 0
   r.t_dp = dz > 1 and link_time(o, r.bytes_dp, bw_dp, 2 * math.log(dz, 2)) or 0
   local exposed_dp = r.t_dp
