@@ -376,11 +376,11 @@ function plan.run(o)
     end
     return results, rejected
   end
-  print(string.format("%-4s %-20s %4s %3s %-9s %7s %6s %6s %7s %7s %6s %6s %9s", "rank", "layout", "zero", "mb", "recompute",
+  print(string.format("%-4s %-28s %4s %3s %-9s %7s %6s %6s %7s %7s %6s %6s %9s", "rank", "layout", "zero", "mb", "recompute",
     "mem GB", "act GB", "bubble", "comm %", "step s", "MFU", "HFU", "tokens/s"))
   for i = 1, math.min(top, #results) do
     local r = results[i]
-    print(string.format("%-4d %-20s %4d %3d %-9s %7.1f %6.1f %5.1f%% %6.1f%% %7.2f %5.1f%% %5.1f%% %9.0f", i, layout(r), r.zero, r.mb,
+    print(string.format("%-4d %-28s %4d %3d %-9s %7.1f %6.1f %5.1f%% %6.1f%% %7.2f %5.1f%% %5.1f%% %9.0f", i, layout(r), r.zero, r.mb,
       r.recompute, gb(r.mem_total), gb(r.mem_activations), 100 * r.bubble, 100 * r.comm_share, r.step_s, 100 * r.mfu, 100 * r.hfu,
       r.tokens_per_s))
   end

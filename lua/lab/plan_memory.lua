@@ -100,14 +100,14 @@ function M.activation_bytes_per_layer(m, o, b, s, t, recompute, sp)
   local e = M.bytes_per(o.precision).a
   local h = m.hidden + 0.0
   local hd = m.head_dim or h / m.heads
-  local q, kvd, f = m.heads * hd, m.kv_heads * hd, m.ffn + 0.0
-  local kv_local = math.max(m.kv_heads / t, 1) * hd * t -- kv heads replicate when fewer than t
+  local q, f = m.heads * hd, m.ffn + 0.0
+  local kv = math.max(m.kv_heads, t) * hd -- over all TP ranks: kv heads replicate when fewer than t
   local n = b * s
   if recompute == "full" then return e * n * h / (sp and t or 1) end
   local masks = m.dropout and 2 * h or 0
   local load = m.experts and (m.top_k or 1) * (o.expert_load or 1) or 1
   local rep = n * (e * 4 * h + masks)
-  local split = n * e * (q + kv_local + kv_local + q) + n * e * load * ((m.gated and 2 or 1) * f + f)
+  local split = n * e * (q + kv + kv + q) + n * e * load * ((m.gated and 2 or 1) * f + f)
   if m.experts then rep = rep + n * e * h * (load - 1) end -- the routed copies of FC1's input
   local scores = 0
   if (o.attention or "flash") == "materialized" and recompute ~= "selective" then
@@ -115,9 +115,6 @@ function M.activation_bytes_per_layer(m, o, b, s, t, recompute, sp)
   end
   return rep / (sp and t or 1) + split / t + scores / t
 end
-
-local function ceil_div(a, b) return (a + b - 1) // b end
-M.ceil_div = ceil_div
 
 -- Memory per GPU on the pipeline rank that holds the most: fills r.mem_* and r.fits.
 -- c: the layout {dp, tp, pp, cp, ep, zero, mb, recompute, v}; st: M.stages(...)
@@ -148,7 +145,9 @@ function M.account(m, gpu, o, c, r, st)
     local mem_optimizer = bp.k * psi / (zero >= 1 and dz or 1)
     local in_flight = math.min(rk.in_flight, r.microbatches)
     local mem_act = act_layer * rk.layers * in_flight * in_flight_scale + transient
-    local mem_buf = (o.workspace or 2 ^ 30) + (rk.logits and logits or 0)
+    -- ZeRO-3 holds the layer it computes and the one it prefetches gathered
+    local gathered = zero >= 3 and 2 * bp.p * per_layer or 0
+    local mem_buf = (o.workspace or 2 ^ 30) + (rk.logits and logits or 0) + gathered
     local total = mem_params + mem_grads + mem_optimizer + mem_act + mem_buf
     if not worst or total > worst.total then
       worst = { psi = psi, params = mem_params, grads = mem_grads, optimizer = mem_optimizer, act = mem_act, buf = mem_buf,
