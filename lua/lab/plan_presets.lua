@@ -47,6 +47,8 @@ P.models = {
   ["megatron-175b"] = gpt(96, 12288, 96, 51200),
   -- Korthikanti et al. 2022, Table 3
   ["megatron-22b"] = gpt(48, 6144, 64, 51200),
+  -- MegaScale's 175B GPT (Jiang et al., NSDI'24, Table 1 and section 6.1: vocabulary 64000)
+  ["megascale-175b"] = gpt(96, 12288, 128, 64000),
 }
 -- MosaicML's MPT models as benchmarked in llm-foundry (scripts/train/benchmarking): 4h GELU
 -- FFN, no biases, no dropout, tied embeddings, vocabulary 50368

@@ -19,6 +19,7 @@ local megatron21 = { recompute = "full", sequence_parallel = false, attention = 
 -- chunks for 175B and 530B; MFU and HFU both given. Section 6.3: the 530B model at 8-way
 -- data parallelism (2240 GPUs, batch 2240) reaches 54.2% MFU without overlapping the
 -- gradient all-reduce.
+local megascale_baseline = { attention = "materialized", dp_overlap = false }
 local korthikanti = { recompute = "selective", sequence_parallel = true, attention = "materialized", dp_overlap = false, zero = 0 }
 
 P.runs = {
@@ -55,6 +56,20 @@ P.runs = {
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 768, global_batch = 384, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.343, opts = { zero = 1 } },
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 1536, global_batch = 768, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.333, opts = { zero = 1 } },
   { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 2304, global_batch = 1152, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.305, opts = { zero = 1 } },
+  -- Jiang et al., "MegaScale: Scaling Large Language Model Training to More Than 10,000
+  -- GPUs", NSDI'24, arXiv:2402.15627, Table 2: the Megatron-LM baseline (not MegaScale's
+  -- own rows, whose parallel blocks and sliding-window attention the planner does not
+  -- model) on Ampere GPUs with eight 200G NICs per node, 175B, TP 8, PP 8, 6 interleaved
+  -- chunks, seq 2048. Data-parallel overlap and FlashAttention-2 are MegaScale's additions
+  -- (sections 3.2, 3.3, Table 3), so the baseline runs without either.
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 256, global_batch = 768, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.530, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 512, global_batch = 768, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.499, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 768, global_batch = 768, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.467, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 1024, global_batch = 768, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.447, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 3072, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.487, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 6144, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.478, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 8192, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.433, opts = megascale_baseline },
+  { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 12288, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.412, opts = megascale_baseline },
   -- MosaicML, llm-foundry scripts/train/benchmarking/README.md ("MPT Training Benchmarks"):
   -- FSDP FULL_SHARD (ZeRO-3) without model parallelism, flash attention, the tables' micro-
   -- batch and activation checkpointing (True: full recomputation); MFU by the same 6N +
