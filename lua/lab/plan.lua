@@ -278,9 +278,12 @@ function plan.enumerate(o)
       end
     end
   end
-  -- fastest first; among equally fast layouts (within 0.1%) the one needing less memory
+  -- fastest first; among equally fast layouts (within 0.1%) the simpler schedule (fewer
+  -- pipeline chunks, even stages), then the one needing less memory
   table.sort(results, function(a, b)
     if math.abs(a.step_s - b.step_s) > 1e-3 * math.min(a.step_s, b.step_s) then return a.step_s < b.step_s end
+    if a.v ~= b.v then return a.v < b.v end
+    if a.uneven ~= b.uneven then return not a.uneven end
     return a.mem_total < b.mem_total
   end)
   return results, rejected, m, gpu
@@ -308,7 +311,16 @@ local function reasons(a, b)
   if a.bubble < b.bubble - 0.01 then out[#out + 1] = string.format("a smaller pipeline bubble (%.0f%% vs %.0f%%)", 100 * a.bubble, 100 * b.bubble) end
   if a.comm_exposed < b.comm_exposed * 0.9 then out[#out + 1] = string.format("less exposed communication (%.0f ms vs %.0f ms)", a.comm_exposed * 1e3, b.comm_exposed * 1e3) end
   if a.hardware_flops < b.hardware_flops * 0.99 then out[#out + 1] = "less recomputation" end
-  if #out == 0 then out[1] = string.format("a shorter step (%.0f ms vs %.0f ms)", a.step_s * 1e3, b.step_s * 1e3) end
+  if #out == 0 then
+    if math.abs(a.step_s - b.step_s) <= 1e-3 * math.min(a.step_s, b.step_s) then
+      local why = a.v ~= b.v and string.format("fewer pipeline chunks (%d vs %d)", a.v, b.v)
+          or a.uneven ~= b.uneven and "even stages"
+          or string.format("less memory (%.2f GB vs %.2f GB)", gb(a.mem_total), gb(b.mem_total))
+      out[1] = string.format("as fast (%.0f ms vs %.0f ms) with %s", a.step_s * 1e3, b.step_s * 1e3, why)
+    else
+      out[1] = string.format("a shorter step (%.0f ms vs %.0f ms)", a.step_s * 1e3, b.step_s * 1e3)
+    end
+  end
   return table.concat(out, ", ")
 end
 

@@ -278,6 +278,8 @@ function M.step(m, gpu, o, c, r, lt, st)
     else
       exposed_dp = math.max(r.t_dp - bwd_window, 0)
     end
+    -- the link is busy for t_dp in all: no more of it hides than the step computes
+    exposed_dp = math.max(exposed_dp, r.t_dp - r.compute_s)
   end
   r.t_dp_exposed = exposed_dp
   -- the optimizer streams fp32 master weights, two moments, gradients and the bf16 copy
