@@ -379,24 +379,35 @@ function moe.stats(model, opts)
 end
 
 -- Copies a full (single-rank) model's values into a model with expert parallelism: dense
--- parameters as they are, expert parameters narrowed to this rank's experts.
-function moe.copy_from_full(model, full)
+-- parameters as they are, expert parameters narrowed to this rank's experts, tensor-
+-- parallel ones (Megatron's marks) narrowed to this rank's slice of tp_group.
+-- opts: tp_group, rename(name) -> the full model's name.
+function moe.copy_from_full(model, full, opts)
+  opts = opts or {}
   local src = {}
   for _, np in ipairs(full:named_parameters()) do src[np[1]] = np[2] end
   lab.no_grad(function()
     for _, np in ipairs(model:named_parameters()) do
       local name, p = np[1], np[2]
-      local f = src[name]
+      local f = src[opts.rename and opts.rename(name) or name]
       if not f then rank_error("moe.copy_from_full: the full model has no parameter %s", name) end
-      p:copy_(moe.slice_of(p, f))
+      p:copy_(moe.slice_of(p, f, opts.tp_group))
     end
   end)
 end
 
--- the part of a full model's tensor t that parameter p of an EP model holds
-function moe.slice_of(p, t)
+-- the part of a full model's tensor t that parameter p holds: this rank's experts, or its
+-- tensor-parallel slice over tp_group (stride k: k blocks, each split over the ranks)
+function moe.slice_of(p, t, tp_group)
   local s = moe.expert_slices[p]
   if s and s.count ~= t.shape[1] then return t:narrow(1, s.first + 1, s.count) end
+  if p.tensor_model_parallel and tp_group and tp_group:size() > 1 then
+    local dim, k, n, r = p.partition_dim, p.partition_stride or 1, tp_group:size(), tp_group:rank()
+    local len = t.shape[dim] // (k * n)
+    local parts = {}
+    for j = 0, k - 1 do parts[#parts + 1] = t:narrow(dim, j * (t.shape[dim] // k) + r * len + 1, len) end
+    return k == 1 and parts[1] or lab.cat(parts, dim)
+  end
   return t
 end
 

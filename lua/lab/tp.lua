@@ -298,8 +298,17 @@ function TPBlock:init(full, cfg, opts)
   self:add("ln1", full.ln1)
   self:add("attn", ParallelAttention(cfg, { from = full.attn, group = opts.group, sequence_parallel = opts.sequence_parallel }))
   self:add("ln2", full.ln2)
-  self:add("mlp", ParallelMLP(cfg.d_model, cfg.d_ff or 4 * cfg.d_model, { from = full.mlp, group = opts.group,
-    sequence_parallel = opts.sequence_parallel }))
+  if getmetatable(full.mlp) == lab.moe.MoE then
+    -- a MoE MLP stays whole here: its experts are split over its EP group, and every TP
+    -- rank routes the same (replicated) tokens; sequence parallelism would split them
+    if opts.sequence_parallel then
+      error(string.format("rank %d: tp.GPT: MoE blocks need sequence_parallel = false", lab.dist.rank()), 0)
+    end
+    self:add("mlp", full.mlp)
+  else
+    self:add("mlp", ParallelMLP(cfg.d_model, cfg.d_ff or 4 * cfg.d_model, { from = full.mlp, group = opts.group,
+      sequence_parallel = opts.sequence_parallel }))
+  end
 end
 -- Residual dropout acts on replicated activations (the same mask on every TP rank: the
 -- default stream), or, with sequence parallelism, on each rank's own positions (its own
@@ -352,7 +361,11 @@ function TPGPT:forward(ids, targets)
   end
   for _, block in self.blocks:iter() do x = block(x) end
   local logits = self.head(self.ln_f(x)) -- [B, T, V/p]
-  if targets then return logits, vocab_parallel_ce(logits, targets, self.group) end
+  if targets then
+    local loss = vocab_parallel_ce(logits, targets, self.group)
+    if self.cfg.moe then loss = loss + lab.moe.aux_total(self) end -- router balance and z-losses
+    return logits, loss
+  end
   return logits
 end
 

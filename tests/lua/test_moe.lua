@@ -254,6 +254,38 @@ T.test("EP x DP (grid ep=2 at 4 ranks): MoE GPT with dropping equals its twin in
   check_every_grad(ep, full, "EP2 x DP", g.ep_group)
 end)
 
+T.test("TP2 x EP2 (dp 2) at 4 ranks: TP dense layers, MoE experts over EP, equal the twin in every gradient", function()
+  if n ~= 4 then return end
+  local g = lab.dist.grid { tp = 2, ep = 2 }
+  local cfg = gpt_cfg({ experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, groups = 2 })
+  cfg.tied = false
+  lab.manual_seed(51)
+  local full = lab.nn.GPT(cfg)
+  local pcfg = gpt_cfg({ experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, group = g.ep_group })
+  pcfg.tied = false
+  lab.manual_seed(51)
+  local model = lab.tp.GPT(pcfg, { group = g.tp_group })
+  local function rename(name) return (name:gsub("attn%.qkv_weight$", "attn.qkv.weight"):gsub("attn%.qkv_bias$", "attn.qkv.bias")) end
+  lab.moe.copy_from_full(model, full, { tp_group = g.tp_group, rename = rename })
+  local ids = lab.randint(0, 16, { 4, 4 })
+  local tgt = lab.randint(0, 16, { 4, 4 })
+  select(2, full(ids, tgt)):backward()
+  local mine = function(t) return t:narrow(1, g.dp_rank * 2 + 1, 2):contiguous() end
+  select(2, model(mine(ids), mine(tgt))):backward()
+  lab.moe.sync_gradients(model, { dp_group = g.dp_group, expert_dp_group = g.edp_group })
+  local entries = {}
+  for _, np in ipairs(model:named_parameters()) do
+    local name, p = np[1], np[2]
+    local function whole(t)
+      if lab.moe.expert_slices[p] then return lab.cat(lab.dist.all_gather(t:contiguous(), { group = g.ep_group }), 1) end
+      return E.unsplit(t, p, g.tp_group)
+    end
+    entries[#entries + 1] = { name = rename(name),
+      value = whole(p:detach()), grad = p.grad and whole(p.grad) or nil }
+  end
+  E.check(T, "TP2 x EP2", entries, full, { rtol = 1e-4, atol = 1e-6 })
+end)
+
 T.test("measured all-to-all bytes equal the planner's formula (capacity 1.25, top-2)", function()
   lab.manual_seed(31)
   local ep = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 2, capacity_factor = 1.25, group = world }))
