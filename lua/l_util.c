@@ -30,8 +30,9 @@ lab_tensor *ll_test_tensor(lua_State *L, int idx) {
   if (box && !*box) ll_error(L, "tensor argument %d was already closed", idx);
   if (box && !(*box)->storage->data && (*box)->storage->nbytes > 0)
     ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
-             "while its module computes (a weight used outside its module's forward, as a tied "
-             "head, must be marked p.shared = true before lab.zero.wrap)", idx);
+             "while its module computes, called through the ZeRO engine (a weight used outside "
+             "its module's forward, as a tied head, must be marked p.shared = true before "
+             "lab.zero.wrap)", idx);
   return box ? *box : NULL;
 }
 
@@ -54,8 +55,9 @@ lab_tensor *ll_check_tensor(lua_State *L, int idx) {
   if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
   if (!(*box)->storage->data && (*box)->storage->nbytes > 0)
     ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
-             "while its module computes (a weight used outside its module's forward, as a tied "
-             "head, must be marked p.shared = true before lab.zero.wrap)", idx);
+             "while its module computes, called through the ZeRO engine (a weight used outside "
+             "its module's forward, as a tied head, must be marked p.shared = true before "
+             "lab.zero.wrap)", idx);
   return *box;
 }
 
