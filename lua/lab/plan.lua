@@ -35,21 +35,154 @@ local function fail(fmt, ...)
   error(string.format("rank %d: plan: " .. fmt, rank, ...), 0)
 end
 
-plan.param_counts = mem.param_counts
-plan.model_flops = mem.model_flops
-plan.hardware_flops = mem.hardware_flops
-plan.activation_bytes_per_layer = mem.activation_bytes_per_layer
-plan.stages = mem.stages
-plan.tp_bytes, plan.dp_bytes, plan.pp_bytes, plan.ep_bytes, plan.cp_bytes =
-  time.tp_bytes, time.dp_bytes, time.pp_bytes, time.ep_bytes, time.cp_bytes
-plan.ep_all_to_all_bytes = time.ep_all_to_all_bytes
+-- a model table's sizes, checked before any arithmetic on them
+local function check_model(m)
+  if type(m) ~= "table" then fail("a model is a table {layers=, hidden=, heads=, vocab=, ...}, got %s", type(m)) end
+  for _, k in ipairs({ "layers", "hidden", "heads", "vocab" }) do
+    if math.type(m[k]) ~= "integer" or m[k] < 1 then
+      fail("the model needs %s (a positive integer), got %s; a custom model gives layers, hidden, heads, vocab "
+        .. "and optionally kv_heads, ffn, gated, tied, bias, dropout, experts, top_k", k, tostring(m[k]))
+    end
+  end
+  if m.layers > 100000 or m.hidden > 1 << 24 or m.vocab > 1 << 26 then
+    fail("the model is beyond what the planner enumerates (layers %d, hidden %d, vocab %d)", m.layers, m.hidden, m.vocab)
+  end
+  for _, k in ipairs({ "kv_heads", "ffn", "experts", "top_k", "head_dim" }) do
+    if m[k] ~= nil and (math.type(m[k]) ~= "integer" or m[k] < 1 or m[k] > 1 << 26) then
+      fail("the model's %s must be a positive integer, got %s", k, tostring(m[k]))
+    end
+  end
+  if m.top_k and m.experts and m.top_k > m.experts then fail("top_k %d exceeds %d experts", m.top_k, m.experts) end
+end
+
+-- The helpers below are public (tests and labs compare measured runs with them): their
+-- arguments are checked as plan{...}'s are, and every mistake names the helper.
+local function need(ok, fname, fmt, ...)
+  if not ok then fail(fname .. ": " .. fmt, ...) end
+end
+local function is_int(v, lo) return math.type(v) == "integer" and v >= (lo or 1) end
+local function is_num(v, lo) return type(v) == "number" and v >= (lo or 0) and v < math.huge end
+
+-- a model with at least the fields `needs` (nil: a whole model), kv_heads and ffn filled in
+local function model_arg(fname, m, needs)
+  if needs then
+    need(type(m) == "table", fname, "the first argument is a model table, got %s", type(m))
+    for _, k in ipairs(needs) do need(is_int(m[k]), fname, "the model needs %s (a positive integer), got %s", k, tostring(m[k])) end
+    for _, k in ipairs({ "kv_heads", "experts", "top_k", "head_dim" }) do
+      need(m[k] == nil or is_int(m[k]), fname, "the model's %s must be a positive integer, got %s", k, tostring(m[k]))
+    end
+  else
+    check_model(m)
+  end
+  if m.kv_heads and m.ffn then return m end
+  m = copy(m)
+  m.kv_heads, m.ffn = m.kv_heads or m.heads, m.ffn or (m.hidden and 4 * m.hidden)
+  return m
+end
+
+-- the options and layout the traffic helpers read
+local function traffic_args(fname, o, c, layers, with_layers)
+  need(type(o) == "table" and is_int(o.seq), fname, "options need seq (a positive integer)")
+  need(type(c) == "table", fname, "the layout is a table {tp=, mb=, microbatches=, ...}, got %s", type(c))
+  for _, k in ipairs({ "tp", "mb", "microbatches" }) do
+    need(is_int(c[k]), fname, "layout.%s must be a positive integer, got %s", k, tostring(c[k]))
+  end
+  for _, k in ipairs({ "cp", "ep", "v", "dp", "zero" }) do
+    need(c[k] == nil or is_int(c[k], k == "zero" and 0 or 1), fname, "layout.%s must be a positive integer, got %s", k, tostring(c[k]))
+  end
+  if with_layers then need(is_int(layers, 0), fname, "layers must be a non-negative integer, got %s", tostring(layers)) end
+end
+
+function plan.param_counts(m) return mem.param_counts(model_arg("param_counts", m)) end
+
+function plan.model_flops(m, tokens, seq)
+  m = model_arg("model_flops", m)
+  need(is_num(tokens) and is_num(seq), "model_flops", "tokens and seq are finite numbers, got %s and %s", tostring(tokens), tostring(seq))
+  return mem.model_flops(m, tokens, seq)
+end
+
+function plan.hardware_flops(m, tokens, seq, recompute, attention)
+  m = model_arg("hardware_flops", m)
+  need(is_num(tokens) and is_num(seq), "hardware_flops", "tokens and seq are finite numbers, got %s and %s", tostring(tokens), tostring(seq))
+  need(recompute == nil or recompute == "none" or recompute == "selective" or recompute == "full", "hardware_flops",
+    "recompute is none, selective or full, got %s", tostring(recompute))
+  need(attention == nil or attention == "flash" or attention == "materialized", "hardware_flops",
+    "attention is flash or materialized, got %s", tostring(attention))
+  return mem.hardware_flops(m, tokens, seq, recompute, attention)
+end
+
+function plan.activation_bytes_per_layer(m, o, b, s, t, recompute, sp)
+  m = model_arg("activation_bytes_per_layer", m)
+  need(type(o) == "table" and is_int(o.seq), "activation_bytes_per_layer", "options need seq (a positive integer)")
+  need(is_num(b) and is_num(s) and is_int(t), "activation_bytes_per_layer",
+    "micro-batch and sequence are finite numbers and tp a positive integer, got %s, %s, %s", tostring(b), tostring(s), tostring(t))
+  return mem.activation_bytes_per_layer(m, o, b, s, t, recompute, sp)
+end
+
+function plan.tp_bytes(m, o, c, layers)
+  m = model_arg("tp_bytes", m, { "hidden" })
+  traffic_args("tp_bytes", o, c, layers, true)
+  return time.tp_bytes(m, o, c, layers)
+end
+
+function plan.pp_bytes(m, o, c)
+  m = model_arg("pp_bytes", m, { "hidden" })
+  traffic_args("pp_bytes", o, c)
+  need(is_int(c.pp), "pp_bytes", "layout.pp must be a positive integer, got %s", tostring(c.pp))
+  return time.pp_bytes(m, o, c)
+end
+
+function plan.ep_bytes(m, o, c, layers)
+  m = model_arg("ep_bytes", m, { "hidden" })
+  traffic_args("ep_bytes", o, c, layers, true)
+  return time.ep_bytes(m, o, c, layers)
+end
+
+function plan.cp_bytes(m, o, c, layers)
+  m = model_arg("cp_bytes", m, { "hidden", "heads" })
+  traffic_args("cp_bytes", o, c, layers, true)
+  return time.cp_bytes(m, o, c, layers)
+end
+
+function plan.dp_bytes(o, c, psi)
+  need(type(o) == "table" and type(c) == "table", "dp_bytes", "dp_bytes(options, layout, parameters per GPU)")
+  need(is_int(c.dp) and (c.cp == nil or is_int(c.cp)) and (c.zero == nil or is_int(c.zero, 0))
+    and (c.microbatches == nil or is_int(c.microbatches)), "dp_bytes", "layout.dp (and cp, zero, microbatches) are positive integers")
+  need(is_num(psi), "dp_bytes", "parameters per GPU is a finite number, got %s", tostring(psi))
+  return time.dp_bytes(o, c, psi)
+end
+
+function plan.ep_all_to_all_bytes(tokens, hidden, top_k, ep, elem_bytes, capacity_factor, experts, groups, imbalance)
+  local f = "ep_all_to_all_bytes"
+  need(is_num(tokens) and is_int(hidden) and is_int(ep) and is_num(elem_bytes), f,
+    "(tokens, hidden, top_k, ep, elem_bytes, ...): got %s, %s, %s, %s, %s", tostring(tokens), tostring(hidden), tostring(top_k),
+    tostring(ep), tostring(elem_bytes))
+  need(top_k == nil or is_int(top_k), f, "top_k must be a positive integer, got %s", tostring(top_k))
+  need(capacity_factor == nil or is_num(capacity_factor), f, "capacity_factor must be a finite number, got %s", tostring(capacity_factor))
+  need(experts == nil or is_int(experts), f, "experts must be a positive integer, got %s", tostring(experts))
+  need(groups == nil or is_int(groups), f, "groups must be a positive integer, got %s", tostring(groups))
+  need(imbalance == nil or is_num(imbalance, 1), f, "imbalance must be a finite number >= 1, got %s", tostring(imbalance))
+  return time.ep_all_to_all_bytes(tokens, hidden, top_k, ep, elem_bytes, capacity_factor, experts, groups, imbalance)
+end
+
+function plan.stages(L, p, v)
+  local args = { L, p, v }
+  for i = 1, 3 do
+    local x = args[i]
+    if math.type(x) ~= "integer" or x < 1 or x > 1 << 20 then
+      fail("stages(layers, pp, v): argument %d must be a positive integer, got %s", i, tostring(x))
+    end
+  end
+  return mem.stages(L, p, v)
+end
 
 -- ---- one configuration ----
 
 -- Evaluates one layout; returns a table with .fits, .why (when not), memory, traffic,
 -- time, mfu, hfu. c: {dp, tp, pp, cp, ep, zero, mb, recompute, v}; lt: the layer's times
--- when the caller has them already (they depend on tp, cp, ep, mb and recompute only)
-function plan.evaluate(m, gpu, o, c, lt)
+-- when the caller has them already (they depend on tp, cp, ep, mb and recompute only).
+-- The enumeration calls it with checked arguments; plan.evaluate checks them first.
+local function evaluate(m, gpu, o, c, lt)
   gpu = time.with_defaults(gpu)
   if not m.kv_heads or not m.ffn then
     m = copy(m)
@@ -70,6 +203,27 @@ function plan.evaluate(m, gpu, o, c, lt)
   r.bytes_cp = time.cp_bytes(m, o, r, st.middle)
   time.step(m, gpu, o, r, r, lt or time.layer(m, gpu, o, r), st)
   return r
+end
+
+function plan.evaluate(m, gpu, o, c, lt)
+  check_model(m)
+  if type(gpu) ~= "table" or type(gpu.bf16) ~= "number" or type(gpu.hbm) ~= "number" then
+    fail("evaluate: the gpu is a table with bf16 (FLOP/s) and hbm (bytes) at least")
+  end
+  if type(o) ~= "table" or type(c) ~= "table" then fail("evaluate(model, gpu, options, layout): options and layout are tables") end
+  for _, k in ipairs({ "seq", "global_batch" }) do
+    if math.type(o[k]) ~= "integer" or o[k] < 1 then fail("evaluate: options.%s must be a positive integer, got %s", k, tostring(o[k])) end
+  end
+  for _, k in ipairs({ "dp", "tp", "pp", "mb", "cp", "ep", "v", "zero" }) do
+    local v = c[k]
+    if (v ~= nil or k == "dp" or k == "tp" or k == "pp" or k == "mb") and (math.type(v) ~= "integer" or v < (k == "zero" and 0 or 1)) then
+      fail("evaluate: layout.%s must be a positive integer, got %s", k, tostring(v))
+    end
+  end
+  if o.global_batch < c.dp * c.mb then
+    fail("evaluate: global batch %d is less than dp %d x micro-batch %d", o.global_batch, c.dp, c.mb)
+  end
+  return evaluate(m, gpu, o, c, lt)
 end
 
 -- ---- enumeration ----
@@ -113,21 +267,7 @@ local function resolve(o)
   for _, k in ipairs({ "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "head_dim" }) do
     if o[k] then m[k] = o[k] end
   end
-  for _, k in ipairs({ "layers", "hidden", "heads", "vocab" }) do
-    if math.type(m[k]) ~= "integer" or m[k] < 1 then
-      fail("the model needs %s (a positive integer), got %s; a custom model gives layers, hidden, heads, vocab "
-        .. "and optionally kv_heads, ffn, gated, tied, bias, dropout, experts, top_k", k, tostring(m[k]))
-    end
-  end
-  if m.layers > 100000 or m.hidden > 1 << 24 or m.vocab > 1 << 26 then
-    fail("the model is beyond what the planner enumerates (layers %d, hidden %d, vocab %d)", m.layers, m.hidden, m.vocab)
-  end
-  for _, k in ipairs({ "kv_heads", "ffn", "experts", "top_k", "head_dim" }) do
-    if m[k] ~= nil and (math.type(m[k]) ~= "integer" or m[k] < 1 or m[k] > 1 << 26) then
-      fail("the model's %s must be a positive integer, got %s", k, tostring(m[k]))
-    end
-  end
-  if m.top_k and m.experts and m.top_k > m.experts then fail("top_k %d exceeds %d experts", m.top_k, m.experts) end
+  check_model(m)
   m.kv_heads = m.kv_heads or m.heads
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
@@ -203,12 +343,23 @@ function plan.enumerate(o)
   local results, rejected = {}, {}
   if o.precision ~= nil then word_list(o, "precision", nil, { "bf16", "fp8", "f32" }) end
   if o.attention ~= nil then word_list(o, "attention", nil, { "flash", "materialized" }) end
-  if o.cp_from ~= nil then int_list(o, "cp_from", nil, 1, 1 << 24) end
+  local cp_from = o.cp_from ~= nil and positive_integer(o, "cp_from", 1 << 24) or 16384
+  -- the numeric knobs: name, smallest, largest (a fraction excludes 0 where it divides)
+  for _, k in ipairs({ { "memory_fraction", 1e-9, 1 }, { "workspace", 0, 1e15 }, { "latency", 0, 1 },
+    { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 } }) do
+    local v = o[k[1]]
+    if v ~= nil and (type(v) ~= "number" or not (v >= k[2] and v <= k[3])) then
+      fail("%s must be a number from %g to %g, got %s", k[1], k[2], k[3], tostring(v))
+    end
+  end
+  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp" }) do
+    if o[k] ~= nil and type(o[k]) ~= "boolean" then fail("%s must be true or false, got %s", k, tostring(o[k])) end
+  end
   local tps = int_list(o, "tp", divisors(N, o.allow_cross_node_tp and N or gpu.per_node), 1, MAX_GPUS)
   local pps = int_list(o, "pp", divisors(N, m.layers), 1, MAX_GPUS)
   -- context parallelism is considered by itself for long sequences: degrees that leave
   -- each rank two balanced chunks of at least 1024 tokens (Llama 3: 2 x cp chunks)
-  local cps = int_list(o, "cp", S >= (o.cp_from or 16384) and (function()
+  local cps = int_list(o, "cp", S >= cp_from and (function()
     local out = {}
     for _, k in ipairs(divisors(N, 64)) do if S % (2 * k) == 0 and S // k >= 1024 then out[#out + 1] = k end end
     return out
@@ -261,7 +412,7 @@ function plan.enumerate(o)
                         if evaluated > MAX_LAYOUTS then
                           fail("more than %d layouts for %d GPUs; narrow them (tp=, pp=, vpp=, zero=, micro_batch=)", MAX_LAYOUTS, N)
                         end
-                        local r = plan.evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
+                        local r = evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
                           recompute = rec, v = v }, cache[key])
                         if r.fits then results[#results + 1] = r else rejected[#rejected + 1] = r end
                       end
@@ -290,6 +441,7 @@ function plan.enumerate(o)
 end
 
 local function layout(r)
+  need(type(r) == "table" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "layout", "expects a layout {dp=, tp=, pp=, ...}")
   local s = string.format("dp%d tp%d pp%d", r.dp, r.tp, r.pp)
   if (r.cp or 1) > 1 then s = s .. " cp" .. r.cp end
   if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep end
@@ -411,6 +563,12 @@ end
 
 -- the arithmetic of one configuration, line by line
 function plan.explain(r, m, gpu, o)
+  need(type(r) == "table" and type(r.step_s) == "number" and type(r.act_layer) == "number", "explain",
+    "the first argument is a result of plan.enumerate or plan.evaluate")
+  check_model(m)
+  need(type(gpu) == "table" and type(gpu.bf16) == "number", "explain", "the gpu is a table with bf16 (FLOP/s)")
+  need(type(o) == "table" and is_int(o.seq) and is_int(o.global_batch), "explain", "options need seq and global_batch")
+  m = model_arg("explain", m)
   gpu = time.with_defaults(gpu)
   local c = plan.param_counts(m)
   local bp = mem.bytes_per(o.precision)
@@ -453,6 +611,8 @@ end
 -- compares with this function's answer). list: "runs" (default) or "misses", the published
 -- runs the planner misses by more than 15%.
 function plan.published(format, list)
+  need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
+  need(list == nil or list == "runs" or list == "misses", "published", "list is runs or misses, got %s", tostring(list))
   local runs = require("lab.plan_published")
   local rows = {}
   if format == "table" then
@@ -489,6 +649,8 @@ end
 
 -- `llmlab --plan key=value ...`: numbers become numbers, a,b,c become lists
 function plan.cli(args)
+  need(type(args) == "table", "cli", "expects a list of key=value strings, got %s", type(args))
+  for i, a in ipairs(args) do need(type(a) == "string", "cli", "argument %d is %s, not a string", i, type(a)) end
   local o = {}
   for _, a in ipairs(args) do
     local k, v = a:match("^%-*([%w_]+)=(.*)$")

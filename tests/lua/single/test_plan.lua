@@ -180,6 +180,17 @@ T.test("absurd questions are refused at once, naming the value and the rank", fu
   T.raises(function() plan(with("precision", "int4")) end, "precision", "int4")
   T.raises(function() plan(with("top", "all")) end, "top", "all")
   T.raises(function() plan { model = "llama3-8b", gpu = "a100", gpus = 8, global_batch = 8, seq = 8, precision = "fp8" } end, "fp8")
+  -- the public helpers check their arguments too
+  T.raises(function() plan.stages(126, nil, 8) end, "rank 0", "stages", "argument 2")
+  T.raises(function() plan.tp_bytes({ hidden = 8 }, { seq = 8 }, { tp = 2, mb = 1 }, 2) end, "tp_bytes", "microbatches")
+  T.raises(function() plan.cp_bytes({ hidden = 8 }, { seq = 8 }, { tp = 1, mb = 1, microbatches = 1 }, 2) end, "cp_bytes", "heads")
+  T.raises(function() plan.dp_bytes({}, { dp = 2 }, 0 / 0) end, "dp_bytes", "nan")
+  T.raises(function() plan.ep_all_to_all_bytes(8, 4, 2, "two", 2) end, "ep_all_to_all_bytes", "two")
+  T.raises(function() plan.param_counts(5) end, "rank 0", "model")
+  T.raises(function() plan.layout({}) end, "layout")
+  T.raises(function() plan.explain({}, {}, {}, {}) end, "explain")
+  T.raises(function() plan.published("pdf") end, "published", "pdf")
+  T.raises(function() plan.cli({ 1 }) end, "cli", "argument 1")
   -- the largest GPU count allowed still answers quickly
   t0 = os.clock()
   local res = plan.enumerate { model = "llama3-405b", gpu = "h100", gpus = 1 << 20, global_batch = 1 << 20, seq = 8192, tp = 8,
