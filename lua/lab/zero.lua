@@ -190,6 +190,20 @@ function Engine:_release(g)
   end
 end
 
+-- Before the shards change (a step, a checkpoint load) every gathered copy is dropped: a
+-- prefetch in backward can gather a group whose gradient is already reduced (a module
+-- registered before one it runs after, as a root's own parameter), and that copy would
+-- hold the old values into the next forward.
+function Engine:_drop_gathered()
+  for _, g in ipairs(self.groups) do
+    if g.pending then
+      g.pending:wait()
+      g.pending, g.send, g.gathered = nil, nil, true
+    end
+    self:_release(g)
+  end
+end
+
 function Engine:_wrap_forwards()
   for i, g in ipairs(self.groups) do
     if g ~= self.shared then self:_wrap_forward(i, g) end
@@ -203,16 +217,19 @@ function Engine:_wrap_forward(i, g)
   mod.forward = function(m, ...)
     engine:_gather(g)
     engine:_prefetch(engine.groups[i + 1]) -- the next module's, while this one computes
-    local out = forward(m, ...)
-    if lab.is_tensor(out) and out.requires_grad then
-      -- the gradient of the output arrives just before this module's backward runs
-      out:register_hook(function()
-        engine:_gather(g)
-        engine:_prefetch(engine.groups[i - 1])
-      end)
+    local res = table.pack(forward(m, ...)) -- every result (a model may return logits and loss)
+    for k = 1, res.n do
+      local out = res[k]
+      if lab.is_tensor(out) and out.requires_grad then
+        -- the gradient of an output arrives just before this module's backward runs
+        out:register_hook(function()
+          engine:_gather(g)
+          engine:_prefetch(engine.groups[i - 1])
+        end)
+      end
     end
     engine:_release(g)
-    return out
+    return table.unpack(res, 1, res.n)
   end
 end
 
@@ -311,6 +328,7 @@ end
 function Engine:step()
   self.step_count = self.step_count + 1
   self:reduce_gradients()
+  if self.stage == 3 then self:_drop_gathered() end
   self.reduced = false
   local norm
   if self.clip then -- the global norm: every rank's shard contributes its squares
@@ -378,7 +396,7 @@ end
 -- from everyone's shards (stages 1-2; stage 3 gathers before each use)
 function Engine:load_checkpoint_done(step_count, lr)
   self.step_count, self.lr = step_count, lr
-  if self.stage == 3 then return end
+  if self.stage == 3 then return self:_drop_gathered() end
   lab.no_grad(function()
     for _, g in ipairs(self.groups) do
       local send = g.master:clone()

@@ -163,6 +163,41 @@ T.test("ZeRO-3: a tied weight left unmarked is named in the error, with the fix"
   T.raises(function() engine(IDS, IDS) end, "sharded parameter", "p.shared = true")
 end)
 
+-- a model with parameters of its own that returns two results: ZeRO-3 wraps its forward
+-- too, and must hand back both (and gather for the backward of either)
+local Scaled = lab.nn.class("Scaled")
+function Scaled:init()
+  self:add("inner", lab.nn.GPT(UNTIED))
+  self:param("scale", lab.ones(1))
+end
+function Scaled:forward(ids, targets)
+  local logits = self.inner(ids) * self.scale
+  return logits, lab.cross_entropy(logits, targets)
+end
+
+for stage = 1, 3 do
+  T.test("ZeRO-" .. stage .. ": a root with its own parameter returning logits and loss", function()
+    local function make()
+      lab.manual_seed(3)
+      return Scaled()
+    end
+    local ref = make()
+    local hp = { lr = 1e-2, eps = 1e-6, weight_decay = 0.1 }
+    local engine = lab.zero.wrap(make(), { stage = stage, lr = hp.lr, eps = hp.eps, weight_decay = hp.weight_decay })
+    compare("zero-" .. stage .. " scaled", ref, plain_side(ref, ref:parameters(), lab.optim.AdamW(ref:parameters(), hp)), {
+      model = engine,
+      backward = function(l) l:backward() end,
+      zero_grad = function() engine:zero_grad() end,
+      step = function() return engine:step() end,
+      grads = function()
+        engine:reduce_gradients()
+        return E.zero_entries(engine)
+      end,
+      values = function() return E.zero_entries(engine) end,
+    }, {})
+  end)
+end
+
 -- ---- pipeline parallelism: a stack of Linear + GELU layers cut into one stage per rank ----
 
 local W, PB = 8, 8
