@@ -6,14 +6,15 @@
 -- It enumerates dp x tp x pp x cp x ep, ZeRO stage, micro-batch, activation recomputation
 -- (none, selective, full) and interleaved pipeline chunks (every v the layers split into,
 -- evenly or with one layer fewer on the first and last stage as Llama 3); keeps the
--- layouts that divide and fit in memory; and ranks them by step time. The arithmetic
--- lives in two files:
---   plan_memory.lua  parameter counts, model and hardware FLOPs, pipeline stages, bytes per
---                    GPU (parameters, gradients, optimizer states, Korthikanti activations)
---   plan_time.lua    a roofline per operation from the GEMM shapes, the attention kernel
---                    and element-wise passes against the GPU's peak and HBM bandwidth;
---                    TP/CP/EP/PP/DP traffic and how much of it is exposed; MFU and HFU
--- This file validates the question, bounds and walks the enumeration, and prints answers.
+-- layouts that divide and fit in memory; and ranks them by step time. The rest lives in:
+--   plan_memory.lua     parameter counts, model and hardware FLOPs, pipeline stages, bytes
+--                       per GPU (parameters, gradients, optimizer states, activations)
+--   plan_time.lua       a roofline per operation from the GEMM shapes, the attention kernel
+--                       and element-wise passes against the GPU's peak and HBM bandwidth;
+--                       TP/CP/EP/PP/DP traffic and how much of it is exposed; MFU and HFU
+--   plan_check.lua      argument checks, errors that name the rank and the value
+--   plan_presets.lua    models and GPUs; plan_published.lua the published runs
+-- This file is the API: the public helpers, the bounded enumeration, the printed answers.
 -- Assumptions (all overridable): bf16 weights and gradients with fp32 Adam states (16
 -- bytes per parameter before ZeRO), flash attention, sequence parallelism with TP, data-
 -- parallel reductions overlapped with the last micro-batch's backward, TP/CP/EP
@@ -21,6 +22,10 @@
 local presets = require("lab.plan_presets")
 local mem = require("lab.plan_memory")
 local time = require("lab.plan_time")
+local check = require("lab.plan_check")
+local fail, need, is_int, is_num = check.fail, check.need, check.is_int, check.is_num
+local check_model, model_arg, traffic_args = check.model, check.model_arg, check.traffic_args
+local positive_integer, int_list, word_list = check.positive_integer, check.int_list, check.word_list
 local plan = {}
 
 local function copy(t)
@@ -29,70 +34,8 @@ local function copy(t)
   return o
 end
 
--- every error names the rank, as the rest of lab does
-local function fail(fmt, ...)
-  local rank = (lab and lab.dist and lab.dist.rank) and lab.dist.rank() or 0
-  error(string.format("rank %d: plan: " .. fmt, rank, ...), 0)
-end
-
--- a model table's sizes, checked before any arithmetic on them
-local function check_model(m)
-  if type(m) ~= "table" then fail("a model is a table {layers=, hidden=, heads=, vocab=, ...}, got %s", type(m)) end
-  for _, k in ipairs({ "layers", "hidden", "heads", "vocab" }) do
-    if math.type(m[k]) ~= "integer" or m[k] < 1 then
-      fail("the model needs %s (a positive integer), got %s; a custom model gives layers, hidden, heads, vocab "
-        .. "and optionally kv_heads, ffn, gated, tied, bias, dropout, experts, top_k", k, tostring(m[k]))
-    end
-  end
-  if m.layers > 100000 or m.hidden > 1 << 24 or m.vocab > 1 << 26 then
-    fail("the model is beyond what the planner enumerates (layers %d, hidden %d, vocab %d)", m.layers, m.hidden, m.vocab)
-  end
-  for _, k in ipairs({ "kv_heads", "ffn", "experts", "top_k", "head_dim" }) do
-    if m[k] ~= nil and (math.type(m[k]) ~= "integer" or m[k] < 1 or m[k] > 1 << 26) then
-      fail("the model's %s must be a positive integer, got %s", k, tostring(m[k]))
-    end
-  end
-  if m.top_k and m.experts and m.top_k > m.experts then fail("top_k %d exceeds %d experts", m.top_k, m.experts) end
-end
-
 -- The helpers below are public (tests and labs compare measured runs with them): their
 -- arguments are checked as plan{...}'s are, and every mistake names the helper.
-local function need(ok, fname, fmt, ...)
-  if not ok then fail(fname .. ": " .. fmt, ...) end
-end
-local function is_int(v, lo) return math.type(v) == "integer" and v >= (lo or 1) end
-local function is_num(v, lo) return type(v) == "number" and v >= (lo or 0) and v < math.huge end
-
--- a model with at least the fields `needs` (nil: a whole model), kv_heads and ffn filled in
-local function model_arg(fname, m, needs)
-  if needs then
-    need(type(m) == "table", fname, "the first argument is a model table, got %s", type(m))
-    for _, k in ipairs(needs) do need(is_int(m[k]), fname, "the model needs %s (a positive integer), got %s", k, tostring(m[k])) end
-    for _, k in ipairs({ "kv_heads", "experts", "top_k", "head_dim" }) do
-      need(m[k] == nil or is_int(m[k]), fname, "the model's %s must be a positive integer, got %s", k, tostring(m[k]))
-    end
-  else
-    check_model(m)
-  end
-  if m.kv_heads and m.ffn then return m end
-  m = copy(m)
-  m.kv_heads, m.ffn = m.kv_heads or m.heads, m.ffn or (m.hidden and 4 * m.hidden)
-  return m
-end
-
--- the options and layout the traffic helpers read
-local function traffic_args(fname, o, c, layers, with_layers)
-  need(type(o) == "table" and is_int(o.seq), fname, "options need seq (a positive integer)")
-  need(type(c) == "table", fname, "the layout is a table {tp=, mb=, microbatches=, ...}, got %s", type(c))
-  for _, k in ipairs({ "tp", "mb", "microbatches" }) do
-    need(is_int(c[k]), fname, "layout.%s must be a positive integer, got %s", k, tostring(c[k]))
-  end
-  for _, k in ipairs({ "cp", "ep", "v", "dp", "zero" }) do
-    need(c[k] == nil or is_int(c[k], k == "zero" and 0 or 1), fname, "layout.%s must be a positive integer, got %s", k, tostring(c[k]))
-  end
-  if with_layers then need(is_int(layers, 0), fname, "layers must be a non-negative integer, got %s", tostring(layers)) end
-end
-
 function plan.param_counts(m) return mem.param_counts(model_arg("param_counts", m)) end
 
 function plan.model_flops(m, tokens, seq)
@@ -248,18 +191,6 @@ local function divisors(n, limit)
   return out
 end
 
-local function positive_integer(o, k, limit)
-  local v = o[k]
-  if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
-  if math.type(v) ~= "integer" or v < 1 then
-    fail("%s must be a positive integer, got %s", k, tostring(o[k]))
-  end
-  if v > limit then
-    fail("%s = %d is more than the planner enumerates (at most %d)", k, v, limit)
-  end
-  return v
-end
-
 local function resolve(o)
   if type(o) ~= "table" then fail("expected a table of options {model=, gpus=, gpu=, global_batch=, seq=}, got %s", type(o)) end
   local m = type(o.model) == "table" and copy(o.model) or copy(presets.models[o.model or ""])
@@ -286,37 +217,6 @@ local function resolve(o)
   if g.per_node and math.type(g.per_node) ~= "integer" then fail("gpu per_node must be an integer, got %s", tostring(g.per_node)) end
   if o.precision == "fp8" and not g.fp8 then fail("precision fp8: this GPU has no fp8 peak (gpu_fp8=...)") end
   return m, g
-end
-
--- o[k] as a list of integers from lo to hi (a number or a list), or the default
-local function int_list(o, k, default, lo, hi)
-  local v = o[k]
-  if v == nil then return default end
-  if type(v) ~= "table" then v = { v } end
-  if #v == 0 then fail("%s is an empty list", k) end
-  local out = {}
-  for i, x in ipairs(v) do
-    if math.type(x) == "float" and x == math.floor(x) and math.abs(x) < 2 ^ 53 then x = math.tointeger(x) end
-    if math.type(x) ~= "integer" or x < lo or x > hi then
-      fail("%s must be %s from %d to %d, got %s", k, #v > 1 and ("integers (item " .. i .. ")") or "an integer", lo, hi, tostring(v[i]))
-    end
-    out[i] = x
-  end
-  return out
-end
-
--- o[k] as a list of words out of `allowed`, or the default
-local function word_list(o, k, default, allowed)
-  local v = o[k]
-  if v == nil then return default end
-  if type(v) ~= "table" then v = { v } end
-  if #v == 0 then fail("%s is an empty list", k) end
-  for _, x in ipairs(v) do
-    local ok = false
-    for _, a in ipairs(allowed) do if x == a then ok = true end end
-    if not ok then fail("%s must be one of %s, got %s", k, table.concat(allowed, ", "), tostring(x)) end
-  end
-  return v
 end
 
 -- plan{...} -> {best first}, {infeasible}, model, gpu
