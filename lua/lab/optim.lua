@@ -87,15 +87,14 @@ end
 
 -- Scales all gradients so their global L2 norm is at most max_norm; returns the norm
 -- before clipping (as torch.nn.utils.clip_grad_norm_).
--- opts.group: the model is split over the ranks of group (tensor or pipeline parallelism)
--- and the squares are summed over it. A parameter not marked tensor_model_parallel is
--- taken as a copy every rank of the group holds (a tensor-parallel replica: LayerNorms, the
--- row-parallel biases) and counted once, on the group's rank 0, as Megatron-LM counts it;
--- with opts.partitioned every parameter is this rank's own (pipeline stages).
+-- opts.group: a tensor-parallel group: the squares are summed over it, and a parameter not
+-- marked tensor_model_parallel is a copy every rank of it holds (LayerNorms, the
+-- row-parallel biases), counted once (on the group's rank 0), as Megatron-LM counts it.
+-- opts.pipeline_group: the model's stages are spread over it: their sums are added.
 function optim.clip_grad_norm(params, max_norm, opts)
   opts = opts or {}
-  local group = opts.group
-  local counts_here = not group or opts.partitioned or lab.dist.rank(group) == 0
+  local group, stages = opts.group, opts.pipeline_group
+  local counts_here = not group or lab.dist.rank(group) == 0
   local total = 0
   for _, p in ipairs(params) do
     local g = p.grad
@@ -104,10 +103,12 @@ function optim.clip_grad_norm(params, max_norm, opts)
       total = total + n * n
     end
   end
-  if group then
-    local t = lab.tensor({ total }, { dtype = "f64" })
-    lab.dist.all_reduce(t, { group = group })
-    total = t[1]
+  for _, over in ipairs({ group or false, stages or false }) do
+    if over then
+      local t = lab.tensor({ total }, { dtype = "f64" })
+      lab.dist.all_reduce(t, { group = over })
+      total = t[1]
+    end
   end
   total = math.sqrt(total)
   if total > max_norm then

@@ -1,9 +1,9 @@
 -- Every data- and pipeline-parallel layout against its single-rank twin, over EVERY
 -- parameter (tests/lua/equivalence.lua): DDP, ZeRO-1/2/3 (tied and untied GPTs), pipeline
--- (GPipe, 1F1B), mixed precision, LoRA; each plain and with gradient accumulation and
--- clipping. The reference trains on the whole batch on one rank; gradients are compared
--- after the last backward, values after the last step. (Tensor and sequence parallelism,
--- and TP x DP, are in test_tp.lua.)
+-- (GPipe, 1F1B), tensor x pipeline, mixed precision, LoRA; each plain and with gradient
+-- accumulation and clipping. The reference trains on the whole batch on one rank;
+-- gradients are compared after the last backward, values after the last step. (Tensor and
+-- sequence parallelism, and TP x DP, are in test_tp.lua.)
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
 local E = require("equivalence")
@@ -250,7 +250,7 @@ for _, schedule in ipairs({ "gpipe", "1f1b" }) do
         if v.clip then
           local clip = v.clip / 30 -- this model's gradients are small: a clip that bites
           local nr = lab.optim.clip_grad_norm(ref:parameters(), clip)
-          local np = lab.optim.clip_grad_norm(pipe:parameters(), clip, { group = lab.dist.world_group(), partitioned = true })
+          local np = lab.optim.clip_grad_norm(pipe:parameters(), clip, { pipeline_group = lab.dist.world_group() })
           T.near(np, nr, 1e-10, schedule .. ": the norm summed over the stages")
           T.ok(nr > clip, string.format("clipping is active (norm %.3g)", nr))
         end
@@ -262,5 +262,51 @@ for _, schedule in ipairs({ "gpipe", "1f1b" }) do
     end)
   end
 end
+
+-- tensor x pipeline parallelism (tp 2 x pp 2 on four ranks), accumulation and clipping:
+-- the norm sums over the TP group (replicas once) and then over the stages
+T.test("tensor x pipeline parallelism with accumulation and clipping", function()
+  local tp = n >= 4 and 2 or 1
+  local g = lab.dist.grid { tp = tp, pp = n // tp }
+  local c = { vocab = 16, d_model = 8, n_layer = 2, n_head = 2, seq_len = 4, d_ff = 16, tied = false }
+  lab.manual_seed(13)
+  local twin = lab.nn.GPT(c)
+  lab.manual_seed(13)
+  local model = lab.tp.GPT(c, { group = g.tp_group })
+  local stage = lab.pp.partition(lab.pp.gpt_pieces(model), g.pp)[g.pp_rank + 1]
+  local weight = 1
+  local pipe = lab.pp.Pipeline(stage, { group = g.pp_group, micro_batches = 2, schedule = "1f1b",
+    loss = function(logits, t) return lab.tp.vocab_parallel_cross_entropy(logits, t, g.tp_group) * weight end,
+    activation_shape = function(mb) return { mb, 4, 8 } end })
+  lab.manual_seed(14)
+  local ids, tgt = lab.randint(0, 16, { 8, 4 }), lab.randint(0, 16, { 8, 4 })
+  local topt, opt = lab.optim.SGD(twin:parameters(), { lr = 0.5 }), lab.optim.SGD(model:parameters(), { lr = 0.5 })
+  local held = {}
+  for _, prm in ipairs(stage:parameters()) do held[prm] = true end
+  local names = {}
+  for _, np in ipairs(model:named_parameters()) do
+    names[np[1]] = held[np[2]] and (np[1]:gsub("attn%.qkv_weight$", "attn.qkv.weight"):gsub("attn%.qkv_bias$", "attn.qkv.bias")) or nil
+  end
+  local function entries() return E.entries(model, { group = g.tp_group, rename = function(nm) return names[nm] end }) end
+  for step = 1, STEPS do
+    topt:zero_grad()
+    opt:zero_grad()
+    for k = 1, 2 do
+      local x, t = ids:narrow(1, 4 * k - 3, 4), tgt:narrow(1, 4 * k - 3, 4)
+      weight = 0.5;
+      (select(2, twin(x, t)) * weight):backward()
+      pipe:train_step(x:contiguous(), t:contiguous())
+    end
+    if step == STEPS then E.check(T, "tp x pp: gradients", entries(), twin, { values = false, rtol = 1e-4 }) end
+    local clip = 0.3
+    local nr = lab.optim.clip_grad_norm(twin:parameters(), clip)
+    local np = lab.optim.clip_grad_norm(stage:parameters(), clip, { group = g.tp_group, pipeline_group = g.pp_group })
+    T.near(np, nr, 1e-4, "the norm over TP ranks and stages")
+    T.ok(nr > clip, "clipping is active")
+    topt:step()
+    opt:step()
+  end
+  E.check(T, "tp x pp: values", entries(), twin, { grads = false, rtol = 1e-4 })
+end)
 
 T.finish()
