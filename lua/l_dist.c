@@ -529,6 +529,16 @@ static int l_comm_time(lua_State *L) {
   return 1;
 }
 
+static int l_comm_cpu_time(lua_State *L) {
+  lua_pushnumber(L, lab_dist_comm_cpu_seconds());
+  return 1;
+}
+
+static int l_cpu_time(lua_State *L) {
+  lua_pushnumber(L, lab_cpu_seconds());
+  return 1;
+}
+
 static int l_reset_stats(lua_State *L) {
   (void)L;
   lab_dist_reset_stats();
@@ -564,6 +574,8 @@ static const luaL_Reg dist_funcs[] = {
     {"stats", l_stats},
     {"reset_stats", l_reset_stats},
     {"comm_time", l_comm_time},
+    {"comm_cpu_time", l_comm_cpu_time},
+    {"cpu_time", l_cpu_time},
     {"set_watchdog", l_set_watchdog},
     {"watchdog", l_watchdog},
     {"_agree_max", l_agree_max},

@@ -104,6 +104,33 @@ function lab.dist.gather_strings(s, group)
   return out
 end
 
+-- The CPUs this machine has online (/sys/devices/system/cpu/online, e.g. "0-1" or "0-3,8-11").
+function lab.cores()
+  local f = io.open("/sys/devices/system/cpu/online")
+  local spec = f and f:read("l")
+  if f then f:close() end
+  local n = 0
+  for lo, hi in (spec or ""):gmatch("(%d+)%-?(%d*)") do n = n + (hi ~= "" and tonumber(hi) - tonumber(lo) + 1 or 1) end
+  return math.max(n, 1)
+end
+
+-- This machine's load average over the last minute (runnable processes, ours included).
+function lab.load_average()
+  local f = io.open("/proc/loadavg")
+  local load = f and tonumber(f:read("n"))
+  if f then f:close() end
+  return load or 0
+end
+
+-- More ranks on this node than it has cores? Then ranks take turns on the cores, and a timing
+-- measures the waiting for a core as much as the work: labs say so instead of reading ratios
+-- from it. Every rank of the group gets the same answer (any node oversubscribed).
+function lab.dist.oversubscribed(group)
+  local over = lab.tensor({ lab.dist.local_world() > lab.cores() and 1 or 0 }, { dtype = "i32" })
+  lab.dist.all_reduce(over, { op = "max", group = group })
+  return over[1] == 1, lab.dist.local_world(), lab.cores()
+end
+
 -- rank 0 prints one line per rank, in rank order: "[r] text"
 function lab.dist.print_ranks(s, group)
   local all = lab.dist.gather_strings(s, group)

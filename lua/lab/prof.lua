@@ -2,7 +2,9 @@
 -- also records how much of its time was spent inside collectives (lab.dist.comm_time), so
 -- compute and communication are reported apart. report() aggregates every rank's totals
 -- (min / median / max over ranks); trace(path) writes Chrome trace JSON with one track per
--- rank (open it in chrome://tracing or Perfetto).
+-- rank (open it in chrome://tracing or Perfetto). Each section also keeps this rank's CPU time
+-- outside collectives ("busy"): with more ranks than cores the wall times count the turns a
+-- rank waited for a core, and report() then shows busy time instead of a communication share.
 --   lab.prof.section("attention", function() ... end)
 --   local s <close> = lab.prof.scope("ffn")     -- ends at the end of the block
 local prof = { enabled = true }
@@ -20,10 +22,11 @@ function prof.start(name)
   if not prof.enabled then return end
   local path = path_of(name)
   if not totals[path] then -- rows keep the order sections first started in
-    totals[path] = { time = 0, comm = 0, count = 0, depth = #stack }
+    totals[path] = { time = 0, comm = 0, busy = 0, count = 0, depth = #stack }
     order[#order + 1] = path
   end
-  stack[#stack + 1] = { name = name, path = path, t0 = lab.clock(), c0 = lab.dist.comm_time() }
+  stack[#stack + 1] = { name = name, path = path, t0 = lab.clock(), c0 = lab.dist.comm_time(),
+    cpu0 = lab.dist.cpu_time(), ccpu0 = lab.dist.comm_cpu_time() }
 end
 
 function prof.stop()
@@ -34,6 +37,7 @@ function prof.stop()
   local tot = totals[s.path]
   tot.time = tot.time + (t1 - s.t0)
   tot.comm = tot.comm + (c1 - s.c0)
+  tot.busy = tot.busy + (lab.dist.cpu_time() - s.cpu0) - (lab.dist.comm_cpu_time() - s.ccpu0)
   tot.count = tot.count + 1
   if #events < 100000 then
     events[#events + 1] = { name = s.name, ts = (s.t0 - t_origin) * 1e6, dur = (t1 - s.t0) * 1e6, comm = (c1 - s.c0) * 1e6 }
@@ -58,7 +62,7 @@ function prof.reset()
   t_origin = lab.clock()
 end
 
--- {path = {time=, comm=, count=}} of this rank
+-- {path = {time=, comm=, busy=, count=}} of this rank (seconds)
 function prof.totals() return totals end
 
 local function median(xs)
@@ -68,41 +72,66 @@ local function median(xs)
 end
 
 -- Every rank sends its totals; rank 0 prints one row per section: time and communication
--- in ms, min / median / max over ranks, and the communication share. Returns the rows.
+-- in ms, min / median / max over ranks, and the communication share. When some node runs
+-- more ranks than it has cores, the share would mostly measure waiting for a core: the rows
+-- show each rank's busy time (CPU time outside collectives) instead. Returns the rows.
 function prof.report(group)
   local lines = {}
   for _, path in ipairs(order) do
     local t = totals[path]
-    lines[#lines + 1] = string.format("%s\t%.9f\t%.9f\t%d\t%d", path, t.time, t.comm, t.count, t.depth)
+    lines[#lines + 1] = string.format("%s\t%.9f\t%.9f\t%.9f\t%d\t%d", path, t.time, t.comm, t.busy, t.count, t.depth)
   end
+  local over, ranks, cores = lab.dist.oversubscribed(group)
   local all = lab.dist.gather_strings(table.concat(lines, "\n"), group)
   local rows, paths, seen = {}, {}, {}
   for _, text in ipairs(all) do
     for line in text:gmatch("[^\n]+") do
-      local path, time, comm, count, depth = line:match("^(.-)\t(%S+)\t(%S+)\t(%d+)\t(%d+)$")
+      local path, time, comm, busy, count, depth = line:match("^(.-)\t(%S+)\t(%S+)\t(%S+)\t(%d+)\t(%d+)$")
       if path then
         if not seen[path] then
           seen[path] = true
           paths[#paths + 1] = path
-          rows[path] = { times = {}, comms = {}, count = tonumber(count), depth = tonumber(depth) }
+          rows[path] = { times = {}, comms = {}, busys = {}, count = tonumber(count), depth = tonumber(depth) }
         end
         table.insert(rows[path].times, tonumber(time))
         table.insert(rows[path].comms, tonumber(comm))
+        table.insert(rows[path].busys, tonumber(busy))
       end
     end
   end
+  local function mmm(xs) -- "min/med/max" in ms
+    return string.format("%8.2f/%8.2f/%8.2f", math.min(table.unpack(xs)) * 1e3, median({ table.unpack(xs) }) * 1e3,
+      math.max(table.unpack(xs)) * 1e3)
+  end
   if lab.dist.rank() == 0 then
-    print(string.format("%-34s %6s %26s %26s %6s", "section", "calls", "time ms (min/med/max)", "comm ms (min/med/max)", "comm%"))
+    if over then
+      print(string.format("(%d ranks share %d cores on a node: a wall time counts the turns a rank waited for a core,", ranks,
+        cores))
+      print(" and time in a collective is mostly waiting for ranks that were not running. Busy = CPU time")
+      print(" outside collectives, the work each rank did; no communication share is shown.)")
+      print(string.format("%-34s %6s %26s %26s", "section", "calls", "wall ms (min/med/max)", "busy ms (min/med/max)"))
+    else
+      local load = lab.load_average()
+      if load > lab.cores() then
+        print(string.format("(this machine's load average is %.1f on %d cores: other work shares the cores, so wall", load,
+          lab.cores()))
+        print(" and communication times include waiting for a core)")
+      end
+      print(string.format("%-34s %6s %26s %26s %6s", "section", "calls", "time ms (min/med/max)", "comm ms (min/med/max)", "comm%"))
+    end
     for _, path in ipairs(paths) do
       local r = rows[path]
       local name = string.rep("  ", r.depth) .. path:match("[^/]+$")
-      local tmin, tmax = math.min(table.unpack(r.times)), math.max(table.unpack(r.times))
-      local cmin, cmax = math.min(table.unpack(r.comms)), math.max(table.unpack(r.comms))
-      local tmed, cmed = median({ table.unpack(r.times) }), median({ table.unpack(r.comms) })
-      print(string.format("%-34s %6d %8.2f/%8.2f/%8.2f %8.2f/%8.2f/%8.2f %5.1f%%", name, r.count, tmin * 1e3, tmed * 1e3,
-        tmax * 1e3, cmin * 1e3, cmed * 1e3, cmax * 1e3, tmed > 0 and 100 * cmed / tmed or 0))
+      if over then
+        print(string.format("%-34s %6d %s %s", name, r.count, mmm(r.times), mmm(r.busys)))
+      else
+        local tmed, cmed = median({ table.unpack(r.times) }), median({ table.unpack(r.comms) })
+        print(string.format("%-34s %6d %s %s %5.1f%%", name, r.count, mmm(r.times), mmm(r.comms),
+          tmed > 0 and 100 * cmed / tmed or 0))
+      end
     end
   end
+  rows.oversubscribed = over
   return rows
 end
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../error.h"
 #include "../ewise.h"
@@ -17,6 +18,7 @@ static lab_group *groups[MAX_GROUPS];
 static int ngroups;
 static int checked;
 static double comm_seconds; /* time spent inside collectives and waits: the profiler's "comm" */
+static double comm_cpu;     /* this process's CPU time in the same places (polling, copies, reductions) */
 static char call_site[96];
 static char call_traceback[512];
 static char activity[160]; /* what the board shows while this rank waits in a collective */
@@ -272,11 +274,26 @@ static int finish_avg(lab_tensor *t, int divisor) {
 
 double lab_dist_comm_seconds(void) { return comm_seconds; }
 
+/* CPU time of this process (all its threads), in seconds */
+double lab_cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double lab_dist_comm_cpu_seconds(void) { return comm_cpu; }
+
+/* the wall and CPU time since (t0, c0) were spent communicating */
+static void comm_add(double t0, double c0) {
+  comm_seconds += lab_now() - t0;
+  comm_cpu += lab_cpu_seconds() - c0;
+}
+
 int lab_work_wait(lab_work *w) {
   if (w->done) return 0;
-  double t0 = lab_now();
+  double t0 = lab_now(), c0 = lab_cpu_seconds();
   int rc = w->group->backend->wait(w->bw);
-  comm_seconds += lab_now() - t0;
+  comm_add(t0, c0);
   w->done = 1;
   if (rc == 0 && w->avg_divisor > 0) rc = finish_avg(w->keep[0], w->avg_divisor);
   return rc;
@@ -305,11 +322,11 @@ void lab_work_free(lab_work *w) {
   do {                                                                                         \
     lab_backend_work *bw_ = NULL;                                                              \
     lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
-    double t0_ = lab_now();                                                                    \
+    double t0_ = lab_now(), c0_ = lab_cpu_seconds();                                           \
     lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);                                     \
     int rc_ = (CALL);                                                                          \
     lab_board_set(LAB_RUNNING, "", call_site);                                                 \
-    comm_seconds += lab_now() - t0_;                                                           \
+    comm_add(t0_, c0_);                                                                        \
     if (rc_ < 0) return -1;                                                                    \
     if (work) return start(g, bw_, work, k0, k1, avg);                                         \
     if ((avg) > 0) return finish_avg(k0, avg);                                                 \
@@ -521,11 +538,11 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   g->stats[LAB_OP_ALL_TO_ALL_SINGLE].bytes += (int64_t)lab_nbytes(in);
   g->stats[LAB_OP_ALL_TO_ALL_SINGLE].wire_bytes += wire * (int64_t)esz;
   lab_backend_work *bw = NULL;
-  double t0 = lab_now();
+  double t0 = lab_now(), c0 = lab_cpu_seconds();
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->all_to_all_v(g, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL);
   lab_board_set(LAB_RUNNING, "", call_site);
-  comm_seconds += lab_now() - t0;
+  comm_add(t0, c0);
   free(v); /* the backend copied the counts it needs to keep */
   if (rc < 0) return -1;
   return work ? start(g, bw, work, out, in, 0) : 0;
@@ -558,11 +575,11 @@ int lab_barrier(lab_group *g) {
   set_activity("barrier", NULL, g);
   if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
   g->stats[LAB_OP_BARRIER].calls++;
-  double t0 = lab_now();
+  double t0 = lab_now(), c0 = lab_cpu_seconds();
   set_activity("barrier", NULL, g);
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->barrier(g);
   lab_board_set(LAB_RUNNING, "", call_site);
-  comm_seconds += lab_now() - t0;
+  comm_add(t0, c0);
   return rc;
 }

@@ -105,5 +105,10 @@ void lab_work_free(lab_work *w);
 void lab_dist_reset_stats(void);
 /* Seconds this rank has spent inside collectives (calls and waits) since it started. */
 double lab_dist_comm_seconds(void);
+/* This process's CPU time in the same places, and in all (CLOCK_PROCESS_CPUTIME_ID): under
+ * more ranks than cores, CPU time outside collectives is the work a rank did, while its wall
+ * time also counts the turns it waited for a core. */
+double lab_dist_comm_cpu_seconds(void);
+double lab_cpu_seconds(void);
 
 #endif

@@ -4,7 +4,9 @@
 -- differentiable all-reduces (f and g) assembled into one block that trains like the
 -- unsplit block does (same losses, checked), and where the time goes: lab.prof times
 -- attention, FFN and backward on every rank and records the communication inside each
--- section apart from compute; the table shows min / median / max over ranks.
+-- section apart from compute; the table shows min / median / max over ranks. With more
+-- ranks than cores it shows each rank's busy time (CPU time outside collectives) instead of
+-- a communication share, which would measure waiting for a core.
 --   scripts/llmlab -n 4 scripts/labs/06_megatron_block.lua
 -- lab.prof.trace("block.json") would write the same sections as a Chrome trace.
 local dist = lab.dist
@@ -64,7 +66,7 @@ end
 lab.print0("\nper-segment time over 5 steps (communication measured inside each section):")
 prof.report()
 lab.print0("\nattention and ffn each end in one all-reduce (g); the backward holds the two of f.")
-lab.print0("time inside a collective includes waiting for the slowest rank: with more ranks than")
-lab.print0("cores (oversubscribed) most of 'comm' is waiting for a core, not moving bytes.")
+lab.print0("time inside a collective includes waiting for the slowest rank to arrive, so 'comm' is")
+lab.print0("moving bytes only when every rank has a core of its own and the others are idle.")
 
 finish("lab 06")

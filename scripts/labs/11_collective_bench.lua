@@ -30,38 +30,50 @@ local function time_it(fn, bytes)
   return t[1]
 end
 
--- each collective: the call on a buffer of `bytes` (the size nccl-tests reports) and its busbw factor
+-- each collective: the call on a buffer of about `bytes` (the size nccl-tests reports) and its
+-- busbw factor. make(bytes) returns the call and the bytes it really moves: all_gather and
+-- reduce_scatter split the buffer into n equal parts, so, as nccl-tests does, the element
+-- count is rounded down to a multiple of n (4 MiB on 3 ranks is 3 x 349525 floats).
 local collectives = {
   { name = "all_reduce", factor = 2 * (n - 1) / n, make = function(bytes)
     local x = lab.zeros(bytes // 4)
-    return function() dist.all_reduce(x) end
+    return function() dist.all_reduce(x) end, bytes
   end },
   { name = "all_gather", factor = (n - 1) / n, make = function(bytes)
-    local out, part = lab.zeros(bytes // 4), lab.zeros(bytes // 4 // n)
-    return function() dist.all_gather_into_tensor(out, part) end
+    local part = bytes // 4 // n
+    local out, mine = lab.zeros(part * n), lab.zeros(part)
+    return function() dist.all_gather_into_tensor(out, mine) end, part * n * 4
   end },
   { name = "reduce_scatter", factor = (n - 1) / n, make = function(bytes)
-    local inp, out = lab.zeros(bytes // 4), lab.zeros(bytes // 4 // n)
-    return function() dist.reduce_scatter_tensor(out, inp) end
+    local part = bytes // 4 // n
+    local inp, out = lab.zeros(part * n), lab.zeros(part)
+    return function() dist.reduce_scatter_tensor(out, inp) end, part * n * 4
   end },
   { name = "broadcast", factor = 1, make = function(bytes)
     local x = lab.zeros(bytes // 4)
-    return function() dist.broadcast(x, 0) end
+    return function() dist.broadcast(x, 0) end, bytes
   end },
 }
 
 local sizes = {}
 for k = 12, 24, 2 do sizes[#sizes + 1] = 1 << k end -- 4 KiB .. 16 MiB
 local results = {}
+local over, ranks_here, cores = dist.oversubscribed()
 lab.print0(string.format("\n1. Time and bandwidth (slowest rank; GB/s = 1e9 bytes/s):"))
+if over then
+  lab.print0(string.format("   (%d ranks share %d cores: a call waits for ranks that are not running, so these times", ranks_here,
+    cores))
+  lab.print0("   measure the turns on the cores as much as the copies; compare sizes, not machines)")
+end
 lab.print0(string.format("   %-15s %10s %12s %10s %10s", "collective", "bytes", "time (us)", "algbw", "busbw"))
 for _, c in ipairs(collectives) do
   results[c.name] = {}
   for _, bytes in ipairs(sizes) do
-    local t = time_it(c.make(bytes), bytes)
-    local algbw = bytes / t / 1e9
+    local call, moved = c.make(bytes)
+    local t = time_it(call, moved)
+    local algbw = moved / t / 1e9
     results[c.name][bytes] = t
-    lab.print0(string.format("   %-15s %10s %12.1f %10.2f %10.2f", c.name, lab.format_bytes(bytes), t * 1e6, algbw,
+    lab.print0(string.format("   %-15s %10s %12.1f %10.2f %10.2f", c.name, lab.format_bytes(moved), t * 1e6, algbw,
       algbw * c.factor))
   end
   collectgarbage()

@@ -8,7 +8,9 @@
 --   activations. 1F1B (PipeDream-Flush, used by Megatron-LM) starts backwards as soon as
 --   the last stage can: stage s holds at most p - s.
 --   Either way a stage idles while the pipeline fills and drains: the bubble is
---   (p - 1) / (m + p - 1) of the step, so m must be large against p.
+--   (p - 1) / (m + p - 1) of the step, so m must be large against p. Section 3 measures
+--   it where each rank has a core; with more ranks than cores it shows each stage's busy
+--   time (CPU time outside send/recv) instead, since the stages then take turns.
 --   scripts/llmlab -n 4 scripts/labs/13_pipeline.lua
 local dist = lab.dist
 local s, p = dist.rank(), dist.world()
@@ -84,8 +86,22 @@ local function wide_layers()
   for _ = 1, LAYERS do ls[#ls + 1] = lab.nn.Linear(W3, W3) end
   return ls
 end
+local over, ranks_here, cores = dist.oversubscribed()
 lab.print0(string.format("\n3. The bubble at p = %d: micro-batches of %d rows, %d-wide layers, 1F1B:", p, MB, W3))
-lab.print0(string.format("   %4s %10s %16s %22s", "m", "bubble", "ms per step", "ms per micro-batch"))
+if over then
+  lab.print0(string.format("   %d ranks share %d cores here: stages take turns instead of running side by side, so", ranks_here,
+    cores))
+  lab.print0("   the wall time of a step and the bubble cannot be measured. What can: each stage's busy")
+  lab.print0("   time, its CPU time outside send/recv (one thread per rank here).")
+  lab.print0(string.format("   %4s %17s %21s %20s %24s", "m", "bubble (formula)", "busy ms/step (stages)", "busy ms/micro-batch",
+    "(m+p-1) x busy/mb (formula)"))
+else
+  if lab.load_average() > cores then
+    lab.print0(string.format("   (load average %.1f on %d cores: other work shares the cores, the times include waiting)",
+      lab.load_average(), cores))
+  end
+  lab.print0(string.format("   %4s %17s %16s %22s", "m", "bubble (formula)", "ms per step", "ms per micro-batch"))
+end
 local stage = lab.pp.partition(wide_layers(), p)[s + 1]
 local per_mb = {}
 for _, m in ipairs({ 1, 2, 4, 8, 16 }) do
@@ -94,14 +110,28 @@ for _, m in ipairs({ 1, 2, 4, 8, 16 }) do
   local pipe = lab.pp.Pipeline(stage, { micro_batches = m, loss = mse, activation_shape = function(mb) return { mb, W3 } end })
   pipe:train_step(x, y) -- warm-up
   dist.barrier()
-  local t0 = lab.clock()
+  local t0, cpu0, comm0 = lab.clock(), dist.cpu_time(), dist.comm_cpu_time()
   for _ = 1, 3 do pipe:train_step(x, y) end
+  local busy = ((dist.cpu_time() - cpu0) - (dist.comm_cpu_time() - comm0)) / 3
   local t = lab.tensor({ (lab.clock() - t0) / 3 }, { dtype = "f64" })
   dist.all_reduce(t, { op = "max" })
+  local b_lo, b_hi = lab.tensor({ busy }, { dtype = "f64" }), lab.tensor({ busy }, { dtype = "f64" })
+  dist.all_reduce(b_lo, { op = "min" })
+  dist.all_reduce(b_hi, { op = "max" })
+  local bubble = (p - 1) / (m + p - 1)
   per_mb[m] = t[1] / m
-  lab.print0(string.format("   %4d %9.1f%% %16.2f %22.3f", m, 100 * (p - 1) / (m + p - 1), t[1] * 1e3, per_mb[m] * 1e3))
+  if over then
+    lab.print0(string.format("   %4d %16.1f%% %10.2f .. %-8.2f %20.3f %24.2f", m, 100 * bubble, b_lo[1] * 1e3, b_hi[1] * 1e3,
+      b_hi[1] / m * 1e3, (m + p - 1) * b_hi[1] / m * 1e3))
+  else
+    lab.print0(string.format("   %4d %16.1f%% %16.2f %22.3f", m, 100 * bubble, t[1] * 1e3, per_mb[m] * 1e3))
+  end
 end
-lab.print0(string.format("   per micro-batch, m = 16 against m = 1: %.2fx (the bubble alone predicts %.2fx)",
-  per_mb[16] / per_mb[1], (16 + p - 1) / 16 / p))
-lab.print0("   (ranks that share cores do not run stages truly in parallel: read the trend, not the ratio)")
+if over then
+  lab.print0("   each stage's busy time grows with m as its work does (m forwards and backwards); on one")
+  lab.print0("   core per stage a step would last (m + p - 1) micro-batch times, the last column.")
+else
+  lab.print0(string.format("   wall per micro-batch, m = 16 against m = 1: %.2fx (the bubble alone predicts %.2fx)",
+    per_mb[16] / per_mb[1], (16 + p - 1) / 16 / p))
+end
 finish("lab 13")
