@@ -13,17 +13,7 @@
 -- machine the two are equal; on two machines of 8 GPUs, rank 9 is local_rank 1 on the
 -- second machine.
 --
--- First troubleshooting steps, in order:
---  1. A rank that skips a collective hangs every other rank in it. Every rank must call the
---     same collectives in the same order with the same sizes (watch out for `if rank == 0`
---     around a collective, and for iterating a table with pairs(): its order differs from
---     rank to rank). Run with --check-collectives to get an error naming each rank's call
---     instead of a hang.
---  2. As root, OpenMPI refuses to start without --allow-run-as-root (llmlab -n adds it).
---  3. More ranks than cores needs --oversubscribe (llmlab -n adds it); expect it to be
---     slower: ranks share cores, and each rank uses cores/ranks threads.
---  4. When in doubt, check the communicator with a tiny all_reduce first, as this lab
---     does: if ones(1) does not sum to `world`, nothing bigger will work.
+-- The lab ends by printing the first troubleshooting steps (section 5).
 
 local dist = lab.dist
 local rank, world = dist.rank(), dist.world()
@@ -77,9 +67,26 @@ local g = lab.full({ 2 }, 1.0)
 local same = dist.all_reduce(g)
 check("the result is the same tensor object", same == g)
 
--- What went over the wire: a ring all-reduce sends 2(n-1)/n of the payload per rank.
+-- What went over the wire: lab.dist.stats() counts each call and its payload as it runs;
+-- a ring all-reduce then sends 2(n-1)/n of the payload per rank, and stats() reports that
+-- product as wire_bytes: a formula, not a measurement of the network.
 local st = dist.stats().world.all_reduce
-lab.print0(string.format("\nall_reduce calls on this rank: %d, payload %s, ring traffic %s",
-  st.calls, lab.format_bytes(st.bytes), lab.format_bytes(st.wire_bytes)))
+lab.print0(string.format("\nall_reduce calls on this rank: %d, payload %s (counted); wire bytes under a ring,",
+  st.calls, lab.format_bytes(st.bytes)))
+lab.print0(string.format("2(n-1)/n of the payload: %s (formula)", lab.format_bytes(st.wire_bytes)))
+
+-- 5. When a job does not behave: the first steps, in order.
+lab.print0("\n5. First troubleshooting steps, in order:")
+for i, step in ipairs({
+  "A hang: a rank that skips a collective hangs every other rank in it. Every rank must call the\n" ..
+  "      same collectives in the same order with the same sizes (watch `if rank == 0` around a\n" ..
+  "      collective, and iterating a table with pairs(): its order can differ from rank to rank).\n" ..
+  "      Run with --check-collectives to get an error naming each rank's call instead of a hang.",
+  "mpirun refuses to start as root: add --allow-run-as-root (llmlab -n adds it).",
+  "mpirun refuses more ranks than cores: add --oversubscribe (llmlab -n adds it); expect it to be\n" ..
+  "      slower, since ranks share cores and each rank uses cores/ranks threads.",
+  "When in doubt, check the communicator with a tiny all_reduce first, as step 1 did: if\n" ..
+  "      ones(1) does not sum to `world`, nothing bigger will work.",
+}) do lab.print0(string.format("   %d. %s", i, step)) end
 
 finish("lab 01")

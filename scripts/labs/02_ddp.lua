@@ -5,7 +5,8 @@
 -- average the gradients with all_reduce after every backward, (3) let every rank take the
 -- same optimizer step. It does each by hand for a linear model, printing every rank's
 -- view, checks after every step that the replicas are bit-identical, and then shows that
--- lab.ddp.wrap (buckets, overlapped asynchronous all-reduce) produces the same numbers.
+-- lab.ddp.wrap (buckets, overlapped asynchronous all-reduce) produces the same numbers,
+-- and finally that both equal one rank training on the whole batch.
 --   scripts/llmlab -n 4 scripts/labs/02_ddp.lua
 --
 -- Why averaging is right: the loss over the global batch of N*B examples is the mean of
@@ -99,6 +100,44 @@ end
 replicas_identical(wrapped.module, "with lab.ddp:")
 lab.print0("   gradient buckets: " .. #wrapped.buckets .. ", all_reduce calls this run: " ..
   dist.stats().world.all_reduce.calls)
+
+-- 4. The claim itself: DDP on n ranks with B examples each is one rank training on the
+-- whole batch of n*B. Every rank trains that single-rank model too (rank 0's initial
+-- weights, all 4n rows, the same SGD) and compares every parameter and every loss.
+lab.print0(string.format("\n4. One rank with the whole batch of %d rows, the same 5 steps:", 4 * n))
+lab.manual_seed(1000) -- rank 0's initial weights, the ones the broadcast gave everybody
+local single = lab.nn.Linear(4, 2)
+local opt3 = lab.optim.SGD(single:parameters(), { lr = 0.1 })
+local worst_loss = 0
+for step = 1, 5 do
+  opt3:zero_grad()
+  local loss = ((single(X) - Y) ^ 2):mean()
+  loss:backward()
+  opt3:step()
+  worst_loss = math.max(worst_loss, math.abs(loss:item() - manual_losses[step]) / math.abs(manual_losses[step]))
+end
+local function worst_param(m) -- over every named parameter (a list in registration order)
+  local theirs, worst = {}, 0
+  for _, np in ipairs(m:named_parameters()) do theirs[np[1]] = np[2] end
+  local mine = single:named_parameters()
+  for _, np in ipairs(mine) do
+    local got = assert(theirs[np[1]], "no parameter " .. np[1])
+    worst = math.max(worst, lab.max_abs_diff(got, np[2]) / math.max(1e-12, np[2]:abs():max():item()))
+  end
+  return worst, #mine
+end
+local w_hand, count = worst_param(model)
+local w_ddp = worst_param(wrapped.module)
+for _, c in ipairs({ { "losses, by hand vs one rank", worst_loss }, { "every parameter, by hand vs one rank", w_hand },
+  { "every parameter, lab.ddp vs one rank", w_ddp } }) do
+  local t = lab.tensor({ c[2] }, { dtype = "f64" })
+  dist.all_reduce(t, { op = "max" })
+  local same = t[1] <= 1e-5
+  if not same then failures = failures + 1 end
+  lab.print0(string.format("   %-40s largest relative difference %.1e %s", c[1], t[1], same and "(ok)" or "TOO LARGE"))
+end
+lab.print0(string.format("   (%d parameter tensors, every element; float32 sums in another order differ in the last bits)",
+  count))
 
 if failures > 0 then error(string.format("lab 02: %d check(s) failed", failures), 0) end
 lab.print0("\nall checks passed")

@@ -78,7 +78,8 @@ local Xref = X:clone():requires_grad_()
 loss_of(Xref:matmul(Wref)):backward()
 lab.print0(string.format("  reference loss computed on every rank; dW is [%d, %d]", IN, OUT))
 
-lab.print0("\n2. Row-parallel layer Y = all_reduce(X_r W_r), loss replicated on every rank")
+lab.print0("\n2. Row-parallel layer Y = all_reduce(X_r W_r), loss replicated on every rank:")
+lab.print0("   the all-reduce is in the forward; its backward is the identity (g)")
 local function row_parallel(op)
   local Wr = W:slice(1, lo, hi):clone():requires_grad_()
   local Xr = X:slice(2, lo, hi):clone():requires_grad_()
@@ -97,7 +98,8 @@ if n > 1 then
   report(string.format("... by exactly the factor world = %d", n), dW_both, Wref.grad:slice(1, lo, hi) * n, true)
 end
 
-lab.print0("\n3. Column-parallel layer Y_r = f(X) W_r, loss over all columns")
+lab.print0("\n3. Column-parallel layer Y_r = f(X) W_r, loss over all columns:")
+lab.print0("   the forward is the identity on X; the backward needs the all-reduce of dX (f)")
 -- W [in, 3n] split by columns: rank r holds 3 of them. The loss of the full Y is the sum of
 -- each column block's share, so each rank backpropagates its own share.
 local OUTC = 3 * n
@@ -135,6 +137,10 @@ local ref = gx:clone()
 dist.all_reduce(ref)
 report("copy_to_region backward all-reduces", x.grad, ref, true)
 report("reduce_from_region backward is the identity", g1, gx, true)
+
+lab.print0("\nIn short: the column-parallel layer needs the backward all-reduce (f: identity forward,")
+lab.print0("all-reduce of dX backward); the row-parallel layer needs the forward all-reduce and passes")
+lab.print0("the gradient through unchanged (g). The Megatron MLP is column then row: f before, g after.")
 
 if failures > 0 then error(string.format("lab 03: %d check(s) failed", failures), 0) end
 lab.print0("\nall checks passed")

@@ -8,8 +8,10 @@
 --       projection (replicated) on every rank;
 --   (b) Megatron: keep the head outputs split and make the output projection row-parallel:
 --       each rank multiplies its heads by its columns of W_o and an all-reduce sums them.
--- Both are checked against the full layer; (b) moves 2(p-1)/p * b*s*h floats, (a)
--- (p-1)/p * b*s*h but then every rank repeats the whole output projection.
+-- Both are checked against the full layer, and the collective each one called (counted by
+-- lab.dist.stats()) against the derivation: one all-gather or one all-reduce of b*s*h
+-- floats. Under a ring, (b) puts 2(p-1)/p of that on the wire per rank and (a) (p-1)/p,
+-- but then every rank repeats the whole output projection (wire bytes: formula).
 --   scripts/llmlab -n 4 scripts/labs/05_attention_tp.lua
 local dist = lab.dist
 local rank, p = dist.rank(), dist.world()
@@ -43,11 +45,13 @@ for _, variant in ipairs({ { true, "(a) all-gather the heads, replicated output 
   local t = tp_traffic()
   check("output equals the full attention layer", lab.allclose(y, ref, 1e-5, 1e-6))
   local op = variant[1] and "all_gather" or "all_reduce"
-  local factor = variant[1] and (p - 1) / p or 2 * (p - 1) / p
-  local derived = factor * b * s * h * 4
-  lab.print0(string.format("  forward traffic: %s of %s, derived %.0f wire bytes, measured %d",
-    op, lab.format_bytes(t[op] and t[op].bytes or 0), derived, t[op] and t[op].wire_bytes or 0))
-  check("measured traffic equals the derivation", math.abs((t[op] and t[op].wire_bytes or 0) - derived) < 1)
+  local c = t[op] or { calls = 0, bytes = 0, wire_bytes = 0 }
+  local payload = b * s * h * 4
+  lab.print0(string.format("  forward: counted %d %s of %s (derived: one, of b*s*h floats = %s);", c.calls, op,
+    lab.format_bytes(c.bytes), lab.format_bytes(payload)))
+  lab.print0(string.format("  wire bytes per rank under a ring, %s of it (formula): %s",
+    variant[1] and "(p-1)/p" or "2(p-1)/p", lab.format_bytes(c.wire_bytes)))
+  check("one " .. op .. " of b*s*h floats, as derived", c.calls == 1 and c.bytes == payload)
   local G = lab.randn(b, s, h)
   full:zero_grad()
   full(Xa):backward(G)

@@ -7,8 +7,9 @@
 -- also the weights (gathered per module while it computes). The lab (1) recomputes the
 -- ZeRO paper's Figure 1 from those formulas, (2) trains a GPT here with DDP and ZeRO 1-3
 -- and checks each rank's measured bytes against the same formulas and the losses against
--- DDP's, and (3) asks the planner what FP8 changes for Llama 3 8B: the matmul peak
--- doubles, the 16 bytes of weight state per parameter do not shrink.
+-- DDP's, and (3) prints the planner's model of what FP8 would change for Llama 3 8B (the
+-- matmul peak doubles, the 16 bytes of weight state per parameter do not shrink): formula
+-- output, labelled so, since llmlab computes no FP8.
 --   scripts/llmlab -n 4 scripts/labs/09_zero_fp8_memory.lua
 local dist = lab.dist
 local rank, world = dist.rank(), dist.world()
@@ -94,10 +95,13 @@ for stage = 0, 3 do
 end
 
 -- 3. FP8 (as in NVIDIA's Transformer Engine and DeepSeek-V3): the matmuls read 1-byte
--- inputs and run at twice the bf16 peak, but the optimizer still keeps fp32 masters and
--- moments and the weights stay in bf16, so the weight state is the same 16 bytes per
--- parameter. The planner's answer for Llama 3 8B on 64 H100s, 512 x 8192 tokens per step:
-lab.print0("\n3. Llama 3 8B, 64 x H100-80GB, 512 sequences of 8192 tokens per step (lab.plan):")
+-- inputs and run at up to twice the bf16 peak, but the optimizer still keeps fp32 masters
+-- and moments and the weights stay in bf16, so the weight state is the same 16 bytes per
+-- parameter. llmlab has no FP8 compute, so nothing here can be measured: these rows are
+-- the planner's model (its fp8 peak and its byte counts), printed as such and not checked,
+-- since a check of the planner against its own inputs could not fail.
+lab.print0("\n3. Llama 3 8B, 64 x H100-80GB, 512 sequences of 8192 tokens per step: lab.plan's model,")
+lab.print0("   not a measurement (llmlab computes no FP8; the fp8 row assumes the GPU's fp8 peak):")
 lab.print0(string.format("   %-6s %-22s %10s %14s %9s %14s", "", "best layout", "GB/GPU", "weight state", "step s",
   "tokens/s"))
 local best = {}
@@ -108,9 +112,7 @@ for _, precision in ipairs({ "bf16", "fp8" }) do
   lab.print0(string.format("   %-6s dp %d tp %d pp %d zero %d %10.1f %11.1f GB %9.2f %14.0f", precision, r.dp, r.tp,
     r.pp, r.zero, r.mem_total / 1e9, (r.mem_params + r.mem_grads + r.mem_optimizer) / 1e9, r.step_s, r.tokens_per_s))
 end
-local speedup = best.bf16.step_s / best.fp8.step_s
-check(string.format("fp8 steps %.2fx faster (compute-bound, twice the peak)", speedup), speedup > 1.5 and speedup <= 2)
-check("fp8 leaves the weight state per GPU unchanged",
-  math.abs((best.fp8.mem_params + best.fp8.mem_grads + best.fp8.mem_optimizer)
-    - (best.bf16.mem_params + best.bf16.mem_grads + best.bf16.mem_optimizer)) < 1)
+lab.print0(string.format("   in the model the fp8 step is %.2fx shorter: only its matmuls speed up (fp8 peak, 1-byte",
+  best.bf16.step_s / best.fp8.step_s))
+lab.print0("   operands), not attention, communication or the optimizer; the weight state is the same.")
 finish("lab 09")
