@@ -21,6 +21,10 @@ local rank, world = dist.rank(), dist.world()
 local check, finish = lab.checker(66)
 local ep_group = dist.world_group()
 lab.print0(string.format("== Lab 14: mixture of experts, expert parallelism over %d rank(s) ==", world))
+if 8 % world ~= 0 then -- the 8 experts are split evenly over all ranks (EP = world)
+  lab.print0(string.format("lab 14 does not run on %d ranks: its 8 experts split evenly over 1, 2, 4 or 8 ranks only", world))
+  return
+end
 
 -- 1. drop rate vs capacity factor
 local E, D = 8, 32
