@@ -45,6 +45,7 @@ local cases = {
     global_batch = 512, seq = 4096 } },
 }
 
+print0("\nThe answers below are lab.plan's model of each run (formulas, not measurements here).")
 for i, case in ipairs(cases) do
   print0(string.format("\n-- %d. %s --", i, case[1]))
   if lab.dist.rank() == 0 then
