@@ -138,6 +138,8 @@ end
 function GPT:flops_per_token()
   local c = self.cfg
   local n = self:num_parameters() - self.wpe.weight:numel()
+  -- a MoE layer runs top_k of its experts per token, not all it holds
+  for _, l in ipairs(lab.moe.layers(self)) do n = n - l:expert_parameters() + l.top_k * l:expert_parameters() // l.local_experts end
   return 6 * n + 12 * c.n_layer * c.seq_len * c.d_model
 end
 

@@ -92,6 +92,15 @@ function MoE:describe()
     self.activation, self.capacity_factor and tostring(self.capacity_factor) or "no drop")
 end
 
+-- elements of the expert weights this rank holds (local_experts experts)
+function MoE:expert_parameters()
+  local n = 0
+  for _, name in ipairs({ "fc", "up", "proj" }) do -- up: SwiGLU only
+    if self[name] then for _, p in ipairs(self[name]:parameters()) do n = n + p:numel() end end
+  end
+  return n
+end
+
 -- the expert MLP on rows of one expert (e given) or on [El, R, d] for all
 function MoE:ffn(x, e)
   if self.activation == "swiglu" then

@@ -486,6 +486,8 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   const char *name = "all_to_all_single";
   char a[128], b[128];
   if (member_check(name, g) < 0) return -1;
+  if (!g->backend->all_to_all_v)
+    return lab_fail(name, "the %s backend of %s has no uneven all-to-all", g->backend->name, g->name);
   if (in->ndim < 1 || out->ndim < 1 || in->dtype != out->dtype || in->ndim != out->ndim ||
       memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0)
     return lab_fail(name, "output %s %s and input %s %s must have the same dtype and the same sizes "

@@ -286,6 +286,14 @@ T.test("TP2 x EP2 (dp 2) at 4 ranks: TP dense layers, MoE experts over EP, equal
   E.check(T, "TP2 x EP2", entries, full, { rtol = 1e-4, atol = 1e-6 })
 end)
 
+T.test("flops_per_token counts the top_k experts a token runs, not all of them", function()
+  lab.manual_seed(1)
+  local dense = lab.nn.GPT(gpt_cfg(nil))
+  local m = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 1, every = 1, d_ff = 12 }))
+  -- one GELU expert has the dense MLP's shapes; the router adds d_model x experts per layer
+  T.eq(m:flops_per_token() - dense:flops_per_token(), 6 * 2 * 8 * 4, "only the routers differ")
+end)
+
 T.test("measured all-to-all bytes equal the planner's formula (capacity 1.25, top-2)", function()
   lab.manual_seed(31)
   local ep = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 2, capacity_factor = 1.25, group = world }))
