@@ -24,6 +24,7 @@ local ckpt = {}
 local C = lab._ckpt
 local fmt = require("lab.ckpt_format")
 local S = require("lab.ckpt_state")
+local hf = require("lab.ckpt_hf")
 
 local pending -- the asynchronous save in flight
 
@@ -83,13 +84,6 @@ local function agree(op, problem, g, suffix)
   error(string.format("rank %d: %s: %s%s", lab.dist.rank(), op, msg, suffix or ""), 0)
 end
 
-local function mkdir_p(dir)
-  local path = dir:sub(1, 1) == "/" and "" or "."
-  for part in dir:gmatch("[^/]+") do
-    path = path .. "/" .. part
-    if not C.is_dir(path) then C.mkdir(path) end
-  end
-end
 
 -- the step directory a load reads: the one `latest` names, or dir itself when it is one
 local function resolve(dir)
@@ -195,7 +189,7 @@ function ckpt.save(dir, st)
   if r == 0 then
     local pok, perr = pcall(function()
       armed = arm_fault()
-      mkdir_p(dir)
+      fmt.mkdir_p(dir)
       local n, k = name, 1
       while C.is_dir(dir .. "/" .. n) do
         k = k + 1
@@ -246,7 +240,7 @@ function ckpt.load(dir, st)
     if st.amp and not i0.amp then
       error(string.format("%s was saved without mixed precision (no fp32 masters)", path), 0)
     end
-    dests, meta = S.entries(st, true, i0.optimizer)
+    dests, meta = S.entries(st, true, src.optimizer)
     local unexpected = {}
     for key in pairs(src.shards) do
       if (key:match("^model%.") and st.model) and not meta.model_keys[key] then unexpected[#unexpected + 1] = key end
@@ -262,15 +256,19 @@ function ckpt.load(dir, st)
   agree("ckpt.load", not ok and err or nil, g, "; nothing was changed")
   local i0 = src.index[0]
   lab.no_grad(function()
-    for i, e in ipairs(dests) do e.tensor:copy_(values[i]) end
+    for i, e in ipairs(dests) do
+      local v = values[i] -- a box cut through a view has the box's shape: same elements, same order
+      if table.concat(v.shape, ",") ~= table.concat(e.tensor.shape, ",") then v = v:reshape(e.tensor.shape) end
+      e.tensor:copy_(v)
+    end
   end)
-  local opt = meta.optimizer_object
-  if opt and i0.optimizer then
+  local opt, so = meta.optimizer_object, src.optimizer
+  if opt and so then
     opt.state = meta.new_optimizer_state
-    opt.step_count, opt.lr = i0.optimizer.step_count, i0.optimizer.lr
+    opt.step_count, opt.lr = so.step_count, so.lr
   end
-  if meta.zero and i0.optimizer then
-    meta.zero:load_checkpoint_done(i0.optimizer.step_count, i0.optimizer.lr)
+  if meta.zero and so then
+    meta.zero:load_checkpoint_done(so.step_count, so.lr)
   elseif meta.zero then
     meta.zero:load_checkpoint_done(meta.zero.step_count, meta.zero.lr)
   end
@@ -281,5 +279,9 @@ function ckpt.load(dir, st)
   lab.set_rng_state((src.index[r] or i0).rng)
   return { step = src.step, extra = i0.extra, path = path }
 end
+
+-- Hugging Face GPT-2 interchange (see ckpt_hf.lua)
+ckpt.export_hf = hf.export_hf
+ckpt.import_hf = hf.import_hf
 
 return ckpt

@@ -89,6 +89,15 @@ function fmt.encode(v, name)
   return table.concat(out)
 end
 
+-- mkdir -p, each new directory fsynced into its parent
+function fmt.mkdir_p(dir)
+  local path = dir:sub(1, 1) == "/" and "" or "."
+  for part in dir:gmatch("[^/]+") do
+    path = path .. "/" .. part
+    if not C.is_dir(path) then C.mkdir(path) end
+  end
+end
+
 -- ---- shard descriptors ----
 -- desc = {global = {..}, offsets = {..} (0-based), box = {..}, view = {..} or nil,
 --         flat = {from, to} or nil}: the shard is the box at offsets inside the global tensor
@@ -255,6 +264,13 @@ function fmt.open(path)
     local md, err = C.read_safetensors_metadata(path .. "/" .. fmt.rank_file(r, "safetensors"))
     if not md then error(err, 0) end
     self:check_metadata(r, md)
+  end
+  -- the optimizer: counters from rank 0, moments listed by any rank (a pipeline stage lists its own)
+  if first.optimizer then
+    self.optimizer = { step_count = first.optimizer.step_count, lr = first.optimizer.lr, state = {} }
+    for r = 0, self.world - 1 do
+      for name, kinds in pairs((self.index[r].optimizer or {}).state or {}) do self.optimizer.state[name] = kinds end
+    end
   end
   for r = 0, self.world - 1 do
     for key, t in pairs(self.index[r].tensors) do
