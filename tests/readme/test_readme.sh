@@ -45,7 +45,13 @@ for entry in "$ROOT"/*; do
   case "$(basename "$entry")" in build*) continue ;; esac
   cp -r "$entry" "$WORK/"
 done
-ln -s "$BUILD" "$WORK/build"
+# build/ holds links to the build under test, all but Testing/ and DartConfiguration.tcl (which
+# names the build directory ctest writes its logs in): `scripts/test` keeps its ctest logs here
+# and must not overwrite those of the ctest run this test is part of
+mkdir "$WORK/build"
+for entry in "$BUILD"/*; do
+  case "$(basename "$entry")" in Testing | DartConfiguration.tcl) ;; *) ln -s "$entry" "$WORK/build/" ;; esac
+done
 cd "$WORK"
 export LLMLAB_ERROR_TIMEOUT=5
 # As root, mpirun needs --allow-run-as-root; the README names this equivalent.
