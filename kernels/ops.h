@@ -1,8 +1,13 @@
 /* The operations every device implements, named once for all of them: elementwise ops,
- * reductions and activations. Device-neutral (no pointers, no layouts), so the runtime,
- * the CPU kernels and the CUDA launchers all speak the same enums. */
+ * reductions and activations, and the descriptions of a launch (strided geometry, products,
+ * random draws). Device-neutral, so the runtime, the CPU kernels and the CUDA launchers all
+ * speak the same enums and structs. */
 #ifndef LAB_KERNELS_OPS_H
 #define LAB_KERNELS_OPS_H
+
+#include <stdint.h>
+
+#include "dtype.h"
 
 typedef enum {
   LAB_ADD, LAB_SUB, LAB_MUL, LAB_DIV, LAB_POW, LAB_MAXIMUM, LAB_MINIMUM, LAB_REMAINDER,
@@ -31,5 +36,67 @@ typedef enum {
   LAB_ACT_GELU_TANH, /* the tanh approximation */
   LAB_ACT_SILU
 } lab_act_kind;
+
+#define LAB_DEV_MAX_DIMS 8 /* = LAB_MAX_DIMS */
+#define LAB_DEV_MAX_OPS 4  /* operands of one elementwise launch, output included */
+
+/* Strided geometry of one launch: operands walked together over `shape` (dims already
+ * broadcast and merged), strides in bytes, 0 for a broadcast dim. */
+typedef struct {
+  int ndim;
+  int64_t shape[LAB_DEV_MAX_DIMS];
+  int nops;
+  char *data[LAB_DEV_MAX_OPS];
+  int64_t stride[LAB_DEV_MAX_OPS][LAB_DEV_MAX_DIMS];
+} lab_geometry;
+
+/* Elementwise launch: operand 0 is the output; values are computed in ct and stored in each
+ * operand's own type. */
+typedef struct {
+  lab_geometry g;
+  lab_ew_kind kind;
+  int op; /* lab_binary_op or lab_unary_op */
+  lab_dtype ct;
+  lab_dtype dt[LAB_DEV_MAX_OPS];
+  double lo, hi; /* clamp bounds */
+  int has_lo, has_hi;
+} lab_ew_args;
+
+/* Reduction launch: the geometry walks the output (operand 0), the first element of each
+ * input line (operand 1) and, for max/min, the index output (operand 2); each line has `len`
+ * elements `stride` bytes apart. */
+typedef struct {
+  lab_geometry g;
+  lab_reduce_op op;
+  lab_dtype in_t, ct, out_t;
+  int64_t len, stride;
+  double param; /* var: correction; norm: p */
+} lab_red_args;
+
+/* A batch of row-major products C_b = alpha op(A_b) op(B_b) + beta C_b; element offsets per
+ * batch are host arrays; C is contiguous (batch b at b * m * ldc). */
+typedef struct {
+  lab_dtype ct;
+  int trans_a, trans_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t batches;
+  const int64_t *a_off, *b_off;
+} lab_gemm_args;
+
+typedef enum { LAB_RAND_UNIFORM, LAB_RAND_NORMAL, LAB_RAND_INT } lab_rand_kind;
+
+/* n draws from the Philox stream at (seed, offset) into a contiguous f32, f64 or i64 array. */
+typedef struct {
+  lab_rand_kind kind;
+  lab_dtype dt;
+  uint64_t seed, offset;
+  void *out;
+  int64_t n;
+  double a, b;     /* uniform [a, b); normal mean a, std b */
+  int64_t lo, hi;  /* integers in [lo, hi) */
+} lab_rand_args;
 
 #endif

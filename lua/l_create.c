@@ -1,6 +1,8 @@
 /* Creating tensors from Lua: lab.tensor{...} from nested tables, zeros/ones/full/empty,
  * arange, the random fills, and the generator's seed. Sizes come as varargs or one table:
- * lab.zeros(2, 3) == lab.zeros({2, 3}); options last: lab.zeros(2, 3, {dtype='bf16'}). */
+ * lab.zeros(2, 3) == lab.zeros({2, 3}); options last: lab.zeros(2, 3, {dtype='bf16'}).
+ * Every factory takes device= ('cpu', 'cuda', 'cuda:1', 'sim'); without it tensors go on the
+ * default device (lab.set_default_device), and *_like on the device of their model. */
 #include <string.h>
 
 #include "lab_lua.h"
@@ -71,12 +73,15 @@ static int l_tensor(lua_State *L) {
   int opts = lua_gettop(L) >= 2 ? 2 : 0;
   lab_tensor *src = ll_test_tensor(L, 1);
   if (src) { /* lab.tensor(t): a copy, as torch.tensor does */
+    lab_device dev = ll_opt_device(L, opts, lab_device_of(src));
     lab_tensor *c = lab_to_dtype(src, ll_opt_dtype(L, opts, src->dtype));
     if (c == src) {
       lab_tensor_release(c);
       c = lab_clone(src);
     }
-    ll_push_tensor(L, c);
+    lab_tensor *d = c ? lab_to_device(c, dev) : NULL;
+    lab_tensor_release(c);
+    ll_push_tensor(L, d);
     return 1;
   }
   nested_info info = {.all_int = 1};
@@ -93,39 +98,48 @@ static int l_tensor(lua_State *L) {
   lab_tensor *h = lab_tensor_from_host(lab_cpu(), as_int ? LAB_I64 : LAB_F64, info.ndim, info.shape, vals);
   lab_tensor *t = h ? lab_to_dtype(h, dt) : NULL;
   lab_tensor_release(h);
-  ll_push_tensor(L, t);
+  lab_tensor *d = t ? lab_to_device(t, ll_opt_device(L, opts, lab_default_device())) : NULL;
+  lab_tensor_release(t);
+  ll_push_tensor(L, d);
   return 1;
 }
 
 /* ---- filled tensors ---- */
 
-static int shape_and_dtype(lua_State *L, int first, int64_t *shape, lab_dtype *dt, lab_dtype def, const char *op) {
+/* The size, the dtype and the device of a factory call. */
+static int shape_and_dtype(lua_State *L, int first, int64_t *shape, lab_dtype *dt, lab_device *dev, lab_dtype def,
+                           const char *op) {
   int n = ll_read_shape(L, first, shape, op);
-  *dt = ll_opt_dtype(L, ll_options_index(L), def);
+  int opts = ll_options_index(L);
+  *dt = ll_opt_dtype(L, opts, def);
+  *dev = ll_opt_device(L, opts, lab_default_device());
   return n;
 }
 
 static int l_zeros(lua_State *L) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "zeros");
-  ll_push_tensor(L, lab_tensor_zeros(dt, n, s));
+  lab_device dev;
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "zeros");
+  ll_push_tensor(L, lab_tensor_zeros_on(dev, dt, n, s));
   return 1;
 }
 
 static int l_ones(lua_State *L) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "ones");
-  ll_push_tensor(L, lab_tensor_full(dt, n, s, 1));
+  lab_device dev;
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "ones");
+  ll_push_tensor(L, lab_tensor_full_on(dev, dt, n, s, 1));
   return 1;
 }
 
 static int l_empty(lua_State *L) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "empty");
-  ll_push_tensor(L, lab_tensor_empty(dt, n, s));
+  lab_device dev;
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "empty");
+  ll_push_tensor(L, lab_tensor_empty_on(dev, dt, n, s));
   return 1;
 }
 
@@ -139,7 +153,7 @@ static int l_full(lua_State *L) {
   lua_pushnil(L);
   lua_replace(L, last); /* so the size list stops before the value */
   int n = ll_read_shape(L, 1, s, "full");
-  ll_push_tensor(L, lab_tensor_full(ll_opt_dtype(L, opts, def), n, s, v));
+  ll_push_tensor(L, lab_tensor_full_on(ll_opt_device(L, opts, lab_default_device()), ll_opt_dtype(L, opts, def), n, s, v));
   return 1;
 }
 
@@ -157,7 +171,11 @@ static int l_arange(lua_State *L) {
     if (nargs >= 3) step = luaL_checknumber(L, 3);
   }
   lab_dtype dt = ll_opt_dtype(L, opts, all_int ? LAB_I64 : LAB_F32);
-  ll_push_tensor(L, lab_tensor_arange(dt, start, end, step));
+  lab_device dev = ll_opt_device(L, opts, lab_default_device());
+  lab_tensor *h = lab_tensor_arange(dt, start, end, step); /* made on the host, then moved */
+  lab_tensor *t = h ? lab_to_device(h, dev) : NULL;
+  lab_tensor_release(h);
+  ll_push_tensor(L, t);
   return 1;
 }
 
@@ -165,20 +183,22 @@ static int l_arange(lua_State *L) {
   static int NAME(lua_State *L) {                                                              \
     lab_tensor *o = ll_check_tensor(L, 1);                                                     \
     lab_dtype dt = ll_opt_dtype(L, 2, o->dtype);                                               \
+    lab_device dev = ll_opt_device(L, 2, lab_device_of(o));                                    \
     ll_push_tensor(L, EXPR);                                                                   \
     return 1;                                                                                  \
   }
-LIKE(l_zeros_like, lab_tensor_zeros(dt, o->ndim, o->shape))
-LIKE(l_ones_like, lab_tensor_full(dt, o->ndim, o->shape, 1))
-LIKE(l_empty_like, lab_tensor_empty(dt, o->ndim, o->shape))
+LIKE(l_zeros_like, lab_tensor_zeros_on(dev, dt, o->ndim, o->shape))
+LIKE(l_ones_like, lab_tensor_full_on(dev, dt, o->ndim, o->shape, 1))
+LIKE(l_empty_like, lab_tensor_empty_on(dev, dt, o->ndim, o->shape))
 
 /* ---- random ---- */
 
 static int l_rand(lua_State *L) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "rand");
-  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  lab_device dev;
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "rand");
+  lab_tensor *t = lab_tensor_empty_on(dev, dt, n, s);
   if (!t) return ll_runtime_error(L);
   ll_push_tensor(L, t);
   ll_check_rc(L, lab_rand_(t, 0, 1));
@@ -188,8 +208,9 @@ static int l_rand(lua_State *L) {
 static int l_randn(lua_State *L) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, 1, s, &dt, LAB_F32, "randn");
-  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  lab_device dev;
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "randn");
+  lab_tensor *t = lab_tensor_empty_on(dev, dt, n, s);
   if (!t) return ll_runtime_error(L);
   ll_push_tensor(L, t);
   int opts = ll_options_index(L);
@@ -211,8 +232,9 @@ static int l_randint(lua_State *L) {
   }
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
-  int n = shape_and_dtype(L, first, s, &dt, LAB_I64, "randint");
-  lab_tensor *t = lab_tensor_empty(dt, n, s);
+  lab_device dev;
+  int n = shape_and_dtype(L, first, s, &dt, &dev, LAB_I64, "randint");
+  lab_tensor *t = lab_tensor_empty_on(dev, dt, n, s);
   if (!t) return ll_runtime_error(L);
   ll_push_tensor(L, t);
   ll_check_rc(L, lab_randint_(t, lo, hi));

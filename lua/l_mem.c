@@ -1,10 +1,12 @@
-/* lab.mem: the measured memory account of this rank (tensor storage by tag). */
+/* lab.mem: the measured memory account of this rank (tensor storage by tag), per device. */
 #include "lab_lua.h"
 #include "runtime/storage.h"
 
-/* stats() -> {current=, peak=, tags={param={current=, peak=}, ...}} in bytes */
+/* stats([device]) -> {current=, peak=, tags={param={current=, peak=}, ...}, cached=,
+ * device=} in bytes, for the device named (default: the default device) */
 static int l_stats(lua_State *L) {
-  const lab_mem_account *m = lab_mem_get();
+  lab_device dev = lua_isnoneornil(L, 1) ? lab_default_device() : ll_check_device(L, 1, "mem.stats");
+  const lab_mem_account *m = lab_mem_get_device(dev);
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, m->current_total);
   lua_setfield(L, -2, "current");
@@ -20,8 +22,11 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, lab_mem_tag_name((lab_mem_tag)i));
   }
   lua_setfield(L, -2, "tags");
-  lua_pushinteger(L, (lua_Integer)lab_mem_cached_bytes());
+  lua_pushinteger(L, (lua_Integer)lab_mem_cached_bytes_on(dev));
   lua_setfield(L, -2, "cached");
+  char name[32];
+  lua_pushstring(L, lab_device_str(dev, name, sizeof name));
+  lua_setfield(L, -2, "device");
   return 1;
 }
 

@@ -434,14 +434,37 @@ static int m_clone(lua_State *L) {
   return 1;
 }
 
+/* t:to(dtype), t:to(device), t:to(device, dtype), t:to(other) (its device and dtype),
+ * t:to{device=, dtype=}: t itself when nothing changes; differentiable both ways. */
 static int m_to(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "cpu") == 0) {
-    lua_settop(L, 1);
-    return 1;
+  lab_device dev = lab_device_of(t);
+  lab_dtype dt = t->dtype;
+  for (int i = 2; i <= lua_gettop(L); i++) {
+    lab_tensor *o = ll_test_tensor(L, i);
+    if (o) {
+      dev = lab_device_of(o);
+      dt = o->dtype;
+    } else if (lua_type(L, i) == LUA_TSTRING) {
+      const char *name = lua_tostring(L, i);
+      int d = lab_dtype_from_name(name);
+      if (d >= 0) dt = (lab_dtype)d;
+      else if (lab_device_parse("to", name, &dev) < 0 && strncmp(lab_last_error(), "to: unknown device", 18) == 0)
+        return ll_error(L, "to: unknown dtype or device '%s' (dtypes f32, f64, bf16, f16, i32, i64, bool; devices "
+                        "cpu, cuda, cuda:N, sim)", name);
+      else ll_check_device(L, i, "to");
+    } else if (lua_istable(L, i)) {
+      dt = ll_opt_dtype(L, i, dt);
+      dev = ll_opt_device(L, i, dev);
+    } else if (!lua_isnil(L, i)) {
+      return ll_error(L, "to: expected a dtype, a device, a tensor or {device=, dtype=}, got %s", luaL_typename(L, i));
+    }
   }
-  lab_dtype dt = ll_opt_dtype(L, 2, t->dtype);
-  ll_push_tensor(L, lab_ad_to_dtype(t, dt));
+  lab_tensor *c = lab_ad_to_dtype(t, dt);
+  if (!c) return ll_runtime_error(L);
+  lab_tensor *m = lab_ad_to_device(c, dev);
+  lab_tensor_release(c);
+  ll_push_tensor(L, m);
   return 1;
 }
 

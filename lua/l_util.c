@@ -142,6 +142,22 @@ lab_dtype ll_opt_dtype(lua_State *L, int idx, lab_dtype def) {
   return dt;
 }
 
+lab_device ll_check_device(lua_State *L, int idx, const char *op) {
+  lab_tensor *t = ll_test_tensor(L, idx);
+  if (t) return lab_device_of(t);
+  lab_device d;
+  ll_check_rc(L, lab_device_parse(op, luaL_checkstring(L, idx), &d));
+  return d;
+}
+
+lab_device ll_opt_device(lua_State *L, int idx, lab_device def) {
+  if (idx == 0 || !lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, "device");
+  lab_device d = lua_isnil(L, -1) ? def : ll_check_device(L, lua_gettop(L), "device");
+  lua_pop(L, 1);
+  return d;
+}
+
 int ll_options_index(lua_State *L) {
   int top = lua_gettop(L);
   if (top > 0 && lua_istable(L, top) && !ll_test_tensor(L, top) && lua_rawlen(L, top) == 0) return top;

@@ -31,6 +31,11 @@ int ll_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op);
 int ll_read_shape(lua_State *L, int idx, int64_t *shape, const char *op);
 /* dtype from an option table at idx (field "dtype") or a string; def if absent. */
 lab_dtype ll_opt_dtype(lua_State *L, int idx, lab_dtype def);
+/* Options field device= ('cpu', 'cuda', 'cuda:1', 'sim'), else def; a Lua error names a
+ * device that does not exist here and why. */
+lab_device ll_opt_device(lua_State *L, int idx, lab_device def);
+/* A device name at idx (a string, or a tensor: its device). */
+lab_device ll_check_device(lua_State *L, int idx, const char *op);
 lab_dtype ll_check_dtype_name(lua_State *L, int idx);
 /* Index of a trailing options table among the arguments, or 0. */
 int ll_options_index(lua_State *L);
@@ -63,6 +68,7 @@ void ll_register_tensor(lua_State *L);      /* metatable and methods */
 void ll_register_creation(lua_State *L);    /* into table at -1 */
 void ll_register_tensor_ops(lua_State *L);  /* methods into the metatable's method table at -1 */
 void ll_register_dist(lua_State *L);        /* lab.dist into table at -1 */
+void ll_register_device(lua_State *L);      /* default device, lab.cuda, :cuda(), :cpu() */
 void ll_register_mem(lua_State *L);         /* lab.mem into table at -1 */
 
 #endif

@@ -17,7 +17,19 @@ void lab_device_register(lab_device_type type, const lab_device_ops *ops) { tabl
 const lab_device_ops *lab_device_ops_of(lab_device_type type) {
   if ((unsigned)type >= LAB_NDEVTYPES) return NULL;
   if (type == LAB_DEV_CPU && !tables[type]) tables[type] = lab_cpu_device_ops();
+  if (type == LAB_DEV_SIM && !tables[type]) tables[type] = lab_sim_device_ops();
   return tables[type];
+}
+
+static lab_device default_device;
+
+lab_device lab_default_device(void) { return default_device; }
+void lab_set_default_device(lab_device d) { default_device = d; }
+
+const char *lab_cuda_status(void) {
+  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_CUDA);
+  if (!ops) return "CUDA not compiled in (the build found no CUDA toolkit)";
+  return ops->describe ? ops->describe() : "CUDA compiled in";
 }
 
 const char *lab_device_str(lab_device d, char *buf, size_t n) {

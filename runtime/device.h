@@ -10,10 +10,7 @@
 #include <stdint.h>
 
 #include "../kernels/dtype.h"
-#include "../kernels/ops.h"
-
-#define LAB_DEV_MAX_DIMS 8 /* = LAB_MAX_DIMS */
-#define LAB_DEV_MAX_OPS 4  /* operands of one elementwise launch, output included */
+#include "../kernels/ops.h" /* the enums and the launch descriptions every device takes */
 
 typedef enum { LAB_DEV_CPU = 0, LAB_DEV_SIM, LAB_DEV_CUDA, LAB_NDEVTYPES } lab_device_type;
 
@@ -24,65 +21,6 @@ typedef struct {
 
 static inline lab_device lab_cpu(void) { return (lab_device){LAB_DEV_CPU, 0}; }
 static inline int lab_device_eq(lab_device a, lab_device b) { return a.type == b.type && a.index == b.index; }
-
-/* Strided geometry of one launch: operands walked together over `shape` (dims already
- * broadcast and merged), strides in bytes, 0 for a broadcast dim. */
-typedef struct {
-  int ndim;
-  int64_t shape[LAB_DEV_MAX_DIMS];
-  int nops;
-  char *data[LAB_DEV_MAX_OPS];
-  int64_t stride[LAB_DEV_MAX_OPS][LAB_DEV_MAX_DIMS];
-} lab_geometry;
-
-/* Elementwise launch: operand 0 is the output; values are computed in ct and stored in each
- * operand's own type. */
-typedef struct {
-  lab_geometry g;
-  lab_ew_kind kind;
-  int op; /* lab_binary_op or lab_unary_op */
-  lab_dtype ct;
-  lab_dtype dt[LAB_DEV_MAX_OPS];
-  double lo, hi; /* clamp bounds */
-  int has_lo, has_hi;
-} lab_ew_args;
-
-/* Reduction launch: the geometry walks the output (operand 0), the first element of each
- * input line (operand 1) and, for max/min, the index output (operand 2); each line has `len`
- * elements `stride` bytes apart. */
-typedef struct {
-  lab_geometry g;
-  lab_reduce_op op;
-  lab_dtype in_t, ct, out_t;
-  int64_t len, stride;
-  double param; /* var: correction; norm: p */
-} lab_red_args;
-
-/* A batch of row-major products C_b = alpha op(A_b) op(B_b) + beta C_b; element offsets per
- * batch are host arrays; C is contiguous (batch b at b * m * ldc). */
-typedef struct {
-  lab_dtype ct;
-  int trans_a, trans_b;
-  int64_t m, n, k, lda, ldb, ldc;
-  double alpha, beta;
-  const void *a, *b;
-  void *c;
-  int64_t batches;
-  const int64_t *a_off, *b_off;
-} lab_gemm_args;
-
-typedef enum { LAB_RAND_UNIFORM, LAB_RAND_NORMAL, LAB_RAND_INT } lab_rand_kind;
-
-/* n draws from the Philox stream at (seed, offset) into a contiguous f32, f64 or i64 array. */
-typedef struct {
-  lab_rand_kind kind;
-  lab_dtype dt;
-  uint64_t seed, offset;
-  void *out;
-  int64_t n;
-  double a, b;     /* uniform [a, b); normal mean a, std b */
-  int64_t lo, hi;  /* integers in [lo, hi) */
-} lab_rand_args;
 
 typedef struct lab_device_ops {
   const char *name;
@@ -96,6 +34,8 @@ typedef struct lab_device_ops {
   int (*copy)(int index, void *dst, const void *src, size_t n); /* regions may overlap */
   int (*memset)(int index, void *dst, int byte, size_t n);
   int (*synchronize)(int index);
+  /* a line on the device type's state (runtime version, devices found or why none); optional */
+  const char *(*describe)(void);
   /* ---- kernels (pointers are memory of this device) ---- */
   void (*ewise)(const lab_ew_args *a);
   void (*reduce)(const lab_red_args *a);
@@ -131,6 +71,7 @@ typedef struct lab_device_ops {
 const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
 const lab_device_ops *lab_cpu_device_ops(void);
+const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */
 const char *lab_device_str(lab_device d, char *buf, size_t n);
@@ -139,5 +80,13 @@ const char *lab_device_str(lab_device d, char *buf, size_t n);
 int lab_device_parse(const char *op, const char *s, lab_device *out);
 /* Devices of the type present on this machine (cpu and sim: 1). */
 int lab_device_count(lab_device_type type);
+
+/* Where factories put new tensors when no device is named (lab.set_default_device,
+ * llmlab --device, LLMLAB_DEVICE); the cpu at start. */
+lab_device lab_default_device(void);
+void lab_set_default_device(lab_device d);
+
+/* One line on CUDA for llmlab --version: compiled in or not, the devices found, or why none. */
+const char *lab_cuda_status(void);
 
 #endif

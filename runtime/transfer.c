@@ -4,6 +4,7 @@
 #include "transfer.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "../kernels/cpu/convert.h"
 #include "error.h"
@@ -69,6 +70,20 @@ lab_tensor *lab_to_device(lab_tensor *t, lab_device dev) {
     return NULL;
   }
   return out;
+}
+
+int lab_move_(lab_tensor *t, lab_device dev) {
+  if (lab_device_eq(lab_device_of(t), dev)) return 0;
+  lab_tensor *moved = lab_to_device(t, dev);
+  if (!moved) return -1;
+  lab_storage_set_tag(moved->storage, t->storage->tag);
+  lab_storage_retain(moved->storage);
+  lab_storage_release(t->storage);
+  t->storage = moved->storage;
+  t->offset = 0;
+  memcpy(t->stride, moved->stride, sizeof t->stride);
+  lab_tensor_release(moved);
+  return 0;
 }
 
 lab_tensor *lab_to_host(lab_tensor *t) { return lab_to_device(t, lab_cpu()); }

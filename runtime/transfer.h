@@ -10,6 +10,9 @@
 
 /* t itself (retained) when already on dev, else a contiguous copy there. */
 lab_tensor *lab_to_device(lab_tensor *t, lab_device dev);
+/* Moves t's values to dev in place: t keeps its identity (autograd leaf, hooks, references)
+ * and becomes contiguous over new storage there, with the same memory tag. */
+int lab_move_(lab_tensor *t, lab_device dev);
 /* A cpu tensor with t's values: t itself (retained) when t is on the cpu. */
 lab_tensor *lab_to_host(lab_tensor *t);
 /* Copies t's elements in row-major order into dst (lab_nbytes(t) bytes of t's dtype). */

@@ -11,6 +11,7 @@
 
 #include "launcher.h"
 #include "repl.h"
+#include "runtime/device.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
@@ -24,10 +25,12 @@ static const char *usage =
     "  -e CODE              run CODE on every rank (may repeat)\n"
     "  -i                   enter the REPL after the script or -e code\n"
     "  --check-collectives  cross-check every collective's arguments on all ranks\n"
+    "  --device DEV         default device for new tensors: cpu, cuda, cuda:N, or sim (a testing\n"
+    "                       device whose memory host code cannot touch); sets LLMLAB_DEVICE\n"
     "  --step script.lua   step through the script on every rank (n s finish c b l bt p q)\n"
     "  --plan key=value ... what-if planner, e.g. --plan model=llama3-70b gpus=1024 gpu=h100\n"
     "                       global_batch=1024 seq=8192 [top=10] [csv|json] [explain] [infeasible]\n"
-    "  --version            print the version\n"
+    "  --version            print the version, and whether CUDA is compiled in and finds a GPU\n"
     "  -h, --help           this text\n"
     "Environment: LLMLAB_THREADS (threads per rank), LLMLAB_CHECK_COLLECTIVES=1,\n"
     "LLMLAB_WATCHDOG (seconds a collective may wait in the REPL or a checked script, 30),\n"
@@ -93,8 +96,16 @@ static int parse(int argc, char **argv, options *o) {
       o->interactive = 1;
     } else if (strcmp(a, "--check-collectives") == 0) {
       o->check = 1;
+    } else if (strcmp(a, "--device") == 0 || strncmp(a, "--device=", 9) == 0) {
+      const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v || !*v) {
+        fprintf(stderr, "llmlab: --device needs cpu, cuda, cuda:N or sim\n");
+        return -1;
+      }
+      setenv("LLMLAB_DEVICE", v, 1); /* read when the lab module loads, on every rank */
     } else if (strcmp(a, "--version") == 0) {
-      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS %s kernels)\n", LLMLAB_VERSION, lab_blas_corename());
+      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS %s kernels)\n%s\n", LLMLAB_VERSION, lab_blas_corename(),
+             lab_cuda_status());
       exit(0);
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(usage, stdout);

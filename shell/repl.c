@@ -325,9 +325,13 @@ static void who(lua_State *L) {
   int threads = 1, top = lua_gettop(L);
   if (luaL_dostring(L, "return lab.threads()") == LUA_OK) threads = (int)lua_tointeger(L, -1);
   lua_settop(L, top);
+  char device[64] = "cpu"; /* where this rank's new tensors go */
+  if (luaL_dostring(L, "return lab.default_device()") == LUA_OK && lua_isstring(L, -1))
+    snprintf(device, sizeof device, "%s", lua_tostring(L, -1));
+  lua_settop(L, top);
   char line[512];
-  snprintf(line, sizeof line, "host %s, pid %d, device cpu, %d thread%s, local rank %d of %d\n", lab_ctl_host(),
-           (int)getpid(), threads, threads == 1 ? "" : "s", lab_ctl_local_rank(), lab_ctl_local_size());
+  snprintf(line, sizeof line, "host %s, pid %d, device %s, %d thread%s, local rank %d of %d\n", lab_ctl_host(),
+           (int)getpid(), device, threads, threads == 1 ? "" : "s", lab_ctl_local_rank(), lab_ctl_local_size());
   repl_report(line, (int64_t)strlen(line), NULL);
 }
 

@@ -111,7 +111,7 @@ end
 function GPT:forward(ids, targets)
   local T = ids.shape[2]
   assert(T <= self.cfg.seq_len, string.format("sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len))
-  local pos = lab.arange(T)
+  local pos = lab.arange(T, { device = ids.device })
   local x = self.drop(self.wte(ids) + self.wpe(pos))
   for _, block in self.blocks:iter() do x = block(x) end
   x = self.ln_f(x)
@@ -152,7 +152,7 @@ function GPT:generate(ids, n, opts)
       local start = math.max(1, #out - self.cfg.seq_len + 1)
       local ctx = {}
       for i = start, #out do ctx[#ctx + 1] = out[i] end
-      local logits = self(lab.tensor({ ctx }))
+      local logits = self(lab.tensor({ ctx }, { device = self.wte.weight.device }))
       local last = logits:select(2, #ctx):select(1, 1)
       local nxt
       if opts.temperature and opts.temperature > 0 then

@@ -152,6 +152,27 @@ end
 
 function Module:eval() return self:train(false) end
 
+-- Moves every parameter (with its gradient) and every buffer to a device, as torch's
+-- Module.to: parameters keep their identity, so optimizers and hooks made before still
+-- hold them. Returns the module.
+function Module:to(device)
+  for _, p in ipairs(self:parameters()) do
+    local g = p.grad
+    p.grad = nil
+    lab._move_(p, device)
+    if g ~= nil then p.grad = g:to(device) end
+  end
+  local function move_buffers(m)
+    for _, n in ipairs(m._names) do
+      local v, kind = m[n], m._kinds[n]
+      if kind == "buffer" and lab.is_tensor(v) then m[n] = v:to(device)
+      elseif kind == "module" then move_buffers(v) end
+    end
+  end
+  move_buffers(self)
+  return self
+end
+
 function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end
 end

@@ -267,7 +267,7 @@ local function vocab_parallel_ce(logits, target, group)
       local s = e:sum(2, true)
       lab.dist.all_reduce(s, { group = group })
       -- onehot of the target among this rank's columns (all zero when another rank has it)
-      local onehot = lab.arange(lo, lo + Vp):view(1, Vp):eq(t):to(x.dtype)
+      local onehot = lab.arange(lo, lo + Vp, { device = x.device }):view(1, Vp):eq(t):to(x.dtype)
       local picked = (x * onehot):sum(2, true)
       lab.dist.all_reduce(picked, { group = group })
       ctx.probs, ctx.onehot, ctx.shape = e / s, onehot, z.shape
@@ -354,7 +354,7 @@ end
 function TPGPT:forward(ids, targets)
   local T = ids.shape[2]
   if self.sequence_parallel then tp.hook_sequence_parallel_grads(self, self.group) end
-  local x = self.wte(ids) + self.wpe(lab.arange(T))
+  local x = self.wte(ids) + self.wpe(lab.arange(T, { device = ids.device }))
   if self.sequence_parallel then
     -- from here to the head, activations are split along the sequence
     x = D.scatter_to_region(x, { group = self.group, dim = 2 })

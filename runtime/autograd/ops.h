@@ -26,6 +26,7 @@ lab_tensor *lab_ad_squeeze(lab_tensor *t, int dim);
 lab_tensor *lab_ad_contiguous(lab_tensor *t);
 lab_tensor *lab_ad_clone(lab_tensor *t);
 lab_tensor *lab_ad_to_dtype(lab_tensor *t, lab_dtype dt);
+lab_tensor *lab_ad_to_device(lab_tensor *t, lab_device dev); /* the gradient moves back */
 lab_tensor *lab_ad_cat(int n, lab_tensor **ts, int dim);
 lab_tensor *lab_ad_stack(int n, lab_tensor **ts, int dim);
 

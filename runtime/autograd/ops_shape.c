@@ -6,6 +6,7 @@
 
 #include "../error.h"
 #include "../join.h"
+#include "../transfer.h"
 #include "ops.h"
 #include "util.h"
 
@@ -134,6 +135,25 @@ lab_tensor *lab_ad_clone(lab_tensor *t) { return record_identity("clone", t, lab
 lab_tensor *lab_ad_to_dtype(lab_tensor *t, lab_dtype dt) {
   if (t->dtype == dt) return ag_ref(t);
   return record_identity("to", t, lab_to_dtype(t, dt));
+}
+
+/* to(device): the gradient goes back to the input's device. i[0] device type, i[1] index */
+static int to_device_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *back = lab_to_device(g, (lab_device){(lab_device_type)n->i[0], (int)n->i[1]});
+  gin[0] = back ? ag_cast(back, n->in_dtype[0]) : NULL;
+  return gin[0] ? 0 : -1;
+}
+
+lab_tensor *lab_ad_to_device(lab_tensor *t, lab_device dev) {
+  lab_device from = lab_device_of(t);
+  if (lab_device_eq(from, dev)) return ag_ref(t);
+  lab_tensor *out = lab_to_device(t, dev);
+  if (!out || !lab_ag_needed(1, &t)) return out;
+  lab_node *n = lab_node_new("to", to_device_bw, 1, &t);
+  if (!n) return ag_drop(out);
+  n->i[0] = from.type;
+  n->i[1] = from.index;
+  return ag_finish(n, out, 0);
 }
 
 /* cat: input k gets its slice of the gradient. i[0] dim, i[1..] each input's length */

@@ -9,6 +9,7 @@
 
 #include "../error.h"
 #include "../ewise.h"
+#include "../transfer.h"
 #include "board.h"
 #include "control.h"
 
@@ -312,7 +313,7 @@ int lab_work_test(lab_work *w, int *done) {
 void lab_work_free(lab_work *w) {
   if (!w) return;
   if (!w->done) lab_work_wait(w); /* never free buffers under a pending request */
-  w->group->backend->free_work(w->bw);
+  if (w->bw) w->group->backend->free_work(w->bw); /* none for staged (completed) work */
   for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
   free(w);
 }
@@ -344,9 +345,85 @@ static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
   return 0;
 }
 
+/* ---- tensors of other devices ----
+ * Until a device backend (NCCL) exists, a collective on tensors that are not on the cpu runs
+ * on host copies, synchronously, and its results are copied back (as DESIGN.md says for ranks
+ * that share a GPU). An async call then returns work that is already complete. */
+
+static int off_host(lab_tensor *a, lab_tensor *b) {
+  return lab_device_of(a).type != LAB_DEV_CPU || (b && lab_device_of(b).type != LAB_DEV_CPU);
+}
+
+static int completed_work(lab_group *g, lab_work **work, int rc) {
+  if (rc < 0 || !work) return rc;
+  lab_work *w = calloc(1, sizeof *w);
+  if (!w) return lab_fail("async", "out of memory");
+  w->group = g;
+  w->done = 1;
+  *work = w;
+  return 0;
+}
+
+/* Runs fn on host copies of t (and u), then copies the results back into those written. */
+typedef int (*staged_fn)(lab_group *g, lab_tensor *t, lab_tensor *u, void *ctx);
+
+static int staged(lab_group *g, lab_tensor *t, lab_tensor *u, int writes_t, int writes_u, staged_fn fn, void *ctx,
+                  lab_work **work) {
+  lab_tensor *ht = lab_to_host(t), *hu = u && ht ? lab_to_host(u) : NULL;
+  int rc = (!ht || (u && !hu)) ? -1 : fn(g, ht, hu, ctx);
+  if (rc == 0 && writes_t) rc = lab_copy_(t, ht);
+  if (rc == 0 && writes_u) rc = lab_copy_(u, hu);
+  lab_tensor_release(ht);
+  lab_tensor_release(hu);
+  return completed_work(g, work, rc);
+}
+
+typedef struct {
+  lab_redop op;
+  int root, tag;
+  const int64_t *out_splits, *in_splits;
+} coll_args;
+
+static int st_all_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+  (void)u;
+  return lab_all_reduce(g, t, ((coll_args *)c)->op, NULL);
+}
+static int st_broadcast(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+  (void)u;
+  return lab_broadcast(g, t, ((coll_args *)c)->root, NULL);
+}
+static int st_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+  (void)u;
+  return lab_reduce(g, t, ((coll_args *)c)->op, ((coll_args *)c)->root, NULL);
+}
+static int st_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+  (void)c;
+  return lab_all_gather(g, out, in, NULL);
+}
+static int st_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+  return lab_reduce_scatter(g, out, in, ((coll_args *)c)->op, NULL);
+}
+static int st_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+  (void)c;
+  return lab_all_to_all(g, out, in, NULL);
+}
+static int st_all_to_all_single(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+  coll_args *a = c;
+  return lab_all_to_all_single(g, out, a->out_splits, in, a->in_splits, NULL);
+}
+static int st_send(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+  (void)u;
+  return lab_send(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, NULL);
+}
+static int st_recv(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+  (void)u;
+  return lab_recv(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, NULL);
+}
+
 int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
   const char *name = "all_reduce";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || redop_check(name, t, op) < 0) return -1;
+  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_all_reduce, &(coll_args){.op = op}, work);
   int64_t n = lab_numel(t);
   set_activity("all_reduce", t, g);
   if (check_agreement(g, LAB_OP_ALL_REDUCE, t->dtype, n, op, -1) < 0) return -1;
@@ -359,6 +436,7 @@ int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
 int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
   const char *name = "broadcast";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "src") < 0) return -1;
+  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_broadcast, &(coll_args){.root = root}, work);
   int64_t n = lab_numel(t);
   set_activity("broadcast", t, g);
   if (check_agreement(g, LAB_OP_BROADCAST, t->dtype, n, -1, root) < 0) return -1;
@@ -371,6 +449,7 @@ int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **w
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "dst") < 0 ||
       redop_check(name, t, op) < 0)
     return -1;
+  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_reduce, &(coll_args){.op = op, .root = root}, work);
   int64_t n = lab_numel(t);
   set_activity("reduce", t, g);
   if (check_agreement(g, LAB_OP_REDUCE, t->dtype, n, op, root) < 0) return -1;
@@ -397,6 +476,7 @@ static int sized_pair_check(const char *op, lab_group *g, lab_tensor *big, const
 int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
   const char *name = "all_gather";
   if (member_check(name, g) < 0 || sized_pair_check(name, g, out, "output", in, "input") < 0) return -1;
+  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_all_gather, NULL, work);
   int64_t n = lab_numel(in);
   set_activity("all_gather", in, g);
   if (check_agreement(g, LAB_OP_ALL_GATHER, in->dtype, n, -1, -1) < 0) return -1;
@@ -409,6 +489,7 @@ int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop 
   if (member_check(name, g) < 0 || sized_pair_check(name, g, in, "input", out, "output") < 0 ||
       redop_check(name, out, op) < 0)
     return -1;
+  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_reduce_scatter, &(coll_args){.op = op}, work);
   int64_t n = lab_numel(out);
   set_activity("reduce_scatter", out, g);
   if (check_agreement(g, LAB_OP_REDUCE_SCATTER, in->dtype, n, op, -1) < 0) return -1;
@@ -422,6 +503,7 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   const char *name = "all_to_all";
   char a[128], b[128];
   if (member_check(name, g) < 0) return -1;
+  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_all_to_all, NULL, work);
   if (in->dtype != out->dtype || lab_numel(in) != lab_numel(out))
     return lab_fail(name, "output %s %s and input %s %s must have the same dtype and size",
                     lab_shape_str(out, a, sizeof a), lab_dtype_name(out->dtype),
@@ -488,6 +570,9 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   if (member_check(name, g) < 0) return -1;
   if (!g->backend->all_to_all_v)
     return lab_fail(name, "the %s backend of %s has no uneven all-to-all", g->backend->name, g->name);
+  if (off_host(out, in))
+    return staged(g, out, in, 1, 0, st_all_to_all_single, &(coll_args){.out_splits = out_splits, .in_splits = in_splits},
+                  work);
   if (in->ndim < 1 || out->ndim < 1 || in->dtype != out->dtype || in->ndim != out->ndim ||
       memcmp(in->shape + 1, out->shape + 1, sizeof(int64_t) * (size_t)(in->ndim - 1)) != 0)
     return lab_fail(name, "output %s %s and input %s %s must have the same dtype and the same sizes "
@@ -559,6 +644,7 @@ static int peer_check(const char *op, lab_group *g, int peer, const char *what) 
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
   const char *name = "send";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst") < 0) return -1;
+  if (off_host(t, NULL)) return staged(g, t, NULL, 0, 0, st_send, &(coll_args){.root = dst, .tag = tag}, work);
   count(g, LAB_OP_SEND, (int64_t)lab_nbytes(t), 1.0);
   set_activity("send", t, g);
   LAUNCH(g, work, t, NULL, 0, g->backend->send(g, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
@@ -567,6 +653,7 @@ int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
   const char *name = "recv";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src") < 0) return -1;
+  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_recv, &(coll_args){.root = src, .tag = tag}, work);
   count(g, LAB_OP_RECV, (int64_t)lab_nbytes(t), 0.0);
   set_activity("recv", t, g);
   LAUNCH(g, work, t, NULL, 0, g->backend->recv(g, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));

@@ -1,0 +1,101 @@
+/* Devices from Lua: lab.set_default_device / lab.default_device, lab.cuda (is_available,
+ * device_count, synchronize), the tensor methods :cuda() and :cpu(), and lab._move_ with
+ * which Module:to moves parameters in place. t:to(device) is in l_tensor.c. */
+#include <stdlib.h>
+
+#include "lab_lua.h"
+#include "runtime/device.h"
+#include "runtime/transfer.h"
+#include "runtime/autograd/ops.h"
+
+static void push_device(lua_State *L, lab_device d) {
+  char name[32];
+  lua_pushstring(L, lab_device_str(d, name, sizeof name));
+}
+
+static int l_set_default_device(lua_State *L) {
+  lab_set_default_device(ll_check_device(L, 1, "set_default_device"));
+  return 0;
+}
+
+static int l_default_device(lua_State *L) {
+  push_device(L, lab_default_device());
+  return 1;
+}
+
+static int l_cuda_is_available(lua_State *L) {
+  lua_pushboolean(L, lab_device_count(LAB_DEV_CUDA) > 0);
+  return 1;
+}
+
+static int l_cuda_device_count(lua_State *L) {
+  lua_pushinteger(L, lab_device_count(LAB_DEV_CUDA));
+  return 1;
+}
+
+/* Waits for the work queued on a CUDA device (the current default one, or the one named). */
+static int l_cuda_synchronize(lua_State *L) {
+  lab_device d = lua_isnoneornil(L, 1) ? lab_default_device() : ll_check_device(L, 1, "cuda.synchronize");
+  if (d.type != LAB_DEV_CUDA) {
+    if (lab_device_count(LAB_DEV_CUDA) == 0) return 0; /* nothing queued anywhere */
+    d = (lab_device){LAB_DEV_CUDA, 0};
+  }
+  ll_check_rc(L, lab_device_ops_of(LAB_DEV_CUDA)->synchronize(d.index));
+  return 0;
+}
+
+static int l_cuda_status(lua_State *L) {
+  lua_pushstring(L, lab_cuda_status());
+  return 1;
+}
+
+/* lab._move_(t, device): t's values move to the device in place (identity kept) */
+static int l_move(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  ll_check_rc(L, lab_move_(t, ll_check_device(L, 2, "to")));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_cuda(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  lab_device d;
+  ll_check_rc(L, lab_device_parse("cuda", luaL_optstring(L, 2, "cuda"), &d));
+  ll_push_tensor(L, lab_ad_to_device(t, d));
+  return 1;
+}
+
+static int m_cpu(lua_State *L) {
+  ll_push_tensor(L, lab_ad_to_device(ll_check_tensor(L, 1), lab_cpu()));
+  return 1;
+}
+
+/* Into the lab table at -1. The default device comes from LLMLAB_DEVICE (llmlab --device sets
+ * it, so ranks started by mpirun inherit it); a device that does not exist is an error here. */
+void ll_register_device(lua_State *L) {
+  static const luaL_Reg fns[] = {{"set_default_device", l_set_default_device},
+                                 {"default_device", l_default_device},
+                                 {"_move_", l_move},
+                                 {NULL, NULL}};
+  luaL_setfuncs(L, fns, 0);
+  static const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
+                                  {"device_count", l_cuda_device_count},
+                                  {"synchronize", l_cuda_synchronize},
+                                  {"status", l_cuda_status},
+                                  {NULL, NULL}};
+  luaL_newlib(L, cuda);
+  lua_setfield(L, -2, "cuda");
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  lua_pushcfunction(L, m_cuda);
+  lua_setfield(L, -2, "cuda");
+  lua_pushcfunction(L, m_cpu);
+  lua_setfield(L, -2, "cpu");
+  lua_pop(L, 2);
+  const char *env = getenv("LLMLAB_DEVICE");
+  if (env && *env) {
+    lab_device d;
+    if (lab_device_parse("LLMLAB_DEVICE", env, &d) < 0) ll_runtime_error(L);
+    lab_set_default_device(d);
+  }
+}

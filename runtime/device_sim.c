@@ -1,0 +1,242 @@
+/* The sim device: a testing device that proves the seam on machines without a GPU. Its memory
+ * is a shared-memory arena seen through two mappings, as a GPU's memory is seen by the GPU
+ * and not by the host: the addresses handed out (device pointers) map the arena PROT_NONE, so
+ * host code that dereferences a sim tensor's memory faults on the spot; kernels launched
+ * through the device table, and the device copy functions, translate device pointers into a
+ * second, readable and writable view of the same pages. The kernels are the cpu's, called
+ * through its table, so a CPU-only CI run with --device sim shows that every path goes through
+ * the device functions. (A first version toggled the arena with mprotect around each launch:
+ * two system calls per launch made the tests 7-15x slower; the second view costs nothing and
+ * never opens the device addresses at all.) */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "device.h"
+
+#define ARENA_RESERVE ((size_t)64 << 30) /* address space only: pages appear when written */
+
+/* ---- the arena: a first-fit free list kept outside the arena, sorted by address ---- */
+
+typedef struct range {
+  struct range *next;
+  size_t at, size;
+} range;
+
+static char *base;  /* device addresses: never accessible */
+static char *kview; /* the same pages for kernels and copies */
+static range *free_list;
+
+static int arena_init(void) {
+  if (base) return 0;
+  int fd = memfd_create("llmlab-sim", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)ARENA_RESERVE) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  void *dev = mmap(NULL, ARENA_RESERVE, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void *kv = mmap(NULL, ARENA_RESERVE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd); /* the mappings keep the memory */
+  free_list = malloc(sizeof *free_list);
+  if (dev == MAP_FAILED || kv == MAP_FAILED || !free_list) return -1;
+  base = dev;
+  kview = kv;
+  *free_list = (range){NULL, 0, ARENA_RESERVE};
+  return 0;
+}
+
+/* The kernel view of a pointer: device addresses are translated, host pointers (a cpu scalar
+ * operand, say) pass unchanged, NULL stays NULL. */
+static void *K(const void *p) {
+  const char *c = p;
+  if (c >= base && c < base + ARENA_RESERVE) return kview + (c - base);
+  return (void *)c;
+}
+
+static int sim_count(void) { return 1; }
+
+static void *sim_alloc(int index, size_t nbytes) {
+  (void)index;
+  if (arena_init() < 0 || nbytes == 0) return NULL;
+  for (range **p = &free_list; *p; p = &(*p)->next) {
+    range *r = *p;
+    if (r->size < nbytes) continue;
+    size_t at = r->at;
+    r->at += nbytes;
+    r->size -= nbytes;
+    if (r->size == 0) {
+      *p = r->next;
+      free(r);
+    }
+    return base + at;
+  }
+  return NULL;
+}
+
+static void sim_free(int index, void *ptr, size_t nbytes) {
+  (void)index;
+  if (!ptr) return;
+  size_t at = (size_t)((char *)ptr - base);
+  range *prev = NULL, *next = free_list;
+  while (next && next->at < at) {
+    prev = next;
+    next = next->next;
+  }
+  if (prev && prev->at + prev->size == at) { /* merge with the range before */
+    prev->size += nbytes;
+    if (next && prev->at + prev->size == next->at) {
+      prev->size += next->size;
+      prev->next = next->next;
+      free(next);
+    }
+    return;
+  }
+  if (next && at + nbytes == next->at) { /* merge with the range after */
+    next->at = at;
+    next->size += nbytes;
+    return;
+  }
+  range *r = malloc(sizeof *r);
+  if (!r) return; /* the bytes are lost to the arena, not to the process */
+  *r = (range){next, at, nbytes};
+  if (prev) prev->next = r;
+  else free_list = r;
+}
+
+/* ---- moving bytes: the only way in or out ---- */
+
+static int sim_move(int index, void *dst, const void *src, size_t n) {
+  (void)index;
+  memmove(K(dst), K(src), n);
+  return 0;
+}
+
+static int sim_memset(int index, void *dst, int byte, size_t n) {
+  (void)index;
+  memset(K(dst), byte, n);
+  return 0;
+}
+
+static int sim_synchronize(int index) {
+  (void)index;
+  return 0;
+}
+
+/* ---- kernels: the cpu's, on the kernel view ---- */
+
+#define CPU (lab_cpu_device_ops())
+
+static void sim_ewise(const lab_ew_args *a) {
+  lab_ew_args k = *a;
+  for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
+  CPU->ewise(&k);
+}
+static void sim_reduce(const lab_red_args *a) {
+  lab_red_args k = *a;
+  for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
+  CPU->reduce(&k);
+}
+static void sim_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
+                           double scale) {
+  CPU->sum_middle(ct, K(x), K(out), outer, R, inner, scale);
+}
+static void sim_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
+  CPU->softmax_rows(ct, K(x), K(out), rows, n, log);
+}
+static void sim_gemm(const lab_gemm_args *a) {
+  lab_gemm_args k = *a;
+  k.a = K(a->a);
+  k.b = K(a->b);
+  k.c = K(a->c);
+  CPU->gemm(&k);
+}
+static void sim_rand(const lab_rand_args *a) {
+  lab_rand_args k = *a;
+  k.out = K(a->out);
+  CPU->rand(&k);
+}
+static void sim_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
+                               void *rstd, int64_t rows, int64_t D, double eps) {
+  CPU->layer_norm_fwd(ct, K(x), K(w), K(b), K(y), K(mean), K(rstd), rows, D, eps);
+}
+static void sim_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
+                               const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
+  CPU->layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D);
+}
+static void sim_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
+                             int64_t D, double eps) {
+  CPU->rms_norm_fwd(ct, K(x), K(w), K(y), K(rstd), rows, D, eps);
+}
+static void sim_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
+                             void *dw, int64_t rows, int64_t D) {
+  CPU->rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D);
+}
+static void sim_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
+  CPU->act_fwd(ct, kind, K(x), K(y), n);
+}
+static void sim_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
+  CPU->act_bwd(ct, kind, K(g), K(x), K(dx), n);
+}
+static int64_t sim_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
+                            int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
+  return CPU->xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index, smoothing);
+}
+static void sim_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
+                         int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale) {
+  CPU->xent_bwd(ct, K(logits), K(target), K(lse), K(dlogits), N, C, ignore_index, smoothing, scale);
+}
+static void sim_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
+                              int64_t D) {
+  CPU->embedding_fwd(ct, K(weight), K(idx), K(out), n, D);
+}
+static void sim_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n,
+                              int64_t D) {
+  CPU->embedding_bwd(ct, K(g), K(idx), K(dweight), n, D);
+}
+static void sim_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S) {
+  CPU->causal_mask(ct, K(scores), batches, T, S);
+}
+static void sim_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale) {
+  CPU->softmax_bwd_rows(ct, K(P), K(dP), rows, S, scale);
+}
+static void sim_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
+                      double b2, double eps, double wd, int64_t step) {
+  CPU->adamw(ct, K(p), K(g), K(m), K(v), n, lr, b1, b2, eps, wd, step);
+}
+
+static const lab_device_ops sim_ops = {
+    .name = "sim",
+    .count = sim_count,
+    .alloc = sim_alloc,
+    .free = sim_free,
+    .to_host = sim_move,
+    .from_host = sim_move,
+    .copy = sim_move,
+    .memset = sim_memset,
+    .synchronize = sim_synchronize,
+    .ewise = sim_ewise,
+    .reduce = sim_reduce,
+    .sum_middle = sim_sum_middle,
+    .softmax_rows = sim_softmax_rows,
+    .gemm = sim_gemm,
+    .rand = sim_rand,
+    .layer_norm_fwd = sim_layer_norm_fwd,
+    .layer_norm_bwd = sim_layer_norm_bwd,
+    .rms_norm_fwd = sim_rms_norm_fwd,
+    .rms_norm_bwd = sim_rms_norm_bwd,
+    .act_fwd = sim_act_fwd,
+    .act_bwd = sim_act_bwd,
+    .xent_fwd = sim_xent_fwd,
+    .xent_bwd = sim_xent_bwd,
+    .embedding_fwd = sim_embedding_fwd,
+    .embedding_bwd = sim_embedding_bwd,
+    .causal_mask = sim_causal_mask,
+    .softmax_bwd_rows = sim_softmax_bwd_rows,
+    .adamw = sim_adamw,
+};
+
+const lab_device_ops *lab_sim_device_ops(void) { return &sim_ops; }

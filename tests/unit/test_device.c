@@ -1,0 +1,119 @@
+/* The device seam from C: host code that touches sim memory faults, data crosses only through
+ * the copy functions, every device keeps its own account, and the sim arena reuses and merges
+ * freed ranges. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "runtime/error.h"
+#include "runtime/ewise.h"
+#include "runtime/transfer.h"
+
+static const lab_device SIM = {LAB_DEV_SIM, 0};
+
+/* Runs a read of p in a child process; returns the signal that ended it (0: none). */
+static int read_in_child(const void *p) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL); /* cmocka's handler would catch it */
+    volatile float v = *(const volatile float *)p;
+    (void)v;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static void test_host_reads_of_sim_memory_fault(void **state) {
+  (void)state;
+  lab_tensor *c = lab_tensor_full(LAB_F32, 1, (int64_t[]){16}, 2.0);
+  lab_tensor *s = lab_to_device(c, SIM);
+  assert_non_null(s);
+  assert_int_equal(read_in_child(lab_data(c)), 0);       /* the check can pass... */
+  assert_int_equal(read_in_child(lab_data(s)), SIGSEGV); /* ...and fails for device memory */
+  lab_tensor_release(c);
+  lab_tensor_release(s);
+}
+
+static void test_values_cross_only_through_copies(void **state) {
+  (void)state;
+  float in[6] = {1, -2, 3.5f, 4, 5, -6}, out[6] = {0};
+  lab_tensor *s = lab_tensor_from_host(SIM, LAB_F32, 2, (int64_t[]){2, 3}, in);
+  lab_tensor *t = lab_transpose(s, 0, 1);
+  lab_tensor *two = lab_tensor_scalar(LAB_F32, 2.0);
+  lab_tensor *y = lab_binary(LAB_MUL, t, two, -1); /* a cpu scalar goes with a sim tensor */
+  assert_non_null(y);
+  assert_int_equal(lab_device_of(y).type, LAB_DEV_SIM);
+  assert_int_equal(lab_copy_to_host(y, out), 0);
+  float want[6] = {2, 8, -4, 10, 7, -12}; /* the transpose, doubled */
+  assert_memory_equal(out, want, sizeof want);
+  double v;
+  lab_tensor *e = lab_select(y, 0, 2);
+  lab_tensor *e1 = e ? lab_select(e, 0, 1) : NULL;
+  assert_int_equal(lab_item_f64(e1, &v), 0);
+  assert_true(v == -12.0);
+  lab_tensor_release(e1);
+  lab_tensor_release(e);
+  lab_tensor_release(y);
+  lab_tensor_release(two);
+  lab_tensor_release(t);
+  lab_tensor_release(s);
+}
+
+static void test_mixing_devices_names_both(void **state) {
+  (void)state;
+  lab_tensor *c = lab_tensor_zeros(LAB_F32, 1, (int64_t[]){3});
+  lab_tensor *s = lab_tensor_zeros_on(SIM, LAB_F32, 1, (int64_t[]){3});
+  assert_null(lab_binary(LAB_ADD, c, s, -1));
+  assert_non_null(strstr(lab_last_error(), "cpu"));
+  assert_non_null(strstr(lab_last_error(), "sim:0"));
+  lab_tensor_release(c);
+  lab_tensor_release(s);
+}
+
+static void test_each_device_keeps_its_account(void **state) {
+  (void)state;
+  int64_t cpu0 = lab_mem_get_device(lab_cpu())->current_total, sim0 = lab_mem_get_device(SIM)->current_total;
+  lab_tensor *s = lab_tensor_zeros_on(SIM, LAB_F64, 1, (int64_t[]){1000});
+  assert_int_equal(lab_mem_get_device(SIM)->current_total - sim0, 8000);
+  assert_int_equal(lab_mem_get_device(lab_cpu())->current_total, cpu0);
+  lab_storage_set_tag(s->storage, LAB_MEM_OPTIM);
+  assert_true(lab_mem_get_device(SIM)->current[LAB_MEM_OPTIM] >= 8000);
+  lab_tensor_release(s);
+  assert_int_equal(lab_mem_get_device(SIM)->current_total, sim0);
+  assert_true(lab_mem_cached_bytes_on(SIM) >= 8000); /* kept for reuse, off the account */
+  lab_mem_empty_cache();
+  assert_int_equal(lab_mem_cached_bytes_on(SIM), 0);
+}
+
+static void test_sim_arena_reuses_and_merges_ranges(void **state) {
+  (void)state;
+  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_SIM);
+  char *a = ops->alloc(0, 4096), *b = ops->alloc(0, 4096), *c = ops->alloc(0, 4096);
+  assert_ptr_equal(b, a + 4096);
+  assert_ptr_equal(c, b + 4096);
+  ops->free(0, b, 4096);
+  assert_ptr_equal(ops->alloc(0, 4096), b); /* first fit takes the hole back */
+  ops->free(0, a, 4096);
+  ops->free(0, c, 4096);
+  ops->free(0, b, 4096); /* the three merge into one range... */
+  assert_ptr_equal(ops->alloc(0, 3 * 4096), a); /* ...that holds a block of all three */
+  ops->free(0, a, 3 * 4096);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_reads_of_sim_memory_fault),
+      cmocka_unit_test(test_values_cross_only_through_copies),
+      cmocka_unit_test(test_mixing_devices_names_both),
+      cmocka_unit_test(test_each_device_keeps_its_account),
+      cmocka_unit_test(test_sim_arena_reuses_and_merges_ranges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
