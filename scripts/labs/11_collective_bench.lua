@@ -109,9 +109,12 @@ else
 end
 lab.print0("   below the crossover a call costs mostly latency: many small all-reduces should be")
 lab.print0("   bucketed into one (lab.ddp.wrap's bucket_mb; PyTorch DDP's 25 MB default)")
-check("time grows with size (16 MiB slower than 4 KiB) for every collective", (function()
+-- against the fastest of the three smallest sizes: one small size can lose its time slices
+-- to other work on shared cores (a 4 KiB broadcast once measured 11 ms under load)
+check("time grows with size (16 MiB slower than 4-64 KiB) for every collective", (function()
   for _, c in ipairs(collectives) do
-    if n > 1 and results[c.name][sizes[#sizes]] <= results[c.name][sizes[1]] then return false end
+    local r = results[c.name]
+    if n > 1 and r[sizes[#sizes]] <= math.min(r[sizes[1]], r[sizes[2]], r[sizes[3]]) then return false end
   end
   return true
 end)())
