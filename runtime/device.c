@@ -18,6 +18,9 @@ const lab_device_ops *lab_device_ops_of(lab_device_type type) {
   if ((unsigned)type >= LAB_NDEVTYPES) return NULL;
   if (type == LAB_DEV_CPU && !tables[type]) tables[type] = lab_cpu_device_ops();
   if (type == LAB_DEV_SIM && !tables[type]) tables[type] = lab_sim_device_ops();
+#ifdef LLMLAB_HAVE_CUDA /* the one place that knows whether CUDA was built */
+  if (type == LAB_DEV_CUDA && !tables[type]) tables[type] = lab_cuda_device_ops();
+#endif
   return tables[type];
 }
 

@@ -42,7 +42,7 @@ typedef struct lab_device_ops {
   /* out (outer, inner) = scale * sum over R of x (outer, R, inner) */
   void (*sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale);
   void (*softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log);
-  void (*gemm)(const lab_gemm_args *a);
+  int (*gemm)(const lab_gemm_args *a); /* -1 with lab_fail when the device cannot */
   void (*rand)(const lab_rand_args *a);
   /* the fused NN kernels, with the signatures of kernels/cpu/nn.h */
   void (*layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
@@ -72,6 +72,7 @@ const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
 const lab_device_ops *lab_cpu_device_ops(void);
 const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
+const lab_device_ops *lab_cuda_device_ops(void); /* runtime/cuda/cuda_device.c, when built */
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */
 const char *lab_device_str(lab_device d, char *buf, size_t n);

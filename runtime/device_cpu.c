@@ -124,7 +124,7 @@ static void cpu_reduce(const lab_red_args *a) { lab_iter_run(&a->g, red_row, (vo
 
 /* ---- matrix products: one BLAS call per batch ---- */
 
-static void cpu_gemm(const lab_gemm_args *a) {
+static int cpu_gemm(const lab_gemm_args *a) {
   size_t es = lab_dtype_size(a->ct);
   for (int64_t bi = 0; bi < a->batches; bi++) {
     if (lab_interrupt_requested()) break; /* Ctrl-C between the products of a batch */
@@ -138,6 +138,7 @@ static void cpu_gemm(const lab_gemm_args *a) {
     }
     lab_gemm(a->ct, a->trans_a, a->trans_b, a->m, a->n, a->k, a->alpha, pa, a->lda, pb, a->ldb, a->beta, pc, a->ldc);
   }
+  return 0;
 }
 
 /* ---- random numbers: the Philox stream ---- */

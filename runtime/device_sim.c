@@ -147,12 +147,12 @@ static void sim_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer
 static void sim_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
   CPU->softmax_rows(ct, K(x), K(out), rows, n, log);
 }
-static void sim_gemm(const lab_gemm_args *a) {
+static int sim_gemm(const lab_gemm_args *a) {
   lab_gemm_args k = *a;
   k.a = K(a->a);
   k.b = K(a->b);
   k.c = K(a->c);
-  CPU->gemm(&k);
+  return CPU->gemm(&k);
 }
 static void sim_rand(const lab_rand_args *a) {
   lab_rand_args k = *a;

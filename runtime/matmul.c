@@ -109,8 +109,14 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   lab_gemm_args g = {.ct = ct, .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
                      .ldc = n, .alpha = 1.0, .beta = 0.0, .a = lab_data(A), .b = lab_data(B), .c = lab_data(C),
                      .batches = batches, .a_off = offs, .b_off = offs + batches};
-  lab_ops_of(C)->gemm(&g);
+  int rc = lab_ops_of(C)->gemm(&g);
   free(offs);
+  if (rc < 0) {
+    lab_tensor_release(A);
+    lab_tensor_release(B);
+    lab_tensor_release(C);
+    return NULL;
+  }
   lab_tensor_release(A);
   lab_tensor_release(B);
   if (pt == ct) return C;

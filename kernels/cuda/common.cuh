@@ -1,0 +1,69 @@
+// Shared device helpers for the CUDA kernels: loads and stores between every storage dtype
+// and a compute type, and block-wide sums. Rounding matches kernels/cpu/half.h (nearest even).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "launch.h"
+
+template <typename CT>
+__device__ __forceinline__ CT lab_load(const char *p, int dt) {
+  switch (dt) {
+  case LAB_F32: return (CT)(*(const float *)p);
+  case LAB_F64: return (CT)(*(const double *)p);
+  case LAB_I32: return (CT)(*(const int32_t *)p);
+  case LAB_I64: return (CT)(*(const long long *)p);
+  case LAB_BF16: return (CT)__bfloat162float(*(const __nv_bfloat16 *)p);
+  case LAB_F16: return (CT)__half2float(*(const __half *)p);
+  default: return (CT)(*(const uint8_t *)p != 0);
+  }
+}
+
+template <typename CT>
+__device__ __forceinline__ void lab_store(char *p, int dt, CT v) {
+  switch (dt) {
+  case LAB_F32: *(float *)p = (float)v; break;
+  case LAB_F64: *(double *)p = (double)v; break;
+  case LAB_I32: *(int32_t *)p = (int32_t)v; break;
+  case LAB_I64: *(long long *)p = (long long)v; break;
+  case LAB_BF16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v); break;
+  case LAB_F16: *(__half *)p = __float2half_rn((float)v); break;
+  default: *(uint8_t *)p = v != (CT)0; break;
+  }
+}
+
+// Sum of v over the block (blockDim.x a power of two <= 1024); every thread gets the result.
+template <typename A>
+__device__ A lab_block_sum(A v) {
+  __shared__ A buf[1024];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    __syncthreads();
+  }
+  A r = buf[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename A>
+__device__ A lab_block_max(A v) {
+  __shared__ A buf[1024];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s && buf[threadIdx.x + s] > buf[threadIdx.x]) buf[threadIdx.x] = buf[threadIdx.x + s];
+    __syncthreads();
+  }
+  A r = buf[0];
+  __syncthreads();
+  return r;
+}
+
+static inline unsigned lab_blocks(int64_t n, unsigned threads) {
+  int64_t b = (n + threads - 1) / threads;
+  return (unsigned)(b < 1 ? 1 : (b > 65535LL * 32 ? 65535LL * 32 : b));
+}

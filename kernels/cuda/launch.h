@@ -1,0 +1,51 @@
+/* The CUDA kernels' launchers: plain C entry points (extern "C") that the cuda device table
+ * (runtime/cuda/cuda_device.c) calls with device pointers and a stream. Each mirrors a cpu
+ * kernel (kernels/cpu) with the same arguments, and returns a cudaError_t value (0: launched). */
+#ifndef LAB_KERNELS_CUDA_LAUNCH_H
+#define LAB_KERNELS_CUDA_LAUNCH_H
+
+#include "../ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *lab_cuda_stream; /* = cudaStream_t */
+
+int lab_cu_ewise(const lab_ew_args *a, lab_cuda_stream s);
+int lab_cu_reduce(const lab_red_args *a, lab_cuda_stream s);
+int lab_cu_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale,
+                      lab_cuda_stream s);
+int lab_cu_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log, lab_cuda_stream s);
+int lab_cu_rand(const lab_rand_args *a, lab_cuda_stream s);
+int lab_cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean, void *rstd,
+                          int64_t rows, int64_t D, double eps, lab_cuda_stream s);
+int lab_cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
+                          const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D, lab_cuda_stream s);
+int lab_cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
+                        double eps, lab_cuda_stream s);
+int lab_cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
+                        void *dw, int64_t rows, int64_t D, lab_cuda_stream s);
+int lab_cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n, lab_cuda_stream s);
+int lab_cu_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n,
+                   lab_cuda_stream s);
+/* count_out: device int64 that receives the number of rows not ignored */
+int lab_cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
+                    int64_t C, int64_t ignore_index, double smoothing, int64_t *count_out, lab_cuda_stream s);
+int lab_cu_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
+                    int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale, lab_cuda_stream s);
+int lab_cu_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D,
+                         lab_cuda_stream s);
+int lab_cu_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D,
+                         lab_cuda_stream s);
+int lab_cu_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S, lab_cuda_stream s);
+int lab_cu_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale,
+                            lab_cuda_stream s);
+int lab_cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
+                 double eps, double wd, int64_t step, lab_cuda_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
