@@ -36,6 +36,8 @@ typedef struct lab_device_ops {
   int (*synchronize)(int index);
   /* a line on the device type's state (runtime version, devices found or why none); optional */
   const char *(*describe)(void);
+  /* 1 when gemm takes bf16/f16 operands itself (f32 accumulation), so they are not widened */
+  int gemm_half;
   /* ---- kernels (pointers are memory of this device) ---- */
   void (*ewise)(const lab_ew_args *a);
   void (*reduce)(const lab_red_args *a);

@@ -73,6 +73,7 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   lab_dtype pt = lab_promote(a->dtype, b->dtype);
   if (pt == LAB_BOOL) pt = LAB_I64;
   lab_dtype ct = lab_compute_type(pt);
+  if ((pt == LAB_BF16 || pt == LAB_F16) && lab_device_ops_of(dev.type)->gemm_half) ct = pt; /* tensor cores */
   int nbatch;
   int64_t bshape[LAB_MAX_DIMS];
   if (lab_broadcast_shapes("matmul", a->ndim - 2, a->shape, b->ndim - 2, b->shape, &nbatch, bshape) < 0)

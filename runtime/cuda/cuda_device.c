@@ -312,6 +312,7 @@ static const lab_device_ops cuda_ops = {
     .name = "cuda",
     .count = cuda_count,
     .describe = cuda_describe,
+    .gemm_half = 1,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .to_host = cuda_to_host,
