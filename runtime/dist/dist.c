@@ -292,6 +292,13 @@ static void comm_add(double t0, double c0) {
 
 int lab_work_wait(lab_work *w) {
   if (w->done) return 0;
+  if (w->inner) {
+    int rc = lab_work_wait(w->inner);
+    w->done = 1;
+    for (int i = 0; i < 2 && rc == 0; i++)
+      if (w->back[i]) rc = lab_copy_(w->back[i], w->back_src[i]);
+    return rc;
+  }
   double t0 = lab_now(), c0 = lab_cpu_seconds();
   int rc = w->group->backend->wait(w->bw);
   comm_add(t0, c0);
@@ -305,7 +312,7 @@ int lab_work_test(lab_work *w, int *done) {
     *done = 1;
     return 0;
   }
-  if (w->group->backend->test(w->bw, done) < 0) return -1;
+  if (w->inner ? lab_work_test(w->inner, done) < 0 : w->group->backend->test(w->bw, done) < 0) return -1;
   if (*done) return lab_work_wait(w);
   return 0;
 }
@@ -313,8 +320,10 @@ int lab_work_test(lab_work *w, int *done) {
 void lab_work_free(lab_work *w) {
   if (!w) return;
   if (!w->done) lab_work_wait(w); /* never free buffers under a pending request */
-  if (w->bw) w->group->backend->free_work(w->bw); /* none for staged (completed) work */
+  if (w->bw) w->group->backend->free_work(w->bw); /* none for staged work: its inner has it */
+  lab_work_free(w->inner);
   for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
+  for (int i = 0; i < 2; i++) lab_tensor_release(w->back[i]);
   free(w);
 }
 
@@ -347,35 +356,45 @@ static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
 
 /* ---- tensors of other devices ----
  * Until a device backend (NCCL) exists, a collective on tensors that are not on the cpu runs
- * on host copies, synchronously, and its results are copied back (as DESIGN.md says for ranks
- * that share a GPU). An async call then returns work that is already complete. */
+ * on host copies and its results are copied back (as DESIGN.md says for ranks that share a
+ * GPU); an async call copies back when its work is waited for. */
 
 static int off_host(lab_tensor *a, lab_tensor *b) {
   return lab_device_of(a).type != LAB_DEV_CPU || (b && lab_device_of(b).type != LAB_DEV_CPU);
 }
 
-static int completed_work(lab_group *g, lab_work **work, int rc) {
-  if (rc < 0 || !work) return rc;
-  lab_work *w = calloc(1, sizeof *w);
-  if (!w) return lab_fail("async", "out of memory");
-  w->group = g;
-  w->done = 1;
-  *work = w;
-  return 0;
-}
-
-/* Runs fn on host copies of t (and u), then copies the results back into those written. */
-typedef int (*staged_fn)(lab_group *g, lab_tensor *t, lab_tensor *u, void *ctx);
+/* Runs fn on host copies of t (and u) and copies the results back into those written. Blocking
+ * when work is NULL. Asynchronous otherwise: fn starts a host request on the copies, and the
+ * copy back happens when the work is waited for, so two ranks that isend to each other before
+ * they wait do not block one another in a send that cannot complete until the peer receives. */
+typedef int (*staged_fn)(lab_group *g, lab_tensor *t, lab_tensor *u, void *ctx, lab_work **work);
 
 static int staged(lab_group *g, lab_tensor *t, lab_tensor *u, int writes_t, int writes_u, staged_fn fn, void *ctx,
                   lab_work **work) {
   lab_tensor *ht = lab_to_host(t), *hu = u && ht ? lab_to_host(u) : NULL;
-  int rc = (!ht || (u && !hu)) ? -1 : fn(g, ht, hu, ctx);
+  lab_work *inner = NULL;
+  int rc = (!ht || (u && !hu)) ? -1 : fn(g, ht, hu, ctx, work ? &inner : NULL);
+  if (rc == 0 && work) {
+    lab_work *w = calloc(1, sizeof *w);
+    if (!w) {
+      lab_work_free(inner);
+      rc = lab_fail("async", "out of memory");
+    } else {
+      w->group = g;
+      w->inner = inner;
+      w->keep[0] = ht; /* the host copies the request uses */
+      w->keep[1] = hu;
+      if (writes_t) w->back[0] = t, w->back_src[0] = ht, lab_tensor_retain(t);
+      if (writes_u) w->back[1] = u, w->back_src[1] = hu, lab_tensor_retain(u);
+      *work = w;
+      return 0;
+    }
+  }
   if (rc == 0 && writes_t) rc = lab_copy_(t, ht);
   if (rc == 0 && writes_u) rc = lab_copy_(u, hu);
   lab_tensor_release(ht);
   lab_tensor_release(hu);
-  return completed_work(g, work, rc);
+  return rc;
 }
 
 typedef struct {
@@ -384,40 +403,40 @@ typedef struct {
   const int64_t *out_splits, *in_splits;
 } coll_args;
 
-static int st_all_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+static int st_all_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work **work) {
   (void)u;
-  return lab_all_reduce(g, t, ((coll_args *)c)->op, NULL);
+  return lab_all_reduce(g, t, ((coll_args *)c)->op, work);
 }
-static int st_broadcast(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+static int st_broadcast(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work **work) {
   (void)u;
-  return lab_broadcast(g, t, ((coll_args *)c)->root, NULL);
+  return lab_broadcast(g, t, ((coll_args *)c)->root, work);
 }
-static int st_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+static int st_reduce(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work **work) {
   (void)u;
-  return lab_reduce(g, t, ((coll_args *)c)->op, ((coll_args *)c)->root, NULL);
+  return lab_reduce(g, t, ((coll_args *)c)->op, ((coll_args *)c)->root, work);
 }
-static int st_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+static int st_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, void *c, lab_work **work) {
   (void)c;
-  return lab_all_gather(g, out, in, NULL);
+  return lab_all_gather(g, out, in, work);
 }
-static int st_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
-  return lab_reduce_scatter(g, out, in, ((coll_args *)c)->op, NULL);
+static int st_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, void *c, lab_work **work) {
+  return lab_reduce_scatter(g, out, in, ((coll_args *)c)->op, work);
 }
-static int st_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+static int st_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, void *c, lab_work **work) {
   (void)c;
-  return lab_all_to_all(g, out, in, NULL);
+  return lab_all_to_all(g, out, in, work);
 }
-static int st_all_to_all_single(lab_group *g, lab_tensor *out, lab_tensor *in, void *c) {
+static int st_all_to_all_single(lab_group *g, lab_tensor *out, lab_tensor *in, void *c, lab_work **work) {
   coll_args *a = c;
-  return lab_all_to_all_single(g, out, a->out_splits, in, a->in_splits, NULL);
+  return lab_all_to_all_single(g, out, a->out_splits, in, a->in_splits, work);
 }
-static int st_send(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+static int st_send(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work **work) {
   (void)u;
-  return lab_send(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, NULL);
+  return lab_send(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, work);
 }
-static int st_recv(lab_group *g, lab_tensor *t, lab_tensor *u, void *c) {
+static int st_recv(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work **work) {
   (void)u;
-  return lab_recv(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, NULL);
+  return lab_recv(g, t, ((coll_args *)c)->root, ((coll_args *)c)->tag, work);
 }
 
 int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {

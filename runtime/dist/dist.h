@@ -40,6 +40,10 @@ typedef struct lab_work {
   lab_tensor *keep[3]; /* tensors the request reads or writes, kept alive until done */
   int avg_divisor;     /* > 0: divide keep[0] by it on completion (avg) */
   int done;
+  /* A collective on tensors of another device runs as `inner` on host copies; at completion
+   * back_src[i] is copied into back[i] (the device tensors it writes). */
+  struct lab_work *inner;
+  lab_tensor *back[2], *back_src[2];
 } lab_work;
 
 const char *lab_coll_name(lab_coll_op op);

@@ -156,4 +156,24 @@ T.test("a GPT trains identically on cpu and sim (Module:to keeps identity)", fun
   end
 end)
 
+T.test("async send/recv and collectives of sim tensors complete when waited for", function()
+  local n, r = lab.dist.world_size(), lab.dist.rank()
+  local big = 1 << 20 -- 4 MiB: beyond MPI's eager limit, so a blocking send would wait for its peer
+  local x = lab.full({ big }, r + 1, { device = "sim", dtype = "f32" })
+  if n > 1 then
+    -- every rank sends before any rank waits (the pipeline schedules do this)
+    local y = lab.zeros(big, { device = "sim" })
+    local hs = lab.dist.isend(x, (r + 1) % n)
+    local hr = lab.dist.irecv(y, (r - 1) % n)
+    hs:wait()
+    hr:wait()
+    T.eq(y.device, "sim:0")
+    T.eq(y:sum():item(), big * ((r - 1) % n + 1), "received the previous rank's values")
+  end
+  local z = lab.full({ 8 }, r + 1, { device = "sim", dtype = "f32" })
+  local h = lab.dist.all_reduce(z, { async = true })
+  h:wait()
+  T.eq(z:sum():item(), 8 * n * (n + 1) / 2, "async all_reduce wrote back into the sim tensor")
+end)
+
 T.finish()
