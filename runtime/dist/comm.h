@@ -1,5 +1,5 @@
 /* The communicator interface every backend implements (MPI now, NCCL later). Callers never
- * see MPI or NCCL types: a group holds an opaque backend handle, and a backend call takes
+ * see MPI or NCCL types (mpi.c and nccl.c sit side by side; neither includes the other): a group holds an opaque backend handle, and a backend call takes
  * raw buffers, an element count and a dtype. Passing `work` makes the call asynchronous;
  * the returned work object is completed with backend->wait. Returns 0, or -1 after
  * lab_fail(). */
@@ -50,6 +50,10 @@ typedef struct lab_comm_backend {
   /* New group of the members of g whose colour matches; colour < 0 leaves this rank out. */
   int (*split)(lab_group *g, int color, int key, lab_group *out);
   void (*free_group)(lab_group *g);
+  /* After an abandoned collective: a fresh communicator over the same members in place of the
+   * old one, whose pending requests are left to it (never freed under them). Every member
+   * calls it at the same point (recovery, between REPL chunks). */
+  int (*rebuild)(lab_group *g);
 } lab_comm_backend;
 
 #endif

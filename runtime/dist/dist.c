@@ -275,13 +275,6 @@ static int finish_avg(lab_tensor *t, int divisor) {
 
 double lab_dist_comm_seconds(void) { return comm_seconds; }
 
-/* CPU time of this process (all its threads), in seconds */
-double lab_cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double lab_dist_comm_cpu_seconds(void) { return comm_cpu; }
 
 /* the wall and CPU time since (t0, c0) were spent communicating */

@@ -6,6 +6,7 @@
 #define LAB_RUNTIME_DIST_H
 
 #include "../tensor.h"
+#include "clock.h"
 #include "comm.h"
 
 typedef enum {
@@ -113,6 +114,5 @@ double lab_dist_comm_seconds(void);
  * more ranks than cores, CPU time outside collectives is the work a rank did, while its wall
  * time also counts the turns it waited for a core. */
 double lab_dist_comm_cpu_seconds(void);
-double lab_cpu_seconds(void);
 
 #endif

@@ -1,19 +1,18 @@
-/* The MPI backend: world set-up, the control channel, and collectives for CPU tensors.
- * bf16 and f16 have no MPI type: they travel as 2-byte types of our own with reduction
- * ops that widen to f32 and round back, as NCCL does. */
+/* The MPI backend of comm.h: collectives for host buffers (CPU tensors, and device tensors
+ * staged through host memory). bf16 and f16 have no MPI type: they travel as 2-byte types of
+ * our own with reduction ops that widen to f32 and round back, as NCCL does. Blocking calls in
+ * guarded mode wait through guard.c. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../../kernels/cpu/half.h"
 #include "../error.h"
 #include "comm.h"
-#include "board.h"
-#include "control.h"
 #include "dist.h"
+#include "guard.h"
+#include "mpi_backend.h"
 
 typedef struct {
   MPI_Comm comm;  /* user collectives */
@@ -27,20 +26,9 @@ struct lab_backend_work {
   int *v_counts; /* all_to_all_v: counts and displacements MPI reads until completion */
 };
 
-static MPI_Comm ctl_comm = MPI_COMM_NULL;
-static MPI_Comm done_comm = MPI_COMM_NULL; /* only for "I am done, are you?" (the stepper) */
-static int world_rank, world_size, local_rank, local_size = 1;
-static char host[256];
 static MPI_Datatype bf16_type, f16_type;
 static MPI_Op half_ops[LAB_NREDOPS];
-static lab_group world_group;
 static const lab_comm_backend mpi_backend;
-
-double lab_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int mpi_fail(const char *op, int rc) {
   char msg[MPI_MAX_ERROR_STRING];
@@ -103,38 +91,20 @@ static lab_backend_work *new_work(void) {
   return w;
 }
 
-/* Waits for a request in guarded mode: spins briefly, then polls, and gives up with an
- * error (poisoning the group) on Ctrl-C or when the watchdog expires, reporting what every
- * rank on the board is doing. */
+/* A blocking call in guarded mode posts the non-blocking form and waits through guard.c. */
+typedef struct {
+  MPI_Request *req;
+  MPI_Status *st;
+} mpi_poll;
+
+static int mpi_test_fn(void *ctx, int *done) {
+  mpi_poll *p = ctx;
+  int rc = MPI_Test(p->req, done, p->st);
+  return rc == MPI_SUCCESS ? 0 : mpi_fail("wait", rc);
+}
+
 static int guarded_wait(lab_group *g, MPI_Request *req, const char *op, MPI_Status *st) {
-  int done = 0;
-  for (int i = 0; i < 2000 && !done; i++) MPI_Test(req, &done, st);
-  double t0 = lab_now();
-  struct timespec nap = {0, 50000};
-  while (!done) {
-    if (lab_board_interrupt_requested()) {
-      g->poisoned = 1;
-      return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
-    }
-    double wd = lab_board_watchdog();
-    if (wd > 0 && lab_now() - t0 > wd) {
-      char *report = lab_board_report();
-      g->poisoned = 1;
-      lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived. What every rank is doing:%s", wd,
-               g->name, report ? report : "");
-      free(report);
-      return -1;
-    }
-    if (lab_board_pause_pending()) { /* the debugger stopped another rank: join it from here */
-      char where[200];
-      snprintf(where, sizeof where, "waiting in %s on %s", op, g->name);
-      lab_board_pause_now(where);
-      t0 = lab_now(); /* time spent paused is not the collective's fault */
-    }
-    if (lab_now() - t0 > 0.01) nanosleep(&nap, NULL); /* after 10 ms, stop burning the core */
-    MPI_Test(req, &done, st);
-  }
-  return 0;
+  return lab_guard_wait(g, op, mpi_test_fn, &(mpi_poll){req, st});
 }
 
 #define CALL(opname, work, BLOCKING, NONBLOCKING)                                              \
@@ -377,6 +347,8 @@ static int fill_group(lab_group *g, MPI_Comm comm) {
   MPI_Comm_size(comm, &g->size);
   g->world_ranks = malloc(sizeof(int) * (size_t)g->size);
   if (!g->world_ranks) return lab_fail("group", "out of memory");
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Allgather(&world_rank, 1, MPI_INT, g->world_ranks, 1, MPI_INT, comm);
   g->impl = mg;
   g->backend = &mpi_backend;
@@ -405,6 +377,28 @@ static void m_free_group(lab_group *g) {
   free(mg);
 }
 
+/* A fresh communicator over the same members, from MPI_COMM_WORLD (which carries no user
+ * traffic, so no abandoned request sits on it); the old ones keep their pending requests and
+ * are never freed. Collective over the members only (MPI_Comm_create_group). */
+static int m_rebuild(lab_group *g) {
+  mpi_group *mg = g->impl;
+  if (!mg) return 0;
+  MPI_Group wg, sub;
+  MPI_Comm fresh, check;
+  MPI_Comm_group(MPI_COMM_WORLD, &wg);
+  MPI_Group_incl(wg, g->size, g->world_ranks, &sub);
+  int rc = MPI_Comm_create_group(MPI_COMM_WORLD, sub, 0x1ab, &fresh);
+  MPI_Group_free(&sub);
+  MPI_Group_free(&wg);
+  if (rc != MPI_SUCCESS) return mpi_fail("recover", rc);
+  MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(fresh, &check);
+  MPI_Comm_set_errhandler(check, MPI_ERRORS_RETURN);
+  mg->comm = fresh;
+  mg->check = check;
+  return 0;
+}
+
 static const lab_comm_backend mpi_backend = {
     .name = "mpi",
     .all_reduce = m_all_reduce,
@@ -423,26 +417,12 @@ static const lab_comm_backend mpi_backend = {
     .free_work = m_free_work,
     .split = m_split,
     .free_group = m_free_group,
+    .rebuild = m_rebuild,
 };
 
-/* ---- world and control channel ---- */
+const lab_comm_backend *lab_mpi_backend(void) { return &mpi_backend; }
 
-int lab_ctl_init(int *argc, char ***argv) {
-  int provided;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-    return lab_fail("init", "MPI_Init failed");
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_dup(MPI_COMM_WORLD, &ctl_comm);
-  MPI_Comm_dup(MPI_COMM_WORLD, &done_comm);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  gethostname(host, sizeof host - 1);
-
+int lab_mpi_world_group(lab_group *world) {
   MPI_Type_contiguous(2, MPI_BYTE, &bf16_type);
   MPI_Type_commit(&bf16_type);
   MPI_Type_contiguous(2, MPI_BYTE, &f16_type);
@@ -452,130 +432,8 @@ int lab_ctl_init(int *argc, char ***argv) {
   MPI_Op_create(half_prod, 1, &half_ops[LAB_RED_PROD]);
   MPI_Op_create(half_max, 1, &half_ops[LAB_RED_MAX]);
   MPI_Op_create(half_min, 1, &half_ops[LAB_RED_MIN]);
-
   MPI_Comm wc;
   MPI_Comm_dup(MPI_COMM_WORLD, &wc);
-  world_group.world_size = world_size;
-  if (fill_group(&world_group, wc) < 0) return -1;
-  lab_dist_register_world(&world_group);
-  lab_board_init();
-  return 0;
+  return fill_group(world, wc);
 }
 
-int lab_dist_recover(void) {
-  int mine = 0, any = 0;
-  for (int i = 0; i < lab_dist_group_count(); i++) {
-    lab_group *g = lab_dist_group_at(i);
-    if (g && g->poisoned) mine = 1;
-  }
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctl_comm);
-  if (!any) return 0;
-  /* the world gets fresh communicators (the abandoned requests stay with the old ones);
-   * other groups that were poisoned stay so, and say how to get a working one */
-  mpi_group *mg = world_group.impl;
-  MPI_Comm fresh, check;
-  MPI_Comm_dup(ctl_comm, &fresh);
-  MPI_Comm_dup(ctl_comm, &check);
-  MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(check, MPI_ERRORS_RETURN);
-  mg->comm = fresh;
-  mg->check = check;
-  world_group.poisoned = 0;
-  return 1;
-}
-
-void lab_ctl_finalize(void) {
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin) MPI_Finalize();
-}
-
-int lab_ctl_rank(void) { return world_rank; }
-int lab_ctl_size(void) { return world_size; }
-int lab_ctl_local_rank(void) { return local_rank; }
-int lab_ctl_local_size(void) { return local_size; }
-const char *lab_ctl_host(void) { return host; }
-void lab_ctl_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
-
-/* Waits for a request, spinning briefly (a REPL round trip stays well under a millisecond)
- * and then sleeping between tests so waiting ranks leave the cores to working ones.
- * Returns 1 if timeout_s (> 0) expired first. */
-static int poll_wait(MPI_Request *req, double timeout_s) {
-  int done = 0;
-  for (int i = 0; i < 2000 && !done; i++) MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  double t0 = lab_now();
-  struct timespec nap = {0, 100000}; /* 0.1 ms */
-  while (!done) {
-    nanosleep(&nap, NULL);
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (!done && timeout_s > 0 && lab_now() - t0 > timeout_s) return 1;
-    if (nap.tv_nsec < 500000) nap.tv_nsec += 50000; /* back off to 0.5 ms: a prompt answers fast */
-  }
-  return 0;
-}
-
-int lab_ctl_bcast(char **buf, int64_t *len) {
-  MPI_Request req;
-  MPI_Ibcast(len, 1, MPI_INT64_T, 0, ctl_comm, &req);
-  poll_wait(&req, 0);
-  if (world_rank != 0) {
-    *buf = malloc((size_t)*len + 1);
-    if (!*buf) return lab_fail("control", "out of memory");
-    (*buf)[*len] = 0;
-  }
-  if (*len > 0) {
-    MPI_Ibcast(*buf, (int)*len, MPI_CHAR, 0, ctl_comm, &req);
-    poll_wait(&req, 0);
-  }
-  return 0;
-}
-
-int lab_ctl_gather(const char *mine, int64_t len, char **all, int64_t **lens) {
-  int n = world_size;
-  int64_t *ls = world_rank == 0 ? malloc(sizeof(int64_t) * (size_t)n) : NULL;
-  MPI_Request req;
-  MPI_Igather(&len, 1, MPI_INT64_T, ls, 1, MPI_INT64_T, 0, ctl_comm, &req);
-  poll_wait(&req, 0);
-  int *counts = NULL, *displs = NULL;
-  char *out = NULL;
-  if (world_rank == 0) {
-    counts = malloc(sizeof(int) * (size_t)n);
-    displs = malloc(sizeof(int) * (size_t)n);
-    int64_t total = 0;
-    for (int r = 0; r < n; r++) {
-      counts[r] = (int)ls[r];
-      displs[r] = (int)total;
-      total += ls[r];
-    }
-    out = malloc((size_t)total + 1);
-  }
-  MPI_Igatherv(mine, (int)len, MPI_CHAR, out, counts, displs, MPI_CHAR, 0, ctl_comm, &req);
-  poll_wait(&req, 0);
-  free(counts);
-  free(displs);
-  if (world_rank == 0) {
-    *all = out;
-    *lens = ls;
-  }
-  return 0;
-}
-
-int lab_ctl_max(int v, int *out, double timeout_s) {
-  MPI_Request req;
-  MPI_Iallreduce(&v, out, 1, MPI_INT, MPI_MAX, ctl_comm, &req);
-  return poll_wait(&req, timeout_s);
-}
-
-void lab_ctl_wait_all_done(void (*while_waiting)(void)) {
-  MPI_Request req;
-  MPI_Ibarrier(done_comm, &req);
-  int done = 0;
-  struct timespec nap = {0, 200000};
-  while (!done) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      if (while_waiting) while_waiting();
-      nanosleep(&nap, NULL);
-    }
-  }
-}

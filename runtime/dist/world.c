@@ -1,0 +1,51 @@
+/* The process world of world.h: MPI_Init and MPI_Finalize, world and node ranks, host name;
+ * at start-up it builds the world group (MPI backend), the control channel and the board. */
+#include "world.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include "../error.h"
+#include "board.h"
+#include "control.h"
+#include "dist.h"
+#include "mpi_backend.h"
+
+static int world_rank, world_size, local_rank, local_size = 1;
+static char host[256];
+static lab_group world_group;
+
+int lab_ctl_init(int *argc, char ***argv) {
+  int provided;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    return lab_fail("init", "MPI_Init failed");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  gethostname(host, sizeof host - 1);
+
+  if (lab_ctl_open() < 0) return -1;
+  world_group.world_size = world_size;
+  if (lab_mpi_world_group(&world_group) < 0) return -1;
+  lab_dist_register_world(&world_group);
+  lab_board_init();
+  return 0;
+}
+
+void lab_ctl_finalize(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+int lab_ctl_rank(void) { return world_rank; }
+int lab_ctl_size(void) { return world_size; }
+int lab_ctl_local_rank(void) { return local_rank; }
+int lab_ctl_local_size(void) { return local_size; }
+const char *lab_ctl_host(void) { return host; }
+void lab_ctl_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
