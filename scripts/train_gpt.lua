@@ -44,7 +44,7 @@ if opts.task ~= "text" then
 elseif (opts.sample or 0) > 0 then
   model:eval()
   local prompt = lab.tensor({ { string.byte("local ", 1, -1) } })
-  local out = model:generate(prompt, opts.sample, { temperature = 0.8 }):tolist()[1]
+  local out = model:generate(prompt, { max_new_tokens = opts.sample, temperature = 0.8 }):tolist()[1]
   local chars = {}
   for i, b in ipairs(out) do chars[i] = string.char(b) end
   lab.print0("sample: " .. table.concat(chars))

@@ -143,33 +143,6 @@ function GPT:flops_per_token()
   return 6 * n + 12 * c.n_layer * c.seq_len * c.d_model
 end
 
--- greedy or sampled continuation of ids [1, T]
-function GPT:generate(ids, n, opts)
-  opts = opts or {}
-  return lab.no_grad(function()
-    local out = ids:tolist()[1]
-    for _ = 1, n do
-      local start = math.max(1, #out - self.cfg.seq_len + 1)
-      local ctx = {}
-      for i = start, #out do ctx[#ctx + 1] = out[i] end
-      local logits = self(lab.tensor({ ctx }, { device = self.wte.weight.device }))
-      local last = logits:select(2, #ctx):select(1, 1)
-      local nxt
-      if opts.temperature and opts.temperature > 0 then
-        local p = (last / opts.temperature):softmax(1):tolist()
-        local r, acc = math.random(), 0
-        nxt = #p - 1
-        for i, pi in ipairs(p) do
-          acc = acc + pi
-          if r <= acc then nxt = i - 1 break end
-        end
-      else
-        nxt = last:argmax():item() - 1 -- argmax is 1-based; token ids count from 0
-      end
-      out[#out + 1] = nxt
-    end
-    return lab.tensor({ out })
-  end)
-end
+-- GPT:generate(ids, {max_new_tokens=, temperature=, top_k=, greedy=}) is in lab/generate.lua
 
 return GPT

@@ -13,6 +13,7 @@ require("lab.mem")
 lab.prof = require("lab.prof")
 lab.dist.grid = require("lab.grid").new
 lab.tp = require("lab.tp")
+lab.generate = require("lab.generate")
 lab.pp = require("lab.pp")
 lab.moe = require("lab.moe")
 lab.cp = require("lab.cp")
