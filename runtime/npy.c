@@ -114,7 +114,8 @@ static const char *descr_of(lab_dtype dt) {
 }
 
 int lab_npy_save(lab_tensor *t, const char *path) {
-  lab_tensor *src = t->dtype == LAB_BF16 ? lab_to_dtype(t, LAB_F32) : (lab_tensor_retain(t), t);
+  /* numpy has no bf16 or FP8: both widen to f32 exactly */
+  lab_tensor *src = t->dtype == LAB_BF16 || lab_dtype_is_fp8(t->dtype) ? lab_to_dtype(t, LAB_F32) : (lab_tensor_retain(t), t);
   lab_tensor *h = src ? lab_to_host(src) : NULL;
   lab_tensor *c = h ? lab_contiguous(h) : NULL;
   lab_tensor_release(src);

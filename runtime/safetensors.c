@@ -10,7 +10,7 @@
 
 static const struct { const char *name; lab_dtype dt; } names[] = {
     {"F32", LAB_F32}, {"F64", LAB_F64}, {"I32", LAB_I32}, {"I64", LAB_I64},
-    {"BF16", LAB_BF16}, {"F16", LAB_F16}, {"BOOL", LAB_BOOL},
+    {"BF16", LAB_BF16}, {"F16", LAB_F16}, {"BOOL", LAB_BOOL}, {"F8_E4M3", LAB_F8E4M3}, {"F8_E5M2", LAB_F8E5M2},
 };
 
 const char *lab_st_dtype_name(lab_dtype t) {

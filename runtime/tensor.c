@@ -10,7 +10,7 @@
 #include "error.h"
 #include "transfer.h"
 
-static const char *dtype_names[LAB_NDTYPES] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool"};
+static const char *dtype_names[LAB_NDTYPES] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool", "f8e4m3", "f8e5m2"};
 
 const char *lab_dtype_name(lab_dtype t) { return (unsigned)t < LAB_NDTYPES ? dtype_names[t] : "?"; }
 
@@ -20,7 +20,8 @@ int lab_dtype_from_name(const char *s) {
       {"float64", LAB_F64}, {"double", LAB_F64}, {"i32", LAB_I32},     {"int32", LAB_I32},
       {"int", LAB_I32},   {"i64", LAB_I64},      {"int64", LAB_I64},   {"long", LAB_I64},
       {"bf16", LAB_BF16}, {"bfloat16", LAB_BF16}, {"f16", LAB_F16},    {"float16", LAB_F16},
-      {"half", LAB_F16},  {"bool", LAB_BOOL}};
+      {"half", LAB_F16},  {"bool", LAB_BOOL},     {"f8e4m3", LAB_F8E4M3}, {"float8_e4m3fn", LAB_F8E4M3},
+      {"f8e5m2", LAB_F8E5M2}, {"float8_e5m2", LAB_F8E5M2}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(s, names[i].name) == 0) return (int)names[i].dt;
   return -1;

@@ -1,6 +1,7 @@
-/* Row conversions between storage and compute types. Half types round to nearest even on
- * store; float-to-integer stores truncate toward zero as C (and PyTorch) casts do. */
+/* Row conversions between storage and compute types. Half and FP8 types round to nearest even
+ * on store (FP8 saturating, see fp8.h); float-to-integer stores truncate toward zero as C (and PyTorch) casts do. */
 #include "convert.h"
+#include "fp8.h"
 #include "half.h"
 
 #define LOAD_LOOP(CT, EXPR)                                                                    \
@@ -21,6 +22,8 @@
   case LAB_BF16: LOAD_LOOP(CT, lab_bf16_to_f32(*(const uint16_t *)s)); break;                  \
   case LAB_F16: LOAD_LOOP(CT, lab_f16_to_f32(*(const uint16_t *)s)); break;                    \
   case LAB_BOOL: LOAD_LOOP(CT, *(const uint8_t *)s != 0); break;                               \
+  case LAB_F8E4M3: LOAD_LOOP(CT, lab_f8e4m3_to_f32(*(const uint8_t *)s)); break;               \
+  case LAB_F8E5M2: LOAD_LOOP(CT, lab_f8e5m2_to_f32(*(const uint8_t *)s)); break;               \
   default: break;                                                                              \
   }
 
@@ -52,6 +55,8 @@ void lab_load_row(lab_dtype src_t, const char *src, int64_t stride, lab_dtype ct
     case LAB_BF16: STORE_LOOP(uint16_t, lab_f32_to_bf16((float)s[i])); break;                  \
     case LAB_F16: STORE_LOOP(uint16_t, lab_f32_to_f16((float)s[i])); break;                    \
     case LAB_BOOL: STORE_LOOP(uint8_t, s[i] != 0); break;                                      \
+    case LAB_F8E4M3: STORE_LOOP(uint8_t, lab_f32_to_f8e4m3((float)s[i])); break;               \
+    case LAB_F8E5M2: STORE_LOOP(uint8_t, lab_f32_to_f8e5m2((float)s[i])); break;               \
     default: break;                                                                            \
     }                                                                                          \
   } while (0)

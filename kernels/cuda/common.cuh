@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -17,6 +18,8 @@ __device__ __forceinline__ CT lab_load(const char *p, int dt) {
   case LAB_I64: return (CT)(*(const long long *)p);
   case LAB_BF16: return (CT)__bfloat162float(*(const __nv_bfloat16 *)p);
   case LAB_F16: return (CT)__half2float(*(const __half *)p);
+  case LAB_F8E4M3: return (CT)__half2float(__half(__nv_cvt_fp8_to_halfraw(*(const __nv_fp8_storage_t *)p, __NV_E4M3)));
+  case LAB_F8E5M2: return (CT)__half2float(__half(__nv_cvt_fp8_to_halfraw(*(const __nv_fp8_storage_t *)p, __NV_E5M2)));
   default: return (CT)(*(const uint8_t *)p != 0);
   }
 }
@@ -30,6 +33,9 @@ __device__ __forceinline__ void lab_store(char *p, int dt, CT v) {
   case LAB_I64: *(long long *)p = (long long)v; break;
   case LAB_BF16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v); break;
   case LAB_F16: *(__half *)p = __float2half_rn((float)v); break;
+  // saturating, round to nearest even: kernels/cpu/fp8.h does the same on the host
+  case LAB_F8E4M3: *(__nv_fp8_storage_t *)p = __nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E4M3); break;
+  case LAB_F8E5M2: *(__nv_fp8_storage_t *)p = __nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E5M2); break;
   default: *(uint8_t *)p = v != (CT)0; break;
   }
 }

@@ -135,7 +135,8 @@ function fmt.make_index(r, world, step, meta, entries)
     file = fmt.rank_file(r, "safetensors"), tensors = tensors }
 end
 
-local DTYPES = { f32 = true, f64 = true, bf16 = true, f16 = true, i32 = true, i64 = true, bool = true }
+local DTYPES = { f32 = true, f64 = true, bf16 = true, f16 = true, i32 = true, i64 = true, bool = true,
+  f8e4m3 = true, f8e5m2 = true }
 
 local function check_dims(where, v, n)
   if type(v) ~= "table" or #v > 8 or (n and #v ~= n) then

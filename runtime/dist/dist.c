@@ -342,6 +342,10 @@ static void set_activity(const char *op, lab_tensor *t, lab_group *g) {
 }
 
 static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
+  /* NCCL reduces no FP8 type either; a sum rounded to 3 mantissa bits at every hop is useless */
+  if (lab_dtype_is_fp8(t->dtype))
+    return lab_fail(op, "%s tensors cannot be reduced (FP8 is a storage type): reduce in bf16 or f32, "
+                        "or move them with broadcast/all_gather", lab_dtype_name(t->dtype));
   if (r == LAB_RED_AVG && !lab_dtype_is_float(t->dtype))
     return lab_fail(op, "op 'avg' needs a floating-point tensor, got %s", lab_dtype_name(t->dtype));
   return 0;
