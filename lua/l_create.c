@@ -3,12 +3,14 @@
  * lab.zeros(2, 3) == lab.zeros({2, 3}); options last: lab.zeros(2, 3, {dtype='bf16'}).
  * Every factory takes device= ('cpu', 'cuda', 'cuda:1', 'sim'); without it tensors go on the
  * default device (lab.set_default_device), and *_like on the device of their model. */
+#include <stdio.h>
 #include <string.h>
 
 #include "lab_lua.h"
 #include "runtime/dist/control.h"
 #include "runtime/ewise.h"
 #include "runtime/random.h"
+#include "runtime/size.h"
 #include "runtime/transfer.h"
 #include "runtime/autograd/autograd.h"
 
@@ -17,33 +19,61 @@
 typedef struct {
   int ndim;
   int64_t shape[LAB_MAX_DIMS];
+  int leaf_depth; /* depth of the numbers, once one is seen; -1 before */
   int all_int, any_bool, any_number;
+  int64_t path[LAB_MAX_DIMS + 1]; /* 1-based indices down to the element being measured */
 } nested_info;
 
+/* "row 2" at depth 1, "row [2][3]" deeper: where an element sits in the nested table */
+static const char *where(const nested_info *info, int depth, int first, char *buf, size_t n) {
+  if (depth == 1) {
+    snprintf(buf, n, "row %lld", first ? 1LL : (long long)info->path[0]);
+    return buf;
+  }
+  size_t used = (size_t)snprintf(buf, n, "row ");
+  for (int d = 0; d < depth && used < n; d++)
+    used += (size_t)snprintf(buf + used, n - used, "[%lld]", first ? 1LL : (long long)info->path[d]);
+  return buf;
+}
+
+/* The shape of a nested table: every list at one depth has the same length, and numbers sit
+ * at one depth only. The first list at each depth is the one at [1][1].., so a ragged entry
+ * is reported against it. */
 static void measure(lua_State *L, int idx, int depth, nested_info *info) {
+  char a[160], b[160];
   if (lua_type(L, idx) == LUA_TTABLE && !ll_test_tensor(L, idx)) {
     int64_t n = (int64_t)lua_rawlen(L, idx);
-    if (depth >= LAB_MAX_DIMS) ll_error(L, "tensor: nesting deeper than %d dimensions", LAB_MAX_DIMS);
+    if (depth >= LAB_MAX_DIMS) ll_error(L, "lab.tensor: nesting deeper than %d dimensions", LAB_MAX_DIMS);
+    if (info->leaf_depth >= 0 && depth >= info->leaf_depth)
+      ll_error(L, "lab.tensor: ragged table: %s is a list of %lld elements, %s is a number", where(info, depth, 0, a, sizeof a),
+               (long long)n, where(info, info->leaf_depth, 1, b, sizeof b));
     if (depth == info->ndim) {
       info->shape[depth] = n;
       info->ndim = depth + 1;
-    } else if (depth > info->ndim || info->shape[depth] != n) {
-      ll_error(L, "tensor: ragged nested table (a list of length %lld where %lld was expected at depth %d)",
-               (long long)n, (long long)info->shape[depth], depth + 1);
+    } else if (info->shape[depth] != n) {
+      ll_error(L, "lab.tensor: ragged table: %s has %lld elements, %s has %lld", where(info, depth, 0, a, sizeof a),
+               (long long)n, where(info, depth, 1, b, sizeof b), (long long)info->shape[depth]);
     }
     for (int64_t i = 1; i <= n; i++) {
+      info->path[depth] = i;
       lua_rawgeti(L, idx, i);
       measure(L, lua_gettop(L), depth + 1, info);
       lua_pop(L, 1);
     }
     return;
   }
-  if (depth != info->ndim) ll_error(L, "tensor: ragged nested table (a number at depth %d)", depth + 1);
+  if (lua_type(L, idx) != LUA_TBOOLEAN && lua_type(L, idx) != LUA_TNUMBER)
+    ll_error(L, "lab.tensor: %s is a %s (numbers or booleans only)", depth ? where(info, depth, 0, a, sizeof a) : "the value",
+             luaL_typename(L, idx));
+  if (info->leaf_depth < 0) info->leaf_depth = depth;
+  if (depth != info->ndim)
+    ll_error(L, "lab.tensor: ragged table: %s is a number, %s is a list of %lld elements", where(info, depth, 0, a, sizeof a),
+             where(info, depth, 1, b, sizeof b), (long long)info->shape[depth]);
   if (lua_type(L, idx) == LUA_TBOOLEAN) info->any_bool = 1;
-  else if (lua_type(L, idx) == LUA_TNUMBER) {
+  else {
     info->any_number = 1;
     if (!lua_isinteger(L, idx)) info->all_int = 0;
-  } else ll_error(L, "tensor: element of type %s (numbers or booleans only)", luaL_typename(L, idx));
+  }
 }
 
 /* The values in row-major order into a host array of int64 (all integers or booleans) or
@@ -84,7 +114,7 @@ static int l_tensor(lua_State *L) {
     ll_push_tensor(L, d);
     return 1;
   }
-  nested_info info = {.all_int = 1};
+  nested_info info = {.all_int = 1, .leaf_depth = -1};
   if (lua_type(L, 1) != LUA_TNUMBER && lua_type(L, 1) != LUA_TBOOLEAN) luaL_checktype(L, 1, LUA_TTABLE);
   measure(L, 1, 0, &info);
   lab_dtype def = info.any_bool && !info.any_number ? LAB_BOOL : (info.all_int && info.any_number ? LAB_I64 : LAB_F32);
@@ -113,6 +143,7 @@ static int shape_and_dtype(lua_State *L, int first, int64_t *shape, lab_dtype *d
   int opts = ll_options_index(L);
   *dt = ll_opt_dtype(L, opts, def);
   *dev = ll_opt_device(L, opts, lab_default_device());
+  ll_check_rc(L, lab_check_size(op, n, shape, lab_dtype_size(*dt), NULL)); /* names the factory */
   return n;
 }
 
@@ -153,7 +184,9 @@ static int l_full(lua_State *L) {
   lua_pushnil(L);
   lua_replace(L, last); /* so the size list stops before the value */
   int n = ll_read_shape(L, 1, s, "full");
-  ll_push_tensor(L, lab_tensor_full_on(ll_opt_device(L, opts, lab_default_device()), ll_opt_dtype(L, opts, def), n, s, v));
+  lab_dtype dt = ll_opt_dtype(L, opts, def);
+  ll_check_rc(L, lab_check_size("full", n, s, lab_dtype_size(dt), NULL));
+  ll_push_tensor(L, lab_tensor_full_on(ll_opt_device(L, opts, lab_default_device()), dt, n, s, v));
   return 1;
 }
 

@@ -69,11 +69,13 @@ static int t_len(lua_State *L) {
   return 1;
 }
 
-static int64_t check_index(lua_State *L, lab_tensor *t, lua_Integer i, int dim) {
+/* a 1-based index (negative from the end) to 0-based; the error names the index as given */
+static int64_t check_index(lua_State *L, lab_tensor *t, lua_Integer given, int dim, const char *op) {
   int64_t n = t->shape[dim];
-  if (i < 0) i += n + 1;
+  lua_Integer i = given < 0 ? given + n + 1 : given; /* n <= 2^48: no overflow */
   if (i < 1 || i > n)
-    ll_error(L, "index %lld out of range for dim %d of size %lld", (long long)i, dim + 1, (long long)n);
+    ll_error(L, "%s: index %lld out of range for dim %d of size %lld (use 1..%lld or -%lld..-1)", op,
+             (long long)given, dim + 1, (long long)n, (long long)n, (long long)n);
   return i - 1;
 }
 
@@ -82,7 +84,7 @@ static int t_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER) t = ll_check_tensor(L, 1);
   if (lua_type(L, 2) == LUA_TNUMBER) {
     if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :item())");
-    int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
+    int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0, "index");
     if (t->ndim == 1) {
       lab_tensor *e = lab_select(t, 0, i);
       if (!e) return ll_runtime_error(L);
@@ -169,7 +171,7 @@ static int t_newindex(lua_State *L) {
   t = ll_check_tensor(L, 1);
   if (lua_type(L, 2) != LUA_TNUMBER) return ll_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
   if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");
-  int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0);
+  int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0, "index assignment");
   ll_check_inplace(L, t, "index assignment");
   lab_tensor *row = lab_select(t, 0, i);
   if (!row) return ll_runtime_error(L);
@@ -358,8 +360,13 @@ static int m_permute(lua_State *L) {
 static int m_narrow(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int d = ll_check_dim(L, 2, t->ndim, 0, "narrow");
-  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
-  if (start < 0) start += t->shape[d] + 1;
+  lua_Integer given = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  int64_t n = t->shape[d];
+  lua_Integer start = given < 0 ? given + n + 1 : given; /* n <= 2^48: no overflow */
+  /* start may be one past the end for an empty slice, as in PyTorch; no start + len (wraps) */
+  if (start < 1 || start > n + 1 || len < 0 || len > n - (start - 1))
+    return ll_error(L, "narrow: start %lld with length %lld does not fit dim %d of size %lld", (long long)given,
+                    (long long)len, d + 1, (long long)n);
   ll_push_tensor(L, lab_ad_narrow(t, d, start - 1, len));
   return 1;
 }
@@ -369,12 +376,11 @@ static int m_slice(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int d = ll_check_dim(L, 2, t->ndim, 0, "slice");
   int64_t n = t->shape[d];
-  lua_Integer first = luaL_optinteger(L, 3, 1), last = luaL_optinteger(L, 4, n);
-  if (first < 0) first += n + 1;
-  if (last < 0) last += n + 1;
+  lua_Integer first0 = luaL_optinteger(L, 3, 1), last0 = luaL_optinteger(L, 4, n);
+  lua_Integer first = first0 < 0 ? first0 + n + 1 : first0, last = last0 < 0 ? last0 + n + 1 : last0;
   if (first < 1 || last > n || last < first - 1)
-    return ll_error(L, "slice: range %lld..%lld is outside dim %d of size %lld", (long long)first,
-                    (long long)last, d + 1, (long long)n);
+    return ll_error(L, "slice: range %lld..%lld is outside dim %d of size %lld", (long long)first0,
+                    (long long)last0, d + 1, (long long)n);
   ll_push_tensor(L, lab_ad_narrow(t, d, first - 1, last - first + 1));
   return 1;
 }
@@ -382,7 +388,7 @@ static int m_slice(lua_State *L) {
 static int m_select(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int d = ll_check_dim(L, 2, t->ndim, 0, "select");
-  int64_t i = check_index(L, t, luaL_checkinteger(L, 3), d);
+  int64_t i = check_index(L, t, luaL_checkinteger(L, 3), d, "select");
   ll_push_tensor(L, lab_ad_select(t, d, i));
   return 1;
 }

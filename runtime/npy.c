@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "size.h"
 #include "transfer.h"
 
 static const struct { const char *descr; lab_dtype dt; } types[] = {
@@ -45,13 +46,17 @@ static int parse_header(const char *path, const char *h, lab_dtype *dt, int *ndi
     while (*p == ' ' || *p == ',') p++;
     if (*p == ')') break;
     char *end;
+    errno = 0;
     long long v = strtoll(p, &end, 10);
     if (end == p || v < 0) return lab_fail("load_npy", "%s: bad shape entry", path);
+    if (errno == ERANGE) return lab_fail("load_npy", "%s: shape entry %.40s does not fit in 64 bits", path, p);
     if (*ndim >= LAB_MAX_DIMS) return lab_fail("load_npy", "%s: more than %d dimensions", path, LAB_MAX_DIMS);
     shape[(*ndim)++] = v;
     p = end;
   }
-  return 0;
+  char op[300];
+  snprintf(op, sizeof op, "load_npy: %s", path);
+  return lab_check_size(op, *ndim, shape, lab_dtype_size(*dt), NULL);
 }
 
 lab_tensor *lab_npy_load(const char *path) {
@@ -93,6 +98,20 @@ lab_tensor *lab_npy_load(const char *path) {
   int ndim = 0;
   int64_t shape[LAB_MAX_DIMS];
   if (parse_header(path, header, &dt, &ndim, shape) < 0) goto done;
+  int64_t numel;
+  lab_check_size("load_npy", ndim, shape, lab_dtype_size(dt), &numel); /* checked above */
+  /* a header promising more data than the file holds is refused before allocating */
+  long here = ftell(fp);
+  if (here < 0 || fseek(fp, 0, SEEK_END) != 0) {
+    lab_fail("load_npy", "%s: cannot seek: %s", path, strerror(errno));
+    goto done;
+  }
+  long size = ftell(fp);
+  if (size < here || fseek(fp, here, SEEK_SET) != 0 || (int64_t)(size - here) < numel * (int64_t)lab_dtype_size(dt)) {
+    lab_fail("load_npy", "%s: data is shorter than the %lld bytes its header promises (shape %s)", path,
+             (long long)(numel * (int64_t)lab_dtype_size(dt)), lab_dims_str(ndim, shape, (char[256]){0}, 256));
+    goto done;
+  }
   t = lab_tensor_empty(dt, ndim, shape);
   if (!t) goto done;
   size_t want = lab_nbytes(t);

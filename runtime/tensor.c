@@ -8,6 +8,7 @@
 
 #include "../kernels/cpu/convert.h"
 #include "error.h"
+#include "size.h"
 #include "transfer.h"
 
 static const char *dtype_names[LAB_NDTYPES] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool", "f8e4m3", "f8e5m2"};
@@ -42,14 +43,6 @@ lab_dtype lab_promote(lab_dtype a, lab_dtype b) {
   return LAB_I64; /* i32 with i64 */
 }
 
-static int check_shape(const char *op, int ndim, const int64_t *shape) {
-  if (ndim < 0 || ndim > LAB_MAX_DIMS)
-    return lab_fail(op, "%d dimensions requested, at most %d are supported", ndim, LAB_MAX_DIMS);
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] < 0) return lab_fail(op, "negative size %lld in dim %d", (long long)shape[i], i + 1);
-  return 0;
-}
-
 static void set_contiguous_strides(lab_tensor *t) {
   int64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
@@ -73,7 +66,7 @@ static lab_tensor *header_new(lab_dtype dt, int ndim, const int64_t *shape) {
 }
 
 static lab_tensor *alloc_tensor(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, int zero) {
-  if (check_shape("tensor", ndim, shape) < 0) return NULL;
+  if (lab_check_size("tensor", ndim, shape, lab_dtype_size(dt), NULL) < 0) return NULL;
   lab_tensor *t = header_new(dt, ndim, shape);
   if (!t) return NULL;
   t->storage = lab_storage_new_on(dev, (size_t)lab_numel(t) * lab_dtype_size(dt), zero);
@@ -137,6 +130,10 @@ lab_tensor *lab_tensor_arange(lab_dtype dt, double start, double end, double ste
     return NULL;
   }
   double count = (end - start) / step;
+  if (count != count || count > (double)LAB_MAX_TENSOR_BYTES) { /* NaN or inf bounds, or a huge range */
+    lab_fail("arange", "from %g to %g by %g is %g elements, more than a tensor may hold", start, end, step, count);
+    return NULL;
+  }
   int64_t n = count > 0 ? (int64_t)count : 0;
   if ((double)n < count) n++; /* ceil */
   lab_tensor *t = lab_tensor_empty(dt, 1, &n);
@@ -217,7 +214,10 @@ static int infer_shape(const char *op, const lab_tensor *t, int ndim, const int6
   if (ndim < 0 || ndim > LAB_MAX_DIMS)
     return lab_fail(op, "%d dimensions requested, at most %d are supported", ndim, LAB_MAX_DIMS);
   int infer = -1;
-  int64_t known = 1;
+  int64_t known = 1, sizes[LAB_MAX_DIMS] = {0};
+  for (int i = 0; i < ndim; i++) sizes[i] = in[i] == -1 ? 1 : in[i];
+  /* the sizes other than -1 must make a tensor that can exist, or their product wraps */
+  if (lab_check_size(op, ndim, sizes, lab_dtype_size(t->dtype), NULL) < 0) return -1;
   for (int i = 0; i < ndim; i++) {
     if (in[i] == -1) {
       if (infer >= 0) return lab_fail(op, "only one dimension can be -1");
@@ -335,7 +335,7 @@ lab_tensor *lab_permute(lab_tensor *t, const int *dims) {
 
 lab_tensor *lab_narrow(lab_tensor *t, int dim, int64_t start, int64_t length) {
   if (check_dim("narrow", t, dim, 0) < 0) return NULL;
-  if (start < 0 || length < 0 || start + length > t->shape[dim]) {
+  if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start) {
     lab_fail("narrow", "start %lld, length %lld exceed dim %d of size %lld", (long long)start + 1,
              (long long)length, dim + 1, (long long)t->shape[dim]);
     return NULL;
@@ -394,6 +394,7 @@ lab_tensor *lab_expand(lab_tensor *t, int ndim, const int64_t *shape) {
       return NULL;
     }
   }
+  if (lab_check_size("expand", ndim, s, lab_dtype_size(t->dtype), NULL) < 0) return NULL;
   return view_of(t, ndim, s, st, t->offset);
 }
 

@@ -19,7 +19,13 @@ function nn.class(name, parent)
     __index = parent or Module,
     __call = function(c, ...)
       local obj = setmetatable({ _names = {}, _kinds = {}, training = true }, c)
-      obj:init(...)
+      -- an error while building (a size that cannot exist, a bad option) names the module
+      local ok, err = pcall(obj.init, obj, ...)
+      if not ok then
+        if type(err) ~= "string" then error(err, 0) end
+        local r, rest = err:match("^rank (%d+): (.*)$")
+        error(string.format("rank %s: %s: %s", r or lab.dist.rank(), name, rest or err), 0)
+      end
       return obj
     end,
   })

@@ -1,0 +1,44 @@
+/* Checked size arithmetic (see size.h). */
+#include "size.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "tensor.h"
+
+/* "2^62" for a power of two, else the number itself: the sizes that overflow are usually
+ * shifts the user typed (1 << 62) */
+static const char *count_str(int64_t n, char *buf, size_t len) {
+  if (n > 0 && (n & (n - 1)) == 0) snprintf(buf, len, "2^%d", __builtin_ctzll((unsigned long long)n));
+  else snprintf(buf, len, "%lld", (long long)n);
+  return buf;
+}
+
+int lab_check_size(const char *op, int ndim, const int64_t *shape, size_t elem_size, int64_t *numel) {
+  char dims[256], cnt[32];
+  if (ndim < 0 || ndim > LAB_MAX_DIMS)
+    return lab_fail(op, "%d dimensions requested, at most %d are supported", ndim, LAB_MAX_DIMS);
+  int64_t n = 1;
+  int overflow = 0;
+  double approx = 1; /* for the message when the exact count overflows */
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return lab_fail(op, "negative size %lld in dim %d of shape %s", (long long)shape[i], i + 1,
+                      lab_dims_str(ndim, shape, dims, sizeof dims));
+    approx *= (double)shape[i];
+    if (!overflow && !lab_mul_fits(n, shape[i], &n)) overflow = 1;
+  }
+  if (approx == 0) overflow = 0, n = 0; /* a zero size anywhere: an empty tensor, whatever else */
+  int64_t bytes = 0;
+  if (!overflow && lab_mul_fits(n, (int64_t)elem_size, &bytes) && bytes <= LAB_MAX_TENSOR_BYTES) {
+    if (numel) *numel = n;
+    return 0;
+  }
+  lab_dims_str(ndim, shape, dims, sizeof dims);
+  if (overflow)
+    return lab_fail(op, "shape %s needs about 2^%.0f elements x %zu bytes, more than the 2^48 bytes "
+                    "(256 TiB) a tensor may hold", dims, log2(approx), elem_size);
+  return lab_fail(op, "shape %s needs %s elements x %zu bytes, more than the 2^48 bytes (256 TiB) a "
+                  "tensor may hold", dims, count_str(n, cnt, sizeof cnt), elem_size);
+}
