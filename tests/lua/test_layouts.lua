@@ -93,12 +93,16 @@ for _, v in ipairs(VARIANTS) do
       plain_side(m, m:parameters(), sgd(m:parameters()), m.module), v)
   end)
 
-  -- ZeRO owns AdamW: the reference runs lab.optim.AdamW with the same settings
+  -- ZeRO owns AdamW: the reference runs lab.optim.AdamW with the same settings. eps is large
+  -- on purpose: Adam divides by |g| + eps, so with a small eps an element whose gradient is
+  -- near eps turns f32 reduction-order noise (1e-10) into a visible step (2.9e-6 at eps = 1e-6
+  -- on OpenBLAS's Zen kernels at 4 ranks); with eps = 1e-3 the update stays linear in small
+  -- gradients, and a gradient that is wrong by a missing reduction still moves values by ~lr/2
   for stage = 1, 3 do
     for _, c in ipairs({ TIED, UNTIED }) do
       local label = string.format("ZeRO-%d (%s GPT)%s", stage, c.tied == false and "untied" or "tied", v.label)
       T.test(label, function()
-        local hp = { lr = 1e-2, eps = 1e-6, weight_decay = 0.1 }
+        local hp = { lr = 1e-2, eps = 1e-3, weight_decay = 0.1 }
         local ref = gpt(c)
         local ropt = lab.optim.AdamW(ref:parameters(), hp)
         local engine = lab.zero.wrap(gpt(c), { stage = stage, lr = hp.lr, eps = hp.eps, weight_decay = hp.weight_decay,
@@ -182,7 +186,7 @@ for stage = 1, 3 do
       return Scaled()
     end
     local ref = make()
-    local hp = { lr = 1e-2, eps = 1e-6, weight_decay = 0.1 }
+    local hp = { lr = 1e-2, eps = 1e-3, weight_decay = 0.1 }
     local engine = lab.zero.wrap(make(), { stage = stage, lr = hp.lr, eps = hp.eps, weight_decay = hp.weight_decay })
     compare("zero-" .. stage .. " scaled", ref, plain_side(ref, ref:parameters(), lab.optim.AdamW(ref:parameters(), hp)), {
       model = engine,
