@@ -7,6 +7,7 @@
 #include "lab_lua.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
+#include "runtime/dist/devcomm.h"
 #include "runtime/dist/dist.h"
 #include "runtime/error.h"
 #include "runtime/join.h"
@@ -457,6 +458,16 @@ static int l_world_group(lua_State *L) {
   return 1;
 }
 
+/* backend(t[, {group=}]) -> "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: why":
+ * which communicator a collective on t takes on the group */
+static int l_backend(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  int opts = ll_options_index(L);
+  char buf[320];
+  lua_pushstring(L, lab_devcomm_describe(ll_opt_group(L, opts), lab_device_of(t), buf, sizeof buf));
+  return 1;
+}
+
 static int l_set_checked(lua_State *L) {
   lab_dist_set_checked(lua_toboolean(L, 1));
   return 0;
@@ -569,6 +580,7 @@ static const luaL_Reg dist_funcs[] = {
     {"irecv", l_irecv},
     {"new_group", l_new_group},
     {"split", l_split},
+    {"backend", l_backend},
     {"set_checked", l_set_checked},
     {"checked", l_checked},
     {"stats", l_stats},

@@ -14,6 +14,7 @@
 #include "../device.h"
 #include "../error.h"
 #include "caching_allocator.h"
+#include "cuda_device.h"
 
 #define MAX_GPUS 16
 
@@ -121,6 +122,8 @@ static cudaStream_t stream_of(int index) {
   gpu *g = use(index);
   return g ? g->stream : NULL;
 }
+
+cudaStream_t lab_cuda_compute_stream(int index) { return stream_of(index); }
 
 /* ---- memory ---- */
 

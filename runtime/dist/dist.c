@@ -12,6 +12,7 @@
 #include "../transfer.h"
 #include "board.h"
 #include "control.h"
+#include "devcomm.h"
 
 #define MAX_GROUPS 256
 
@@ -51,6 +52,7 @@ void lab_dist_register_world(lab_group *world) {
   world->id = 0;
   snprintf(world->name, sizeof world->name, "world");
   add_group(world);
+  lab_devcomm_setup(world); /* a failure leaves the world's GPU collectives staged */
 }
 
 lab_group *lab_dist_world(void) { return ngroups ? groups[0] : NULL; }
@@ -91,6 +93,10 @@ static lab_group *group_from_split(lab_group *parent, int color, int key, const 
   }
   g->id = ngroups;
   add_group(g);
+  if (lab_devcomm_setup(g) < 0) {
+    lab_dist_free_group(g);
+    return NULL;
+  }
   return g;
 }
 
@@ -133,6 +139,7 @@ void lab_dist_free_group(lab_group *g) {
   if (!g || g->id == 0) return;
   for (int i = 0; i < ngroups; i++)
     if (groups[i] == g) groups[i] = NULL;
+  lab_devcomm_free(g);
   g->backend->free_group(g);
   free(g->world_ranks);
   free(g);
@@ -320,8 +327,9 @@ void lab_work_free(lab_work *w) {
   free(w);
 }
 
-/* Blocking when work is NULL; otherwise wraps the backend request. */
-#define LAUNCH(g, work, k0, k1, avg, CALL)                                                     \
+/* Blocking when work is NULL; otherwise wraps the request of bg (the group whose backend runs
+ * the call: the user's group, or its device group for NCCL). */
+#define LAUNCH(bg, work, k0, k1, avg, CALL)                                                     \
   do {                                                                                         \
     lab_backend_work *bw_ = NULL;                                                              \
     lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
@@ -331,7 +339,7 @@ void lab_work_free(lab_work *w) {
     lab_board_set(LAB_RUNNING, "", call_site);                                                 \
     comm_add(t0_, c0_);                                                                        \
     if (rc_ < 0) return -1;                                                                    \
-    if (work) return start(g, bw_, work, k0, k1, avg);                                         \
+    if (work) return start(bg, bw_, work, k0, k1, avg);                                        \
     if ((avg) > 0) return finish_avg(k0, avg);                                                 \
     return 0;                                                                                  \
   } while (0)
@@ -352,12 +360,20 @@ static int redop_check(const char *op, lab_tensor *t, lab_redop r) {
 }
 
 /* ---- tensors of other devices ----
- * Until a device backend (NCCL) exists, a collective on tensors that are not on the cpu runs
- * on host copies and its results are copied back (as DESIGN.md says for ranks that share a
- * GPU); an async call copies back when its work is waited for. */
+ * devcomm.c routes a collective on device tensors: cuda tensors to the group's NCCL
+ * communicator where every member has a GPU of its own; otherwise (ranks sharing a GPU, sim
+ * tensors, mixed devices, no NCCL) the collective runs on host copies and its results are
+ * copied back; an async call copies back when its work is waited for. */
 
-static int off_host(lab_tensor *a, lab_tensor *b) {
-  return lab_device_of(a).type != LAB_DEV_CPU || (b && lab_device_of(b).type != LAB_DEV_CPU);
+/* The path for tensors a (and b): -1 after lab_fail, else 0 with *path set. */
+static int route(const char *op, lab_group *g, lab_tensor *a, lab_tensor *b, int p2p, lab_coll_path *path) {
+  lab_device da = lab_device_of(a), db = b ? lab_device_of(b) : da;
+  return lab_devcomm_route(op, g, da, db, p2p, path);
+}
+
+/* the group whose backend runs the call: g, or its device group (made at its first use) */
+static lab_group *backend_group(lab_group *g, lab_coll_path path) {
+  return path == LAB_PATH_DEVICE ? lab_devcomm_group(g) : g;
 }
 
 /* Runs fn on host copies of t (and u) and copies the results back into those written. Blocking
@@ -439,25 +455,33 @@ static int st_recv(lab_group *g, lab_tensor *t, lab_tensor *u, void *c, lab_work
 int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
   const char *name = "all_reduce";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || redop_check(name, t, op) < 0) return -1;
-  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_all_reduce, &(coll_args){.op = op}, work);
+  lab_coll_path path;
+  if (route(name, g, t, NULL, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 1, 0, st_all_reduce, &(coll_args){.op = op}, work);
   int64_t n = lab_numel(t);
   set_activity("all_reduce", t, g);
   if (check_agreement(g, LAB_OP_ALL_REDUCE, t->dtype, n, op, -1) < 0) return -1;
   count(g, LAB_OP_ALL_REDUCE, (int64_t)lab_nbytes(t), 2 * ring(g));
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
   int avg = op == LAB_RED_AVG ? g->size : 0;
-  LAUNCH(g, work, t, NULL, avg, g->backend->all_reduce(g, lab_data(t), lab_data(t), n, t->dtype, bop, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, t, NULL, avg, bg->backend->all_reduce(bg, lab_data(t), lab_data(t), n, t->dtype, bop, bwp_));
 }
 
 int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
   const char *name = "broadcast";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "src") < 0) return -1;
-  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_broadcast, &(coll_args){.root = root}, work);
+  lab_coll_path path;
+  if (route(name, g, t, NULL, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 1, 0, st_broadcast, &(coll_args){.root = root}, work);
   int64_t n = lab_numel(t);
   set_activity("broadcast", t, g);
   if (check_agreement(g, LAB_OP_BROADCAST, t->dtype, n, -1, root) < 0) return -1;
   count(g, LAB_OP_BROADCAST, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
-  LAUNCH(g, work, t, NULL, 0, g->backend->broadcast(g, lab_data(t), n, t->dtype, root, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, t, NULL, 0, bg->backend->broadcast(bg, lab_data(t), n, t->dtype, root, bwp_));
 }
 
 int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **work) {
@@ -465,14 +489,18 @@ int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **w
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || root_check(name, g, root, "dst") < 0 ||
       redop_check(name, t, op) < 0)
     return -1;
-  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_reduce, &(coll_args){.op = op, .root = root}, work);
+  lab_coll_path path;
+  if (route(name, g, t, NULL, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 1, 0, st_reduce, &(coll_args){.op = op, .root = root}, work);
   int64_t n = lab_numel(t);
   set_activity("reduce", t, g);
   if (check_agreement(g, LAB_OP_REDUCE, t->dtype, n, op, root) < 0) return -1;
   count(g, LAB_OP_REDUCE, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
   int avg = (op == LAB_RED_AVG && g->rank == root) ? g->size : 0;
-  LAUNCH(g, work, t, NULL, avg, g->backend->reduce(g, lab_data(t), lab_data(t), n, t->dtype, bop, root, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, t, NULL, avg, bg->backend->reduce(bg, lab_data(t), lab_data(t), n, t->dtype, bop, root, bwp_));
 }
 
 static int sized_pair_check(const char *op, lab_group *g, lab_tensor *big, const char *big_name,
@@ -492,12 +520,16 @@ static int sized_pair_check(const char *op, lab_group *g, lab_tensor *big, const
 int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
   const char *name = "all_gather";
   if (member_check(name, g) < 0 || sized_pair_check(name, g, out, "output", in, "input") < 0) return -1;
-  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_all_gather, NULL, work);
+  lab_coll_path path;
+  if (route(name, g, out, in, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, out, in, 1, 0, st_all_gather, NULL, work);
   int64_t n = lab_numel(in);
   set_activity("all_gather", in, g);
   if (check_agreement(g, LAB_OP_ALL_GATHER, in->dtype, n, -1, -1) < 0) return -1;
   count(g, LAB_OP_ALL_GATHER, (int64_t)lab_nbytes(out), ring(g));
-  LAUNCH(g, work, out, in, 0, g->backend->all_gather(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, out, in, 0, bg->backend->all_gather(bg, lab_data(in), lab_data(out), n, in->dtype, bwp_));
 }
 
 int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop op, lab_work **work) {
@@ -505,21 +537,27 @@ int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop 
   if (member_check(name, g) < 0 || sized_pair_check(name, g, in, "input", out, "output") < 0 ||
       redop_check(name, out, op) < 0)
     return -1;
-  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_reduce_scatter, &(coll_args){.op = op}, work);
+  lab_coll_path path;
+  if (route(name, g, out, in, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, out, in, 1, 0, st_reduce_scatter, &(coll_args){.op = op}, work);
   int64_t n = lab_numel(out);
   set_activity("reduce_scatter", out, g);
   if (check_agreement(g, LAB_OP_REDUCE_SCATTER, in->dtype, n, op, -1) < 0) return -1;
   count(g, LAB_OP_REDUCE_SCATTER, (int64_t)lab_nbytes(in), ring(g));
   lab_redop bop = op == LAB_RED_AVG ? LAB_RED_SUM : op;
   int avg = op == LAB_RED_AVG ? g->size : 0;
-  LAUNCH(g, work, out, in, avg, g->backend->reduce_scatter(g, lab_data(in), lab_data(out), n, in->dtype, bop, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, out, in, avg, bg->backend->reduce_scatter(bg, lab_data(in), lab_data(out), n, in->dtype, bop, bwp_));
 }
 
 int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
   const char *name = "all_to_all";
   char a[128], b[128];
   if (member_check(name, g) < 0) return -1;
-  if (off_host(out, in)) return staged(g, out, in, 1, 0, st_all_to_all, NULL, work);
+  lab_coll_path path;
+  if (route(name, g, out, in, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, out, in, 1, 0, st_all_to_all, NULL, work);
   if (in->dtype != out->dtype || lab_numel(in) != lab_numel(out))
     return lab_fail(name, "output %s %s and input %s %s must have the same dtype and size",
                     lab_shape_str(out, a, sizeof a), lab_dtype_name(out->dtype),
@@ -532,7 +570,9 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   set_activity("all_to_all", in, g);
   if (check_agreement(g, LAB_OP_ALL_TO_ALL, in->dtype, n, -1, -1) < 0) return -1;
   count(g, LAB_OP_ALL_TO_ALL, (int64_t)lab_nbytes(in), ring(g));
-  LAUNCH(g, work, out, in, 0, g->backend->all_to_all(g, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, out, in, 0, bg->backend->all_to_all(bg, lab_data(in), lab_data(out), n, in->dtype, bwp_));
 }
 
 /* ---- uneven all-to-all ---- */
@@ -586,7 +626,9 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   if (member_check(name, g) < 0) return -1;
   if (!g->backend->all_to_all_v)
     return lab_fail(name, "the %s backend of %s has no uneven all-to-all", g->backend->name, g->name);
-  if (off_host(out, in))
+  lab_coll_path path;
+  if (route(name, g, out, in, 0, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED)
     return staged(g, out, in, 1, 0, st_all_to_all_single, &(coll_args){.out_splits = out_splits, .in_splits = in_splits},
                   work);
   if (in->ndim < 1 || out->ndim < 1 || in->dtype != out->dtype || in->ndim != out->ndim ||
@@ -643,12 +685,13 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   lab_backend_work *bw = NULL;
   double t0 = lab_now(), c0 = lab_cpu_seconds();
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
-  int rc = g->backend->all_to_all_v(g, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL);
+  lab_group *bg = backend_group(g, path);
+  int rc = bg ? bg->backend->all_to_all_v(bg, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL) : -1;
   lab_board_set(LAB_RUNNING, "", call_site);
   comm_add(t0, c0);
   free(v); /* the backend copied the counts it needs to keep */
   if (rc < 0) return -1;
-  return work ? start(g, bw, work, out, in, 0) : 0;
+  return work ? start(bg, bw, work, out, in, 0) : 0;
 }
 
 static int peer_check(const char *op, lab_group *g, int peer, const char *what) {
@@ -660,19 +703,27 @@ static int peer_check(const char *op, lab_group *g, int peer, const char *what) 
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
   const char *name = "send";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst") < 0) return -1;
-  if (off_host(t, NULL)) return staged(g, t, NULL, 0, 0, st_send, &(coll_args){.root = dst, .tag = tag}, work);
+  lab_coll_path path;
+  if (route(name, g, t, NULL, 1, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 0, 0, st_send, &(coll_args){.root = dst, .tag = tag}, work);
   count(g, LAB_OP_SEND, (int64_t)lab_nbytes(t), 1.0);
   set_activity("send", t, g);
-  LAUNCH(g, work, t, NULL, 0, g->backend->send(g, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, t, NULL, 0, bg->backend->send(bg, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
 }
 
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
   const char *name = "recv";
   if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src") < 0) return -1;
-  if (off_host(t, NULL)) return staged(g, t, NULL, 1, 0, st_recv, &(coll_args){.root = src, .tag = tag}, work);
+  lab_coll_path path;
+  if (route(name, g, t, NULL, 1, &path) < 0) return -1;
+  if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 1, 0, st_recv, &(coll_args){.root = src, .tag = tag}, work);
   count(g, LAB_OP_RECV, (int64_t)lab_nbytes(t), 0.0);
   set_activity("recv", t, g);
-  LAUNCH(g, work, t, NULL, 0, g->backend->recv(g, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));
+  lab_group *bg = backend_group(g, path);
+  if (!bg) return -1;
+  LAUNCH(bg, work, t, NULL, 0, bg->backend->recv(bg, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));
 }
 
 int lab_barrier(lab_group *g) {

@@ -32,6 +32,16 @@ struct lab_group {
   void *impl;       /* the backend's communicator */
   lab_coll_stats stats[LAB_NOPS];
   int poisoned; /* a collective on it was abandoned (interrupt, watchdog): unusable */
+  /* Collectives on cuda tensors (devcomm.c): the plan decided when the group was made, the
+   * device group over the same members (backend NCCL, made at its first use), the GPU it is on,
+   * and why GPU collectives stage through host memory when they do. A device group points back
+   * at its host group (fingerprints, unique ids and recovery travel over MPI). */
+  int device_plan;
+  int device_index;
+  int device_said; /* the staging note was printed */
+  struct lab_group *device;
+  struct lab_group *host;
+  char device_why[224];
 };
 
 /* A pending asynchronous collective and what must happen when it completes. */

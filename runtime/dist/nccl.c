@@ -1,0 +1,423 @@
+/* The NCCL backend of comm.h: collectives on cuda tensors, one communicator and one stream per
+ * group, as PyTorch's ProcessGroupNCCL does it.
+ *
+ * Ordering: before an op, the group's stream waits for an event recorded on the device's
+ * compute stream (the tensors are ready); after it, an event is recorded on the group's stream.
+ * Waiting for a work object makes the compute stream wait for that event: the host blocks only
+ * in guarded mode (the REPL and the stepper), where it polls the event so that Ctrl-C and the
+ * watchdog can end the wait, or when the user asks for a value. A blocking call is an async one
+ * waited for at once. Memory a collective uses stays safe: the caching allocator reuses blocks
+ * on the compute stream, which is ordered after the collective once its work is waited for
+ * (dist.c keeps the tensors alive until then).
+ *
+ * Failures: ncclCommGetAsyncError is polled with the event; an error or a timeout aborts the
+ * communicator (ncclCommAbort, so kernels stuck on the GPU end), poisons the user's group and
+ * reports what every rank is doing (guard.c); recovery rebuilds the communicator with a new
+ * unique id over the host group. Checked-mode fingerprints and unique ids travel over the host
+ * group's MPI check channel (exchange), never over NCCL.
+ *
+ * NCCL has no tags and no message sizes: sends and recvs between two ranks match in the order
+ * they were posted, and a recv of the wrong size is not detected (the MPI path detects it).
+ * all_to_all and all_to_all_v are grouped sends and recvs (ncclGroupStart/End). bf16 and f16
+ * reduce on the device in NCCL's own kernels. */
+#include "nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../cuda/cuda_device.h"
+#include "../error.h"
+#include "guard.h"
+
+_Static_assert(sizeof(ncclUniqueId) == LAB_NCCL_ID_BYTES, "LAB_NCCL_ID_BYTES is sizeof(ncclUniqueId)");
+
+typedef struct {
+  ncclComm_t comm; /* NULL once aborted */
+  cudaStream_t stream;
+  cudaEvent_t ready; /* recorded on the compute stream before each op */
+  int index;         /* the cuda device */
+  lab_group *host;   /* the user's group: MPI, fingerprints, unique ids, poisoning */
+} nccl_group;
+
+struct lab_backend_work {
+  nccl_group *ng;
+  lab_group *g;
+  cudaEvent_t done;
+};
+
+static const lab_comm_backend nccl_backend;
+
+static int nccl_fail(const char *op, ncclResult_t r, ncclComm_t comm) {
+  const char *last = comm ? ncclGetLastError(comm) : NULL;
+  return lab_fail(op, "NCCL error %d: %s%s%s", (int)r, ncclGetErrorString(r), last && *last ? ": " : "",
+                  last ? last : "");
+}
+
+static int cuda_fail(const char *op, cudaError_t e) {
+  return lab_fail(op, "CUDA error %d: %s", (int)e, cudaGetErrorString(e));
+}
+
+static ncclDataType_t nccl_type(lab_dtype dt) {
+  switch (dt) {
+  case LAB_F32: return ncclFloat32;
+  case LAB_F64: return ncclFloat64;
+  case LAB_I32: return ncclInt32;
+  case LAB_I64: return ncclInt64;
+  case LAB_BF16: return ncclBfloat16;
+  case LAB_F16: return ncclFloat16;
+  default: return ncclUint8;
+  }
+}
+
+static ncclRedOp_t nccl_op(lab_redop op) {
+  switch (op) {
+  case LAB_RED_MAX: return ncclMax;
+  case LAB_RED_MIN: return ncclMin;
+  case LAB_RED_PROD: return ncclProd;
+  case LAB_RED_AVG: return ncclAvg; /* dist.c passes sum and divides; kept for completeness */
+  default: return ncclSum;
+  }
+}
+
+static nccl_group *ng_of(lab_group *g) { return g->impl; }
+
+/* ---- identity, ids, communicators ---- */
+
+int lab_nccl_gpu_key(int index, char *key, size_t n) {
+  char bus[64] = "", host[64] = "";
+  cudaError_t e = cudaDeviceGetPCIBusId(bus, (int)sizeof bus, index);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_fail("nccl", e);
+  }
+  gethostname(host, sizeof host - 1);
+  snprintf(key, n, "%s/%s", host, bus);
+  return 0;
+}
+
+int lab_nccl_unique_id(void *id) {
+  ncclResult_t r = ncclGetUniqueId((ncclUniqueId *)id);
+  return r == ncclSuccess ? 0 : nccl_fail("nccl", r, NULL);
+}
+
+const char *lab_nccl_version(void) {
+  static char buf[32];
+  int v = 0;
+  ncclGetVersion(&v);
+  snprintf(buf, sizeof buf, "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  return buf;
+}
+
+/* The communicator over the host group's members; its rank is the host group's rank. */
+static int comm_init(nccl_group *ng, int rank, int size, const void *id) {
+  ncclUniqueId uid;
+  memcpy(&uid, id, sizeof uid);
+  cudaError_t e = cudaSetDevice(ng->index);
+  if (e != cudaSuccess) return cuda_fail("nccl", e);
+  ncclResult_t r = ncclCommInitRank(&ng->comm, size, uid, rank);
+  if (r != ncclSuccess) {
+    ng->comm = NULL;
+    return nccl_fail("nccl init", r, NULL);
+  }
+  return 0;
+}
+
+int lab_nccl_group_init(lab_group *dev, lab_group *host, int index, const void *id) {
+  nccl_group *ng = calloc(1, sizeof *ng);
+  if (!ng) return lab_fail("nccl", "out of memory");
+  ng->index = index;
+  ng->host = host;
+  if (!lab_cuda_compute_stream(index)) { /* sets the device up (and current) */
+    free(ng);
+    return -1;
+  }
+  cudaError_t e = cudaStreamCreateWithFlags(&ng->stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ng->ready, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    free(ng);
+    return cuda_fail("nccl", e);
+  }
+  if (comm_init(ng, host->rank, host->size, id) < 0) {
+    cudaEventDestroy(ng->ready);
+    cudaStreamDestroy(ng->stream);
+    free(ng);
+    return -1;
+  }
+  dev->id = host->id;
+  snprintf(dev->name, sizeof dev->name, "%s", host->name);
+  dev->rank = host->rank;
+  dev->size = host->size;
+  dev->world_size = host->world_size;
+  dev->world_ranks = host->world_ranks; /* shared: the host group owns it */
+  dev->backend = &nccl_backend;
+  dev->impl = ng;
+  dev->host = host;
+  return 0;
+}
+
+/* ---- the op's frame: order after the compute stream, run, record, wait ---- */
+
+/* The group's stream waits for what the compute stream has queued (the tensors are written). */
+static int enter(const char *op, nccl_group *ng) {
+  if (!ng->comm)
+    return lab_fail(op, "the NCCL communicator of %s was aborted; it is rebuilt by recovery", ng->host->name);
+  cudaStream_t compute = lab_cuda_compute_stream(ng->index);
+  if (!compute) return -1;
+  cudaError_t e = cudaEventRecord(ng->ready, compute);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(ng->stream, ng->ready, 0);
+  return e == cudaSuccess ? 0 : cuda_fail(op, e);
+}
+
+typedef struct {
+  nccl_group *ng;
+  cudaEvent_t ev;
+} nccl_poll;
+
+/* guard.c's test: the event, and the communicator's asynchronous error */
+static int poll_fn(void *ctx, int *done) {
+  nccl_poll *p = ctx;
+  ncclResult_t ae = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(p->ng->comm, &ae);
+  if (r != ncclSuccess) return nccl_fail("nccl", r, p->ng->comm);
+  if (ae != ncclSuccess && ae != ncclInProgress) return nccl_fail("nccl", ae, p->ng->comm);
+  cudaError_t e = cudaEventQuery(p->ev);
+  if (e == cudaSuccess) *done = 1;
+  else if (e == cudaErrorNotReady) *done = 0;
+  else return cuda_fail("nccl", e);
+  return 0;
+}
+
+/* The communicator is in an unknown state: abort it so that its kernels end, and leave the
+ * group poisoned (guard.c did) until recovery rebuilds it. */
+static void abort_comm(nccl_group *ng) {
+  if (ng->comm) ncclCommAbort(ng->comm);
+  ng->comm = NULL;
+}
+
+/* Completion of work: the compute stream waits for it; in guarded mode the host polls it too,
+ * bounded by the watchdog. */
+static int finish(const char *op, nccl_group *ng, cudaEvent_t ev) {
+  if (lab_dist_guarded()) {
+    if (lab_guard_wait(ng->host, op, poll_fn, &(nccl_poll){ng, ev}) < 0) {
+      abort_comm(ng);
+      return -1;
+    }
+  } else {
+    int done = 0;
+    if (poll_fn(&(nccl_poll){ng, ev}, &done) < 0) { /* an error already raised asynchronously */
+      lab_group_poison(ng->host);
+      abort_comm(ng);
+      return -1;
+    }
+  }
+  cudaStream_t compute = lab_cuda_compute_stream(ng->index);
+  if (!compute) return -1;
+  cudaError_t e = cudaStreamWaitEvent(compute, ev, 0);
+  return e == cudaSuccess ? 0 : cuda_fail(op, e);
+}
+
+/* After the op was queued: record its event; hand it out as work, or finish it now. */
+static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, lab_backend_work **work) {
+  if (r != ncclSuccess) return nccl_fail(op, r, ng->comm);
+  cudaEvent_t ev;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ev, ng->stream);
+  if (e != cudaSuccess) return cuda_fail(op, e);
+  if (!work) {
+    int rc = finish(op, ng, ev);
+    cudaEventDestroy(ev); /* destroying a recorded event is allowed; waits already captured it */
+    return rc;
+  }
+  lab_backend_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    finish(op, ng, ev);
+    cudaEventDestroy(ev);
+    return lab_fail(op, "out of memory");
+  }
+  w->ng = ng;
+  w->g = g;
+  w->done = ev;
+  *work = w;
+  return 0;
+}
+
+static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
+                        lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("all_reduce", ng) < 0) return -1;
+  ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
+  return leave("all_reduce", g, ng, r, work);
+}
+
+static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("broadcast", ng) < 0) return -1;
+  ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream);
+  return leave("broadcast", g, ng, r, work);
+}
+
+static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
+                    lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("reduce", ng) < 0) return -1;
+  ncclResult_t r = ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream);
+  return leave("reduce", g, ng, r, work);
+}
+
+static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("all_gather", ng) < 0) return -1;
+  ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream);
+  return leave("all_gather", g, ng, r, work);
+}
+
+static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
+                            lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("reduce_scatter", ng) < 0) return -1;
+  ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
+  return leave("reduce_scatter", g, ng, r, work);
+}
+
+/* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
+ * comes from rank j (counts and displacements in elements) */
+static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, const int64_t *sc, const int64_t *sd,
+                                     void *recv, const int64_t *rc, const int64_t *rd, lab_dtype dt) {
+  size_t esz = lab_dtype_size(dt);
+  ncclDataType_t t = nccl_type(dt);
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < n && r == ncclSuccess; p++) {
+    if (sc[p] > 0) r = ncclSend((const char *)send + (size_t)sd[p] * esz, (size_t)sc[p], t, p, ng->comm, ng->stream);
+    if (r == ncclSuccess && rc[p] > 0)
+      r = ncclRecv((char *)recv + (size_t)rd[p] * esz, (size_t)rc[p], t, p, ng->comm, ng->stream);
+  }
+  ncclResult_t r2 = ncclGroupEnd(); /* always closes the group it opened */
+  return r != ncclSuccess ? r : r2;
+}
+
+static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  int n = g->size;
+  int64_t *v = malloc(sizeof(int64_t) * 2 * (size_t)n);
+  if (!v) return lab_fail("all_to_all", "out of memory");
+  for (int p = 0; p < n; p++) v[p] = count, v[n + p] = count * p;
+  int rc = enter("all_to_all", ng);
+  ncclResult_t r = rc < 0 ? ncclSuccess : grouped_exchange(ng, n, send, v, v + n, recv, v, v + n, dt);
+  free(v); /* NCCL took the counts when the group ended */
+  return rc < 0 ? -1 : leave("all_to_all", g, ng, r, work);
+}
+
+static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
+                          void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
+                          lab_backend_work **work) {
+  nccl_group *ng = ng_of(g);
+  if (enter("all_to_all_single", ng) < 0) return -1;
+  ncclResult_t r =
+      grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
+  return leave("all_to_all_single", g, ng, r, work);
+}
+
+static int n_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
+                  lab_backend_work **work) {
+  (void)tag; /* NCCL matches a pair's messages in order */
+  nccl_group *ng = ng_of(g);
+  if (enter("send", ng) < 0) return -1;
+  ncclResult_t r = ncclSend(buf, (size_t)count, nccl_type(dt), peer, ng->comm, ng->stream);
+  return leave("send", g, ng, r, work);
+}
+
+static int n_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag, lab_backend_work **work) {
+  (void)tag;
+  nccl_group *ng = ng_of(g);
+  if (enter("recv", ng) < 0) return -1;
+  ncclResult_t r = ncclRecv(buf, (size_t)count, nccl_type(dt), peer, ng->comm, ng->stream);
+  return leave("recv", g, ng, r, work);
+}
+
+/* barriers and fingerprints are host matters: the host group's MPI channel */
+static int n_barrier(lab_group *g) { return g->host->backend->barrier(g->host); }
+static int n_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
+  return g->host->backend->exchange(g->host, mine, all, nbytes);
+}
+
+static int n_wait(lab_backend_work *w) { return finish("wait", w->ng, w->done); }
+
+static int n_test(lab_backend_work *w, int *done) {
+  if (poll_fn(&(nccl_poll){w->ng, w->done}, done) < 0) {
+    lab_group_poison(w->ng->host);
+    abort_comm(w->ng);
+    return -1;
+  }
+  return 0; /* dist.c waits (the compute stream waits) once done */
+}
+
+static void n_free_work(lab_backend_work *w) {
+  if (!w) return;
+  cudaEventDestroy(w->done);
+  free(w);
+}
+
+static int n_split(lab_group *g, int color, int key, lab_group *out) {
+  (void)color, (void)key, (void)out;
+  return lab_fail("new_group", "device groups are made from host groups (%s), not split", g->name);
+}
+
+static void n_free_group(lab_group *g) {
+  nccl_group *ng = g->impl;
+  if (!ng) return;
+  if (ng->comm) {
+    cudaStreamSynchronize(ng->stream); /* nothing of ours may still run on it */
+    ncclCommDestroy(ng->comm);
+  }
+  cudaEventDestroy(ng->ready);
+  cudaStreamDestroy(ng->stream);
+  free(ng);
+  g->impl = NULL;
+}
+
+/* A new communicator from a new unique id over the host group, in place of an aborted one
+ * (ncclCommAbort released it). Every member calls this at the same point (recovery); since an
+ * abort on one rank leaves its peers' kernels stuck until their own watchdog aborts them, every
+ * member has aborted by then, and all of them rebuild. */
+static int n_rebuild(lab_group *g) {
+  nccl_group *ng = g->impl;
+  lab_group *host = ng->host;
+  if (ng->comm) return 0; /* not aborted: an MPI collective was abandoned, not one of ours */
+  unsigned char id[LAB_NCCL_ID_BYTES] = {0};
+  unsigned char *all = calloc((size_t)host->size, LAB_NCCL_ID_BYTES);
+  if (!all) return lab_fail("recover", "out of memory");
+  int rc = host->rank == 0 ? lab_nccl_unique_id(id) : 0;
+  if (rc == 0) rc = host->backend->exchange(host, id, all, LAB_NCCL_ID_BYTES);
+  if (rc == 0) rc = comm_init(ng, host->rank, host->size, all);
+  free(all);
+  return rc;
+}
+
+static const lab_comm_backend nccl_backend = {
+    .name = "nccl",
+    .all_reduce = n_all_reduce,
+    .broadcast = n_broadcast,
+    .reduce = n_reduce,
+    .all_gather = n_all_gather,
+    .reduce_scatter = n_reduce_scatter,
+    .all_to_all = n_all_to_all,
+    .all_to_all_v = n_all_to_all_v,
+    .send = n_send,
+    .recv = n_recv,
+    .barrier = n_barrier,
+    .exchange = n_exchange,
+    .wait = n_wait,
+    .test = n_test,
+    .free_work = n_free_work,
+    .split = n_split,
+    .free_group = n_free_group,
+    .rebuild = n_rebuild,
+};
+
+const lab_comm_backend *lab_nccl_backend(void) { return &nccl_backend; }
