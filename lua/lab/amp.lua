@@ -19,7 +19,16 @@
 -- in fp32. The scale is dynamic, as torch.cuda.amp.GradScaler's: a step whose gradients
 -- overflowed (on any rank) is skipped and the scale halved; after growth_interval clean
 -- steps it doubles. bf16 has fp32's exponent range and needs no scale (the default).
+--
+-- FP8 (fp8 = lab.amp.DelayedScaling{...}, see fp8.lua): on top of that, every lab.nn.Linear
+-- computes its matrix products from FP8 operands (e4m3 weights and activations, e5m2
+-- gradients), each tensor scaled by a factor recomputed after every step from its amax
+-- history (Transformer Engine's delayed scaling); masters and optimizer stay as above.
 local amp = {}
+local fp8 = require("lab.fp8")
+amp.DelayedScaling = fp8.DelayedScaling
+amp.ScalingMeta = fp8.ScalingMeta
+amp.FP8_FORMATS = fp8.FORMATS
 
 local FLOAT16 = { bf16 = true, f16 = true }
 
@@ -95,6 +104,22 @@ function amp.MixedPrecision(model, opts)
     clean_steps = 0, skipped = 0, steps = 0,
   }, MixedPrecision)
   self.pairs = cast_parameters(model, dtype)
+  if opts.fp8 then
+    local recipe = opts.fp8 == true and fp8.DelayedScaling() or opts.fp8
+    if not fp8.is_recipe(recipe) then
+      error(string.format("rank %d: amp.MixedPrecision: fp8 must be true or a lab.amp.DelayedScaling{...}, got %s",
+        lab.dist.rank(), type(opts.fp8)), 0)
+    end
+    if #recipe.metas > 0 then
+      error(string.format("rank %d: amp.MixedPrecision: this DelayedScaling already serves another model; "
+        .. "make one per model", lab.dist.rank()), 0)
+    end
+    if fp8.apply(model, recipe) == 0 then
+      error(string.format("rank %d: amp.MixedPrecision: fp8: the model has no lab.nn.Linear to compute in FP8",
+        lab.dist.rank()), 0)
+    end
+    self.fp8 = recipe
+  end
   local masters = {}
   for i, pr in ipairs(self.pairs) do masters[i] = pr.master end
   self.master_params = masters
@@ -148,6 +173,8 @@ end
 -- One optimizer step on the masters, then the 16-bit weights re-cast from them. Returns
 -- false when the step was skipped for an overflow (the scale is then lowered).
 function MixedPrecision:step(opts)
+  -- this step's amaxes enter the FP8 histories whether or not the step is skipped (as TE)
+  if self.fp8 then self.fp8:update(self.group) end
   local finite = self:unscale()
   self.steps = self.steps + 1
   if not finite then
@@ -191,8 +218,9 @@ function MixedPrecision:sync_model()
 end
 
 function MixedPrecision:__tostring()
-  return string.format("MixedPrecision(%s, %d tensors, loss scale %s%s, %d of %d steps skipped)", self.dtype,
-    #self.pairs, tostring(self.scale), self.dynamic and " dynamic" or "", self.skipped, self.steps)
+  return string.format("MixedPrecision(%s%s, %d tensors, loss scale %s%s, %d of %d steps skipped)", self.dtype,
+    self.fp8 and (" + FP8 " .. self.fp8.fp8_format) or "", #self.pairs, tostring(self.scale),
+    self.dynamic and " dynamic" or "", self.skipped, self.steps)
 end
 
 return amp
