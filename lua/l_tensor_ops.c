@@ -96,11 +96,13 @@ UNARY(sigmoid, LAB_SIGMOID)
 
 static int clamp_args(lua_State *L, double *lo, int *has_lo, double *hi, int *has_hi) {
   int opts = ll_options_index(L);
-  if (opts) {
+  if (opts) { /* clamp{min=, max=}: the fields become arguments 2 and 3 */
     lua_getfield(L, opts, "min");
     lua_getfield(L, opts, "max");
-    lua_replace(L, 3);
-    lua_replace(L, 2);
+    int top = lua_gettop(L);
+    lua_copy(L, top - 1, 2);
+    lua_copy(L, top, 3); /* opts may be at 2: it is read before being overwritten */
+    lua_settop(L, 3);
   }
   *has_lo = !lua_isnoneornil(L, 2);
   *has_hi = !lua_isnoneornil(L, 3);

@@ -89,27 +89,36 @@ static lab_dtype binary_compute_type(lab_binary_op op, lab_dtype promoted) {
   return lab_compute_type(promoted);
 }
 
-/* integer remainder by zero is an error (as in Python and torch), not a silent 0 */
-static int check_integer_divisor(lab_binary_op op, lab_dtype promoted, lab_tensor *b) {
-  if (op != LAB_REMAINDER || lab_dtype_is_float(promoted)) return 0;
+/* Integer operands a kernel cannot give a right answer for are errors, as in Python and
+ * PyTorch, not silent values: a zero divisor of % (and of an integer //), a negative
+ * exponent of an integer pow ("Integers to negative integer powers are not allowed"). */
+static int check_integer_operand(lab_binary_op op, lab_dtype promoted, lab_dtype ct, lab_tensor *b) {
+  if (lab_dtype_is_float(promoted)) return 0;
+  int divides = op == LAB_REMAINDER || (op == LAB_DIV && !lab_dtype_is_float(ct));
+  if (!divides && op != LAB_POW) return 0;
   lab_tensor *i = lab_to_dtype(b, LAB_I64);
   lab_tensor *c = i ? lab_to_host(i) : NULL;
   lab_tensor *h = c ? lab_contiguous(c) : NULL;
-  int zero = 0;
+  int64_t bad = 0, found = 0;
   if (h) {
     const int64_t *v = lab_data(h);
-    for (int64_t k = 0, n = lab_numel(h); k < n && !zero; k++) zero = v[k] == 0;
+    for (int64_t k = 0, n = lab_numel(h); k < n && !found; k++)
+      if (divides ? v[k] == 0 : v[k] < 0) found = 1, bad = v[k];
   }
   lab_tensor_release(i); /* lab_to_dtype retains b when it is already i64 */
   lab_tensor_release(c);
   lab_tensor_release(h);
   if (!h) return -1;
-  return zero ? lab_fail("remainder", "integer remainder by zero") : 0;
+  if (!found) return 0;
+  if (op == LAB_POW)
+    return lab_fail("pow", "integers to negative integer powers are not allowed (exponent %lld; use a float "
+                    "tensor)", (long long)bad);
+  return lab_fail(lab_binary_name(op), "integer %s by zero", op == LAB_REMAINDER ? "remainder" : "division");
 }
 
 lab_tensor *lab_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int out_dtype) {
   lab_dtype promoted = lab_promote(a->dtype, b->dtype);
-  if (check_integer_divisor(op, promoted, b) < 0) return NULL;
+  if (check_integer_operand(op, promoted, binary_compute_type(op, promoted), b) < 0) return NULL;
   lab_dtype odt;
   if (out_dtype >= 0) odt = (lab_dtype)out_dtype;
   else if (is_comparison(op)) odt = LAB_BOOL;
@@ -133,7 +142,7 @@ int lab_binary_(lab_binary_op op, lab_tensor *a, lab_tensor *b) {
   if (!lab_dtype_is_float(a->dtype) && lab_dtype_is_float(promoted))
     return lab_fail(lab_binary_name(op), "in-place result of type %s cannot be stored in a %s tensor",
                     lab_dtype_name(promoted), lab_dtype_name(a->dtype));
-  if (check_integer_divisor(op, promoted, b) < 0) return -1;
+  if (check_integer_operand(op, promoted, binary_compute_type(op, promoted), b) < 0) return -1;
   lab_tensor *in[2] = {a, b};
   lab_ew_args c = {.kind = LAB_EW_BINARY, .op = op, .ct = binary_compute_type(op, promoted)};
   return ew_run(&c, a, 2, in);
@@ -161,7 +170,27 @@ int lab_unary_(lab_unary_op op, lab_tensor *a) {
   return ew_run(&c, a, 1, &a);
 }
 
+/* An integer tensor's bounds are integers its dtype can hold (PyTorch: "value cannot be
+ * converted to type int without overflow"); a cast of 1e300 to int64 is undefined and gave 0s. */
+static int check_clamp_bounds(const char *op, lab_dtype dt, double lo, int has_lo, double hi, int has_hi) {
+  if (lab_dtype_is_float(dt)) return 0;
+  double min = dt == LAB_BOOL ? 0 : dt == LAB_I32 ? -2147483648.0 : -9223372036854775808.0;
+  double max = dt == LAB_BOOL ? 1 : dt == LAB_I32 ? 2147483647.0 : 9223372036854775807.0; /* rounds to 2^63 */
+  for (int k = 0; k < 2; k++) {
+    double v = k ? hi : lo;
+    if (!(k ? has_hi : has_lo)) continue;
+    const char *name = k ? "max" : "min";
+    if (v != v || v < min || v > max || (dt == LAB_I64 && v >= 9223372036854775808.0))
+      return lab_fail(op, "%s %.15g cannot be converted to %s without overflow", name, v, lab_dtype_name(dt));
+    if (v != (double)(int64_t)v)
+      return lab_fail(op, "%s %.15g is not an integer, and the tensor is %s (convert it with :float() first)", name, v,
+                      lab_dtype_name(dt));
+  }
+  return 0;
+}
+
 lab_tensor *lab_clamp(lab_tensor *a, double lo, int has_lo, double hi, int has_hi) {
+  if (check_clamp_bounds("clamp", a->dtype, lo, has_lo, hi, has_hi) < 0) return NULL;
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), a->dtype, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
@@ -170,6 +199,7 @@ lab_tensor *lab_clamp(lab_tensor *a, double lo, int has_lo, double hi, int has_h
 }
 
 int lab_clamp_(lab_tensor *a, double lo, int has_lo, double hi, int has_hi) {
+  if (check_clamp_bounds("clamp_", a->dtype, lo, has_lo, hi, has_hi) < 0) return -1;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
   return ew_run(&c, a, 1, &a);
 }

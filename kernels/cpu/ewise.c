@@ -12,12 +12,34 @@
     for (int64_t i = 0; i < n; i++) o[i] = (EXPR);                                             \
   } while (0)
 
+/* Integer arithmetic wraps around as two's complement (as PyTorch's and Lua's integers do)
+ * instead of being undefined on overflow; INT64_MIN / -1 and INT64_MIN % -1 trap on x86
+ * (SIGFPE), so -1 divisors take their own branch. The runtime refuses zero divisors and
+ * negative exponents before a kernel runs; the 0s here only keep the kernel total. */
+static inline int64_t wrap_add(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+static inline int64_t wrap_sub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
+static inline int64_t wrap_mul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+static inline int64_t wrap_neg(int64_t x) { return (int64_t)(0 - (uint64_t)x); }
+
+static inline int64_t floor_div(int64_t x, int64_t y) {
+  if (y == 0) return 0;
+  if (y == -1) return wrap_neg(x); /* Lua: math.mininteger // -1 == math.mininteger */
+  return x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+}
+
+/* floored, as Python's and Lua's %: the sign of the divisor */
+static inline int64_t floor_mod(int64_t x, int64_t y) {
+  if (y == 0 || y == -1) return 0;
+  int64_t r = x % y;
+  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+
 static int64_t ipow(int64_t base, int64_t e) {
   if (e < 0) return base == 1 ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0);
   int64_t r = 1;
   while (e) {
-    if (e & 1) r *= base;
-    base *= base;
+    if (e & 1) r = wrap_mul(r, base);
+    base = wrap_mul(base, base);
     e >>= 1;
   }
   return r;
@@ -60,21 +82,12 @@ void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void
     BINARY_FLOAT(double, pow, floored_mod);
   } else {
     switch (op) {
-    case LAB_ADD: BINARY_LOOP(int64_t, x[i] + y[i]); break;
-    case LAB_SUB: BINARY_LOOP(int64_t, x[i] - y[i]); break;
-    case LAB_MUL: BINARY_LOOP(int64_t, x[i] * y[i]); break;
-    /* floor division, as Python's //, with 0 for a zero divisor instead of a trap */
-    case LAB_DIV:
-      BINARY_LOOP(int64_t, y[i] == 0 ? 0
-                                     : (x[i] / y[i] - ((x[i] % y[i] != 0) && ((x[i] < 0) != (y[i] < 0)))));
-      break;
+    case LAB_ADD: BINARY_LOOP(int64_t, wrap_add(x[i], y[i])); break;
+    case LAB_SUB: BINARY_LOOP(int64_t, wrap_sub(x[i], y[i])); break;
+    case LAB_MUL: BINARY_LOOP(int64_t, wrap_mul(x[i], y[i])); break;
+    case LAB_DIV: BINARY_LOOP(int64_t, floor_div(x[i], y[i])); break; /* as Python's // */
     case LAB_POW: BINARY_LOOP(int64_t, ipow(x[i], y[i])); break;
-    /* floored, as Python's %, with 0 for a zero divisor instead of a trap */
-    case LAB_REMAINDER:
-      BINARY_LOOP(int64_t, y[i] == 0 ? 0
-                                     : ((x[i] % y[i] != 0 && ((x[i] % y[i] < 0) != (y[i] < 0))) ? x[i] % y[i] + y[i]
-                                                                                                 : x[i] % y[i]));
-      break;
+    case LAB_REMAINDER: BINARY_LOOP(int64_t, floor_mod(x[i], y[i])); break;
     case LAB_MAXIMUM: BINARY_LOOP(int64_t, x[i] > y[i] ? x[i] : y[i]); break;
     case LAB_MINIMUM: BINARY_LOOP(int64_t, x[i] < y[i] ? x[i] : y[i]); break;
     case LAB_EQ: BINARY_LOOP(int64_t, x[i] == y[i]); break;
@@ -123,8 +136,8 @@ void lab_unary_kernel(lab_unary_op op, lab_dtype ct, const void *a, void *out, i
 #undef TANHF
   } else { /* the runtime promotes transcendental ops on integers to float */
     switch (op) {
-    case LAB_NEG: UNARY_LOOP(int64_t, -x[i]); break;
-    case LAB_ABS: UNARY_LOOP(int64_t, x[i] < 0 ? -x[i] : x[i]); break;
+    case LAB_NEG: UNARY_LOOP(int64_t, wrap_neg(x[i])); break;
+    case LAB_ABS: UNARY_LOOP(int64_t, x[i] < 0 ? wrap_neg(x[i]) : x[i]); break;
     default: break;
     }
   }

@@ -12,12 +12,19 @@ __device__ __forceinline__ CT floored_mod(CT x, CT y) {
   return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
 }
 
+// Integers wrap as two's complement (kernels/cpu/ewise.c): unsigned arithmetic, and -1
+// divisors on their own branch (INT64_MIN / -1 traps).
+__device__ __forceinline__ long long wrap_mul(long long x, long long y) {
+  return (long long)((unsigned long long)x * (unsigned long long)y);
+}
+__device__ __forceinline__ long long wrap_neg(long long x) { return (long long)(0ull - (unsigned long long)x); }
+
 __device__ __forceinline__ long long ipow(long long b, long long e) {
   if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
   long long r = 1;
   while (e) {
-    if (e & 1) r *= b;
-    b *= b;
+    if (e & 1) r = wrap_mul(r, b);
+    b = wrap_mul(b, b);
     e >>= 1;
   }
   return r;
@@ -44,13 +51,16 @@ template <typename CT> __device__ CT binary_f(int op, CT x, CT y) {
 
 __device__ long long binary_i(int op, long long x, long long y) {
   switch (op) {
-  case LAB_ADD: return x + y;
-  case LAB_SUB: return x - y;
-  case LAB_MUL: return x * y;
-  case LAB_DIV: return y == 0 ? 0 : (x / y - ((x % y != 0) && ((x < 0) != (y < 0))));
+  case LAB_ADD: return (long long)((unsigned long long)x + (unsigned long long)y);
+  case LAB_SUB: return (long long)((unsigned long long)x - (unsigned long long)y);
+  case LAB_MUL: return wrap_mul(x, y);
+  case LAB_DIV:
+    if (y == 0) return 0;
+    if (y == -1) return wrap_neg(x);
+    return x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
   case LAB_POW: return ipow(x, y);
   case LAB_REMAINDER: {
-    if (y == 0) return 0;
+    if (y == 0 || y == -1) return 0;
     long long r = x % y;
     return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
   }
@@ -84,7 +94,7 @@ template <typename CT> struct ops_of {
 };
 template <> struct ops_of<long long> {
   __device__ static long long binary(int op, long long x, long long y) { return binary_i(op, x, y); }
-  __device__ static long long unary(int op, long long x) { return op == LAB_NEG ? -x : (x < 0 ? -x : x); }
+  __device__ static long long unary(int op, long long x) { return op == LAB_NEG ? wrap_neg(x) : (x < 0 ? wrap_neg(x) : x); }
 };
 
 template <typename CT>

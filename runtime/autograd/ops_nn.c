@@ -30,8 +30,9 @@ static int float_check(const char *op, const char *what, const lab_tensor *t) {
   return lab_fail(op, "%s must be floating point, got %s", what, lab_dtype_name(t->dtype));
 }
 
-/* Int64 contiguous ids, each checked to lie in [0, limit) (or equal `allowed`). */
-static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, int64_t allowed) {
+/* Int64 contiguous ids, each checked to lie in [0, limit) (or equal *allowed, when given: the
+ * ignore_index of a loss; a sentinel value instead of NULL let embedding accept id -1). */
+static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, const int64_t *allowed) {
   if (lab_dtype_is_float(idx->dtype) || idx->dtype == LAB_BOOL) {
     lab_fail(op, "ids must be integers, got %s", lab_dtype_name(idx->dtype));
     return NULL;
@@ -46,7 +47,7 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, int64_
   }
   const int64_t *p = lab_data(h);
   for (int64_t i = 0; i < lab_numel(h); i++)
-    if ((p[i] < 0 || p[i] >= limit) && p[i] != allowed) {
+    if ((p[i] < 0 || p[i] >= limit) && !(allowed && p[i] == *allowed)) {
       lab_fail(op, "id %lld at position %lld is outside [0, %lld) (ids count from 0)", (long long)p[i],
                (long long)i + 1, (long long)limit);
       lab_tensor_release(cc);
@@ -87,7 +88,7 @@ lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
   lab_device dev;
   lab_tensor *wi[2] = {weight, idx};
   if (lab_common_device("embedding", 2, wi, &dev) < 0) return NULL;
-  lab_tensor *ids = ids_of("embedding", idx, weight->shape[0], -1);
+  lab_tensor *ids = ids_of("embedding", idx, weight->shape[0], NULL);
   if (!ids) return NULL;
   lab_tensor *w = lab_contiguous(weight);
   int64_t shape[LAB_MAX_DIMS];
@@ -253,7 +254,7 @@ static int dropout_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
 }
 
 lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
-  if (p < 0 || p >= 1) {
+  if (!(p >= 0 && p < 1)) { /* NaN too */
     lab_fail("dropout", "probability %g must be in [0, 1)", p);
     return NULL;
   }
@@ -314,7 +315,7 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
                lab_shape_str(target, b, sizeof b), d + 1);
       return NULL;
     }
-  if (label_smoothing < 0 || label_smoothing > 1) {
+  if (!(label_smoothing >= 0 && label_smoothing <= 1)) { /* NaN too */
     lab_fail(op, "label_smoothing %g must be in [0, 1]", label_smoothing);
     return NULL;
   }
@@ -322,7 +323,7 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
   lab_tensor *lt[2] = {logits, target};
   if (lab_common_device(op, 2, lt, &dev) < 0) return NULL;
   int64_t C = logits->shape[logits->ndim - 1], N = C ? lab_numel(logits) / C : 0;
-  lab_tensor *tg = ids_of(op, target, C, ignore_index);
+  lab_tensor *tg = ids_of(op, target, C, &ignore_index);
   lab_tensor *xc = tg ? ct_of(logits) : NULL;
   lab_dtype ct = ct_type(logits->dtype);
   lab_tensor *loss = xc ? lab_tensor_empty_on(dev, ct, 1, &N) : NULL;
