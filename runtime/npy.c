@@ -115,7 +115,7 @@ lab_tensor *lab_npy_load(const char *path) {
   t = lab_tensor_empty(dt, ndim, shape);
   if (!t) goto done;
   size_t want = lab_nbytes(t);
-  if (fread(lab_data(t), 1, want, fp) != want) {
+  if (want > 0 && fread(lab_data(t), 1, want, fp) != want) {
     lab_fail("load_npy", "%s: data is shorter than the %zu bytes its header promises", path, want);
     lab_tensor_release(t);
     t = NULL;
@@ -161,7 +161,8 @@ int lab_npy_save(lab_tensor *t, const char *path) {
   int ok = fwrite(pre, 1, 10, fp) == 10 && fwrite(dict, 1, (size_t)n, fp) == (size_t)n;
   for (int i = 0; ok && i < pad; i++) ok = fputc(' ', fp) != EOF;
   ok = ok && fputc('\n', fp) != EOF;
-  ok = ok && fwrite(lab_data(c), 1, lab_nbytes(c), fp) == lab_nbytes(c);
+  /* an empty tensor has no data pointer, and fwrite(NULL, ..) is undefined even for 0 bytes */
+  ok = ok && (lab_nbytes(c) == 0 || fwrite(lab_data(c), 1, lab_nbytes(c), fp) == lab_nbytes(c));
   ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
   ok = (fclose(fp) == 0) && ok;
   lab_tensor_release(c);
