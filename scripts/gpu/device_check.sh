@@ -69,4 +69,12 @@ step "benchmarks: GPT-2 124M training tokens/s (lab vs PyTorch eager)"
 timeout 120 build-gpu/llmlab scripts/bench/gpu_gpt2.lua | tee "$OUT/gpt2_lab.txt"
 timeout 90 python3 scripts/bench/gpu_gpt2_torch.py | tee "$OUT/gpt2_torch.txt"
 
+step "collectives on the GPU: NCCL at a world of 1, MPI staging at 2 ranks on one GPU (nccl-tests' table)"
+for op in all_reduce all_gather reduce_scatter; do
+  timeout 30 build-gpu/llmlab scripts/bench/collectives.lua op=$op b=8 e=256M f=4 d=bf16 device=cuda | tee "$OUT/coll_nccl_$op.txt"
+done
+timeout 45 build-gpu/llmlab -n 2 scripts/bench/collectives.lua op=all_reduce b=8 e=64M f=8 d=bf16 device=cuda \
+  | tee "$OUT/coll_staged_all_reduce.txt"
+timeout 45 build-gpu/llmlab -n 2 scripts/labs/11_collective_bench.lua | tail -25 | tee "$OUT/lab11.txt"
+
 step "done in $((SECONDS - START)) s; results in $OUT"
