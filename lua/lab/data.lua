@@ -115,6 +115,53 @@ function data.add_task(n)
     end
     return lab.tensor(ids), lab.tensor(tg)
   end
+
+  -- For post-training (lab.posttrain): the prompt "a+b=" (2n + 2 tokens) and the answer
+  -- (n + 1 tokens, least significant digit first), whose correctness is known exactly.
+  task.prompt_len, task.answer_len = 2 * n + 2, n + 1
+  -- the right answer (a list of 0-based tokens) to a prompt (a list of at least 2n + 2 tokens)
+  function task.answer(prompt)
+    local out, carry = {}, 0
+    for i = n, 1, -1 do
+      local s = prompt[i] + prompt[n + 1 + i] + carry
+      out[#out + 1] = s % 10
+      carry = s // 10
+    end
+    out[#out + 1] = carry
+    return out
+  end
+  -- B prompts [B, 2n + 2] (i64)
+  function task.prompts(B)
+    local ids = task.batch(B)
+    return ids:narrow(2, 1, task.prompt_len):contiguous()
+  end
+  -- the verifiable reward: 1 for the exact answer, 0 otherwise
+  function task.reward(prompt, completion)
+    local want = task.answer(prompt)
+    for i = 1, #want do
+      if completion[i] ~= want[i] then return 0 end
+    end
+    return 1
+  end
+  -- preference pairs of whole sequences [B, 3n + 3]: chosen ends in the right answer,
+  -- rejected in the right answer with one digit replaced by another (a near miss)
+  function task.preference_pairs(B)
+    local prompts = task.prompts(B):tolist()
+    local pos = lab.randint(1, n + 2, { B }):tolist()  -- which answer digit is wrong
+    local delta = lab.randint(1, 10, { B }):tolist()   -- by how much (mod 10, never 0)
+    local chosen, rejected = {}, {}
+    for b, p in ipairs(prompts) do
+      local right = task.answer(p)
+      local c, r = {}, {}
+      for i = 1, #p do c[i], r[i] = p[i], p[i] end
+      for i, d in ipairs(right) do
+        c[#p + i] = d
+        r[#p + i] = i == pos[b] and (d + delta[b]) % 10 or d
+      end
+      chosen[b], rejected[b] = c, r
+    end
+    return { chosen = lab.tensor(chosen), rejected = lab.tensor(rejected), prompt_len = task.prompt_len }
+  end
   return task
 end
 
