@@ -4,6 +4,10 @@
 -- tensor-parallel GPT generates what the plain one does, and mistakes are named.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
+-- models of a few thousand parameters: one thread does their ops faster than two, and
+-- OpenMP's spinning waits make two threads ~30x slower on a loaded machine (measured: a
+-- forward of this file's GPT took 59 ms with 2 threads under load, 2 ms with 1)
+lab.set_threads(1)
 local rank = lab.dist.rank()
 
 local cfg = { vocab = 12, d_model = 16, n_layer = 2, n_head = 4, seq_len = 8, tied = false }

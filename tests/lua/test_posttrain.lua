@@ -4,6 +4,10 @@
 -- reward margin and preference accuracy rise, GRPO's mean reward on held-out prompts rises.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
+-- models of a few thousand parameters: one thread does their ops faster than two, and
+-- OpenMP's spinning waits make two threads ~30x slower on a loaded machine (measured: a
+-- forward of this file's GPT took 59 ms with 2 threads under load, 2 ms with 1)
+lab.set_threads(1)
 local rank, world = lab.dist.rank(), lab.dist.world()
 local P = lab.posttrain
 local DPO_STEPS, GRPO_STEPS = 60, 60
