@@ -87,10 +87,12 @@ void lab_rand_normal_f32(uint64_t seed, uint64_t offset, float *out, int64_t n, 
 
 void lab_rand_int(uint64_t seed, uint64_t offset, int64_t *out, int64_t n, int64_t lo,
                   int64_t hi) {
-  uint64_t range = (uint64_t)(hi - lo);
+  /* in unsigned arithmetic: hi - lo overflows int64 for ranges wider than 2^63 (found by
+   * tests/fuzz: randint(-1, math.maxinteger)) */
+  uint64_t range = (uint64_t)hi - (uint64_t)lo;
   _Pragma("omp parallel for schedule(static)")
   for (int64_t i = 0; i < n; i++) {
     uint64_t a = draw32(seed, offset + 2 * (uint64_t)i), b = draw32(seed, offset + 2 * (uint64_t)i + 1);
-    out[i] = lo + (int64_t)(((a << 32) | b) % range);
+    out[i] = (int64_t)((uint64_t)lo + ((a << 32) | b) % range);
   }
 }
