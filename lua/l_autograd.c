@@ -103,6 +103,7 @@ static void free_callback(void *p) {
 static int run_hook(void *ctx, lab_tensor *grad, lab_tensor **replace) {
   lua_callback *cb = ctx;
   lua_State *L = cb->L;
+  if (!lua_checkstack(L, 8)) return lab_fail("hook", "Lua stack overflow");
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->ref);
   lab_tensor_retain(grad);
   ll_push_tensor(L, grad);
@@ -157,6 +158,7 @@ static int run_post_callback(void *ctx, lab_tensor *grad, lab_tensor **replace) 
   (void)replace;
   lua_post_callback *cb = ctx;
   lua_State *L = cb->L;
+  if (!lua_checkstack(L, 12)) return lab_fail("hook", "Lua stack overflow");
   int top = lua_gettop(L), nargs = 0;
   if (cb->fn_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->fn_ref);
@@ -187,7 +189,7 @@ static int run_post_callback(void *ctx, lab_tensor *grad, lab_tensor **replace) 
 static lua_post_callback *new_post_callback(lua_State *L, int fn_idx) {
   lua_post_callback *cb = malloc(sizeof *cb);
   if (!cb) return NULL;
-  cb->L = L;
+  cb->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
   cb->slot = 0;
   lua_pushvalue(L, fn_idx);
   cb->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -201,7 +203,7 @@ static int m_register_post_hook(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_post_callback *cb = malloc(sizeof *cb);
   if (!cb) return ll_error(L, "register_post_accumulate_grad_hook: out of memory");
-  cb->L = L;
+  cb->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
   cb->fn_ref = LUA_NOREF;
   cb->slot = next_post_slot++;
   weak_table(L, POST_PARAMS, "v");
@@ -250,7 +252,7 @@ static int m_register_hook(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_callback *cb = malloc(sizeof *cb);
   if (!cb) return ll_error(L, "register_hook: out of memory");
-  cb->L = L;
+  cb->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
   lua_pushvalue(L, 2);
   cb->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   int id = lab_register_hook(t, run_hook, cb, free_callback);
@@ -400,6 +402,7 @@ static void free_function_node(void *p) {
 static int function_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lua_function_node *f = n->ctx;
   lua_State *L = f->L;
+  if (!lua_checkstack(L, 8 + f->nin)) return lab_fail("autograd.Function backward", "Lua stack overflow");
   int top = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, f->fn_ref);
   lua_getfield(L, -1, "backward");
@@ -469,7 +472,7 @@ static int function_apply(lua_State *L) {
     lab_tensor_release(res);
     return ll_error(L, "autograd.Function: out of memory");
   }
-  f->L = L;
+  f->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
   f->nin = nargs;
   lua_pushvalue(L, 1);
   f->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);

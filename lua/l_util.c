@@ -11,6 +11,13 @@
 
 int ll_rank(void) { return lab_ctl_rank(); }
 
+lua_State *ll_main_state(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return main;
+}
+
 int ll_error(lua_State *L, const char *fmt, ...) {
   char msg[2048];
   va_list ap;

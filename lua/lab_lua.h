@@ -63,6 +63,11 @@ struct lab_group *ll_opt_group(lua_State *L, int opts);
  * buffer left on the Lua stack; NULL when absent */
 const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct lab_group *g);
 
+/* The main thread of L's state. C callbacks that outlive the call registering them (hooks,
+ * autograd.Function nodes) keep this one: a coroutine's lua_State is freed when the
+ * coroutine is collected, and a backward run later would use freed memory. */
+lua_State *ll_main_state(lua_State *L);
+
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */
 void ll_register_creation(lua_State *L);    /* into table at -1 */

@@ -29,6 +29,12 @@ typedef struct lab_hook {
 typedef struct {
   lab_node *node;   /* the node that produced this input, or */
   lab_tensor *leaf; /* the leaf that requires grad (retained), or neither */
+  /* the input as it was recorded: every gradient sent along this edge must have its shape
+   * and device (the engine checks what backward functions and hooks return) */
+  int ndim;
+  int64_t shape[LAB_MAX_DIMS];
+  lab_dtype dtype;
+  lab_device device;
 } lab_edge;
 
 #define LAB_NODE_SAVED 6

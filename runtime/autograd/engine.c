@@ -1,6 +1,7 @@
 /* The autograd engine: nodes, edges, hooks and the backward pass (Kahn's algorithm over
  * the nodes reachable from the root, so each node runs once, after every node that feeds
  * it gradient). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,10 @@ lab_node *lab_node_new(const char *name, lab_backward_fn fn, int n, lab_tensor *
       lab_tensor_retain(t);
     }
     if (i < 8) node->in_dtype[i] = t->dtype;
+    edges[i].ndim = t->ndim;
+    memcpy(edges[i].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    edges[i].dtype = t->dtype;
+    edges[i].device = lab_device_of(t);
   }
   return node;
 }
@@ -262,12 +267,39 @@ int lab_remove_hook(lab_tensor *t, int id) {
   return 0;
 }
 
-/* Runs hooks on *g, replacing it with what they return. */
-static int run_hooks(lab_hook *h, lab_tensor **g) {
+/* A gradient entering the engine from user code (a hook's replacement, an
+ * autograd.Function's backward) must fit what it flows into: the kernels downstream trust
+ * shapes (a hook returning ones(1) on a layer_norm output overflowed a heap buffer). The
+ * shape and device must be the input's; the dtype floating point (the engine keeps a
+ * gradient's float type; a leaf's .grad is stored in the leaf's dtype). `who` says where
+ * the gradient came from: "hook on layer_norm", "Function backward (input 2)". */
+static int check_grad(const char *who, const lab_tensor *g, int ndim, const int64_t *shape, lab_device dev) {
+  char a[128], b[128];
+  if (g->ndim != ndim || memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) != 0)
+    return lab_fail("backward", "%s returned a gradient of shape %s, expected %s", who, lab_shape_str(g, a, sizeof a),
+                    lab_dims_str(ndim, shape, b, sizeof b));
+  if (!lab_dtype_is_float(g->dtype))
+    return lab_fail("backward", "%s returned a gradient of dtype %s, expected a floating dtype", who,
+                    lab_dtype_name(g->dtype));
+  if (!lab_device_eq(lab_device_of(g), dev))
+    return lab_fail("backward", "%s returned a gradient on %s, expected %s", who,
+                    lab_device_str(lab_device_of(g), a, sizeof a), lab_device_str(dev, b, sizeof b));
+  return 0;
+}
+
+/* Runs hooks on *g, replacing it with what they return; `on` names the tensor ("layer_norm":
+ * the op that made it, or "a leaf"). */
+static int run_hooks(lab_hook *h, lab_tensor **g, const char *on) {
   for (; h; h = h->next) {
     lab_tensor *rep = NULL;
     if (h->fn(h->ctx, *g, &rep) < 0) return -1;
     if (rep) {
+      char who[96];
+      snprintf(who, sizeof who, "hook on %s", on);
+      if (check_grad(who, rep, (*g)->ndim, (*g)->shape, lab_device_of(*g)) < 0) {
+        lab_tensor_release(rep);
+        return -1;
+      }
       lab_tensor_release(*g);
       *g = rep;
     }
@@ -314,7 +346,7 @@ static int run_post_hooks(lab_tensor *leaf) {
 
 /* Stores into a leaf's .grad: a private contiguous tensor of the leaf's dtype and shape. */
 static int accumulate_leaf(lab_tensor *leaf, lab_tensor *g) {
-  if (run_hooks(leaf->ag->hooks, &g) < 0) {
+  if (run_hooks(leaf->ag->hooks, &g, "a leaf tensor") < 0) {
     lab_tensor_release(g);
     return -1;
   }
@@ -461,7 +493,7 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
                     "freed; pass {retain_graph=true} to the first backward", x->name);
       break;
     }
-    if (run_hooks(x->hooks, &gout) < 0) {
+    if (run_hooks(x->hooks, &gout, x->name) < 0) {
       lab_tensor_release(gout);
       rc = -1;
       break;
@@ -479,6 +511,11 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
       lab_edge *e = &x->next[i];
       lab_tensor *gi = gin[i];
       gin[i] = NULL;
+      if (rc == 0 && gi && (e->leaf || e->node)) {
+        char who[96];
+        snprintf(who, sizeof who, "%s backward (input %d)", x->name, i + 1);
+        rc = check_grad(who, gi, e->ndim, e->shape, e->device);
+      }
       if (rc == 0 && e->leaf) {
         if (gi) rc = accumulate_leaf(e->leaf, gi);
         if (rc == 0) rc = leaf_delivered(e->leaf);
