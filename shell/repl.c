@@ -117,6 +117,18 @@ static lab_group *group_for(const char *spec, int in_target) {
   return g;
 }
 
+/* When recovery gave up on a group, every rank forgets every target group (a non-member
+ * cannot tell which one was lost, and all must make the next one together); they are made
+ * again when next used, so an error never names a group the user did not make. The old
+ * groups stay registered: a communicator with abandoned requests is never freed. */
+static void forget_targets(void) {
+  while (targets) {
+    target_group *t = targets;
+    targets = t->next;
+    free(t);
+  }
+}
+
 /* ---- interrupting ---- */
 
 /* every 1000 instructions: stop on Ctrl-C, and tell the board where we are */
@@ -126,6 +138,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     lua_sethook(L, NULL, 0, 0);
     luaL_error(L, "interrupted!");
   }
+  stepper_pause_if_asked(L); /* another rank stopped in the stepper: join it */
   lua_Debug d;
   if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d) && d.currentline > 0) {
     char site[128];
@@ -289,14 +302,16 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   int captured = 0;
   int64_t out_len = 0;
   char *out = NULL;
+  /* rank 0 watches the keyboard until every rank is done, targeted or not */
+  running = 1;
+  start_watching();
+  stepper_arm(L);
   if (!ok) {
     if (rank == 0) err = strdup(perr);
   } else if (mine) {
     captured = capture_begin(&cap) == 0;
     lab_dist_set_default(g);
     lab_board_set(LAB_RUNNING, "", "");
-    running = 1;
-    start_watching();
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
     if (kind == RUN_CHUNK) {
       session_run_chunk(L, text, strlen(text), "=stdin", 1, 0, &err);
@@ -304,20 +319,27 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
       stepper_run_script(L, text, 0, &err);
     }
     lua_sethook(L, NULL, 0, 0);
-    stop_watching();
-    running = 0;
     lab_dist_set_default(NULL);
     lab_board_set(LAB_IDLE, "", "");
     if (captured) out = capture_end(&cap, &out_len);
   }
+  /* a rank that is done still joins the pauses of a rank stopped in the stepper */
+  lab_ctl_wait_all_done(stepper_answer_pauses);
+  stepper_disarm();
+  stop_watching();
+  running = 0;
   repl_report(out, out_len, err);
   free(out);
   free(err);
   free(member);
   /* everyone is here: forget the Ctrl-C, and rebuild what an abandoned collective broke */
   if (rank == 0) lab_board_clear_interrupt();
-  if (lab_dist_recover() && rank == 0)
+  int recovered = lab_dist_recover();
+  if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
+  if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
     fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
+  if (rank == 0 && (recovered & LAB_RECOVERED_GROUP_LOST))
+    fprintf(term.out, "(a group with an abandoned collective could not be repaired and stays unusable)\n");
 }
 
 /* :who: each rank's host, pid, device and threads, grouped */

@@ -200,6 +200,8 @@ static void delete_breakpoints(const char *arg) {
   }
 }
 
+static void line_hook(lua_State *L, lua_Debug *ar);
+
 /* Every rank: one pause. `where` describes a rank paused inside a collective wait. */
 static void pause_protocol(lua_State *L, const char *where) {
   lab_board_raise_pause();
@@ -278,6 +280,10 @@ static void pause_protocol(lua_State *L, const char *where) {
   if (st.mode == MODE_QUIT) {
     lua_sethook(L, NULL, 0, 0);
     if (!where) luaL_error(L, "stepper: quit");
+  } else if (!st.active && st.mode != MODE_CONTINUE) {
+    /* a rank that joined the pause from the REPL's hook or a wait steps from now on too */
+    st.active = 1;
+    lua_sethook(L, line_hook, LUA_MASKLINE, 0);
   }
 }
 
@@ -322,8 +328,33 @@ static void answer_pauses_when_done(void) {
   if (lab_board_pause_pending() && st.mode != MODE_QUIT) pause_protocol(st.L, "(finished the script)");
 }
 
-static void wait_handler(const char *where) {
-  if (st.active) pause_protocol(st.L, where);
+/* a rank waiting in a collective joins the pause; after q it stops waiting */
+static int wait_handler(const char *where) {
+  if (!st.L) return 0;
+  pause_protocol(st.L, where);
+  return st.mode == MODE_QUIT;
+}
+
+void stepper_arm(lua_State *L) {
+  st.L = L;
+  st.mode = MODE_CONTINUE;
+  lab_board_set_pause_handler(wait_handler);
+}
+
+void stepper_disarm(void) {
+  if (st.L) lua_sethook(st.L, NULL, 0, 0);
+  st.active = 0;
+  st.mode = MODE_CONTINUE;
+  st.L = NULL;
+  lab_board_set_pause_handler(NULL);
+}
+
+void stepper_pause_if_asked(lua_State *L) {
+  if (st.L && lab_board_pause_pending()) pause_protocol(L, NULL);
+}
+
+void stepper_answer_pauses(void) {
+  if (st.L && lab_board_pause_pending() && st.mode != MODE_QUIT) pause_protocol(st.L, "(finished the chunk)");
 }
 
 /* lab.breakpoint(): every rank that calls it stops here (the others at their next line) */

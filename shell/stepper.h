@@ -19,6 +19,14 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
 /* :step / --step: the whole session on every rank, ending with every rank's outcome. */
 void stepper_session(lua_State *L, const char *cmdline, FILE *out);
 
+/* While a REPL chunk runs, every rank is armed: when one rank stops (lab.breakpoint()), the
+ * others join the pause from a collective wait, from the REPL's hook (stepper_pause_if_asked)
+ * or, once done with the chunk, while they wait for the rest (stepper_answer_pauses). */
+void stepper_arm(lua_State *L);
+void stepper_disarm(void);
+void stepper_pause_if_asked(lua_State *L);
+void stepper_answer_pauses(void);
+
 /* registers lab.breakpoint() */
 void stepper_register(lua_State *L);
 

@@ -107,6 +107,4 @@ void lab_board_set_pause_handler(lab_pause_fn fn) { pause_fn = fn; }
 void lab_board_set_served(int epoch) { served_epoch = epoch; }
 int lab_board_served(void) { return served_epoch; }
 int lab_board_pause_pending(void) { return pause_fn && lab_board_pause_epoch() > served_epoch; }
-void lab_board_pause_now(const char *where) {
-  if (pause_fn) pause_fn(where);
-}
+int lab_board_pause_now(const char *where) { return pause_fn ? pause_fn(where) : 0; }

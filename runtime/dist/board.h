@@ -24,14 +24,15 @@ void lab_board_clear_interrupt(void);
 /* The debugger's pause: a rank that stops raises the epoch; every other rank stops at its
  * next line, or, if it is waiting in a collective, from inside the wait (the handler runs
  * the debugger's exchange there). served is the epoch this rank has already answered. */
-typedef void (*lab_pause_fn)(const char *where);
+/* returns nonzero when the wait must be given up (the stepper quit) */
+typedef int (*lab_pause_fn)(const char *where);
 int lab_board_pause_epoch(void);
 void lab_board_raise_pause(void);
 void lab_board_set_pause_handler(lab_pause_fn fn); /* NULL: no debugger */
 void lab_board_set_served(int epoch);
 int lab_board_served(void);
 int lab_board_pause_pending(void);
-void lab_board_pause_now(const char *where);
+int lab_board_pause_now(const char *where);
 
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);

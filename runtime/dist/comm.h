@@ -54,6 +54,11 @@ typedef struct lab_comm_backend {
    * old one, whose pending requests are left to it (never freed under them). Every member
    * calls it at the same point (recovery, between REPL chunks). */
   int (*rebuild)(lab_group *g);
+  /* Between REPL chunks, on every rank at the same point: complete the requests that guarded
+   * waits abandoned on this backend's groups (ranks that never arrived post matching calls),
+   * so that their buffers can be freed; rebuild or give up groups where that is impossible.
+   * Returns the mask of dist.h's lab_dist_recover. Optional (NULL: only rebuild the world). */
+  int (*recover)(void);
 } lab_comm_backend;
 
 #endif

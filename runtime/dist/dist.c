@@ -13,6 +13,7 @@
 #include "board.h"
 #include "control.h"
 #include "devcomm.h"
+#include "held.h"
 
 #define MAX_GROUPS 256
 
@@ -154,8 +155,9 @@ void lab_dist_reset_stats(void) {
 
 static int member_check(const char *op, lab_group *g) {
   if (g->poisoned)
-    return lab_fail(op, "%s is unusable: a collective on it was abandoned (interrupted or timed out) while other ranks "
-                    "were elsewhere%s", g->name, g->id == 0 ? "; the REPL rebuilds it before the next chunk" : "; create the group again");
+    return lab_fail(op, "%s is unusable: a collective on it was abandoned (interrupted, timed out or quit) while "
+                    "other ranks were elsewhere; the REPL repairs it before the next chunk, and a group still "
+                    "unusable after that must be created again", g->name);
   if (g->rank >= 0) return 0;
   return lab_fail(op, "this rank is not a member of %s", g->name);
 }
@@ -203,19 +205,21 @@ static void set_activity(const char *op, lab_tensor *t, lab_group *g);
 static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t count, int redop, int root) {
   if (!checked || op == LAB_OP_SEND || op == LAB_OP_RECV) return 0;
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site); /* waiting here counts as being in it */
-  fingerprint mine;
-  memset(&mine, 0, sizeof mine);
-  mine.op = op;
-  mine.dtype = dt;
-  mine.count = count;
-  mine.redop = redop;
-  mine.root = root;
-  snprintf(mine.site, sizeof mine.site, "%s", call_site);
-  snprintf(mine.traceback, sizeof mine.traceback, "%s", call_traceback);
-  fingerprint *all = calloc((size_t)g->size, sizeof *all);
-  if (!all) return lab_fail(lab_coll_name(op), "out of memory");
-  if (g->backend->exchange(g, &mine, all, (int)sizeof mine) < 0) {
-    free(all);
+  /* mine and every rank's in one block, which an abandoned exchange keeps (held.h) */
+  fingerprint *block = calloc((size_t)g->size + 1, sizeof *block);
+  if (!block) return lab_fail(lab_coll_name(op), "out of memory");
+  fingerprint *mine = block, *all = block + 1;
+  mine->op = op;
+  mine->dtype = dt;
+  mine->count = count;
+  mine->redop = redop;
+  mine->root = root;
+  snprintf(mine->site, sizeof mine->site, "%s", call_site);
+  snprintf(mine->traceback, sizeof mine->traceback, "%s", call_traceback);
+  int64_t abandoned = lab_dist_abandoned_count();
+  if (g->backend->exchange(g, mine, all, (int)sizeof *mine) < 0) {
+    if (lab_dist_abandoned_count() != abandoned) lab_dist_hold_memory(block);
+    else free(block);
     return -1;
   }
   int same = 1;
@@ -234,10 +238,10 @@ static int check_agreement(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t c
         break;
       }
     }
-    free(all);
+    free(block);
     return lab_fail(lab_coll_name(op), "%s", msg);
   }
-  free(all);
+  free(block);
   return 0;
 }
 
@@ -327,6 +331,16 @@ void lab_work_free(lab_work *w) {
   free(w);
 }
 
+/* A blocking call whose wait was given up leaves its request to recovery: the tensors it
+ * reads and writes stay alive until then. Returns -1. */
+static int hold_if_abandoned(int64_t before, lab_tensor *a, lab_tensor *b) {
+  if (lab_dist_abandoned_count() != before) {
+    lab_dist_hold_tensor(a);
+    lab_dist_hold_tensor(b);
+  }
+  return -1;
+}
+
 /* Blocking when work is NULL; otherwise wraps the request of bg (the group whose backend runs
  * the call: the user's group, or its device group for NCCL). */
 #define LAUNCH(bg, work, k0, k1, avg, CALL)                                                     \
@@ -334,11 +348,12 @@ void lab_work_free(lab_work *w) {
     lab_backend_work *bw_ = NULL;                                                              \
     lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
     double t0_ = lab_now(), c0_ = lab_cpu_seconds();                                           \
+    int64_t abandoned_ = lab_dist_abandoned_count();                                           \
     lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);                                     \
     int rc_ = (CALL);                                                                          \
     lab_board_set(LAB_RUNNING, "", call_site);                                                 \
     comm_add(t0_, c0_);                                                                        \
-    if (rc_ < 0) return -1;                                                                    \
+    if (rc_ < 0) return hold_if_abandoned(abandoned_, k0, k1);                                 \
     if (work) return start(bg, bw_, work, k0, k1, avg);                                        \
     if ((avg) > 0) return finish_avg(k0, avg);                                                 \
     return 0;                                                                                  \
@@ -604,7 +619,13 @@ static int splits_agree(const char *op, lab_group *g, const int64_t *in_splits, 
   }
   memcpy(mine, in_splits, sizeof(int64_t) * (size_t)n);
   memcpy(mine + n, out_splits, sizeof(int64_t) * (size_t)n);
+  int64_t abandoned = lab_dist_abandoned_count();
   int rc = g->backend->exchange(g, mine, all, (int)(sizeof(int64_t) * 2 * (size_t)n));
+  if (rc < 0 && lab_dist_abandoned_count() != abandoned) {
+    lab_dist_hold_memory(mine);
+    lab_dist_hold_memory(all);
+    return -1;
+  }
   for (int i = 0; rc == 0 && i < n; i++)
     for (int j = 0; rc == 0 && j < n; j++) {
       int64_t sends = all[(size_t)i * 2 * n + j], expects = all[(size_t)j * 2 * n + n + i];
@@ -686,11 +707,12 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   double t0 = lab_now(), c0 = lab_cpu_seconds();
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   lab_group *bg = backend_group(g, path);
+  int64_t abandoned = lab_dist_abandoned_count();
   int rc = bg ? bg->backend->all_to_all_v(bg, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL) : -1;
   lab_board_set(LAB_RUNNING, "", call_site);
   comm_add(t0, c0);
   free(v); /* the backend copied the counts it needs to keep */
-  if (rc < 0) return -1;
+  if (rc < 0) return hold_if_abandoned(abandoned, out, in);
   return work ? start(bg, bw, work, out, in, 0) : 0;
 }
 

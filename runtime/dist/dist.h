@@ -82,8 +82,16 @@ void lab_dist_set_traceback(const char *traceback);
 void lab_dist_set_guarded(int on);
 int lab_dist_guarded(void);
 /* After an abandoned collective every rank must call this at the same point (the REPL does,
- * between chunks): the world group gets a fresh communicator; other groups that were
- * poisoned stay unusable. Returns 1 if anything was rebuilt. */
+ * between chunks): the ranks that never arrived post matching operations so that every
+ * abandoned request completes before its buffers are freed, and the groups keep working.
+ * Where that is impossible the world gets fresh communicators and another group stays
+ * unusable (its error names it). Returns 0 when there was nothing to do, else a mask that is
+ * the same on every rank: */
+enum {
+  LAB_RECOVERED_COMPLETED = 1, /* recovery ran (abandoned requests completed where possible) */
+  LAB_RECOVERED_NEW_WORLD = 2, /* the world's communicators had to be replaced */
+  LAB_RECOVERED_GROUP_LOST = 4 /* some other group had to be given up: it stays unusable */
+};
 int lab_dist_recover(void);
 
 /* New groups: every rank of `parent` must call these, members or not. */

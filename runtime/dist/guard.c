@@ -38,7 +38,10 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
     if (lab_board_pause_pending()) { /* the debugger stopped another rank: join it from here */
       char where[200];
       snprintf(where, sizeof where, "waiting in %s on %s", op, g->name);
-      lab_board_pause_now(where);
+      if (lab_board_pause_now(where)) { /* the stepper quit: stop waiting */
+        lab_group_poison(g);
+        return lab_fail(op, "stepper: quit while waiting for the other ranks of %s", g->name);
+      }
       t0 = lab_now(); /* time spent paused is not the collective's fault */
     }
     if (lab_now() - t0 > 0.01) nanosleep(&nap, NULL); /* after 10 ms, stop burning the core */

@@ -12,12 +12,9 @@
 #include "comm.h"
 #include "dist.h"
 #include "guard.h"
+#include "held.h"
 #include "mpi_backend.h"
-
-typedef struct {
-  MPI_Comm comm;  /* user collectives */
-  MPI_Comm check; /* fingerprints of checked mode */
-} mpi_group;
+#include "mpi_group.h"
 
 struct lab_backend_work {
   MPI_Request req;
@@ -77,7 +74,22 @@ static MPI_Op mpi_op(lab_redop op, lab_dtype dt) {
   }
 }
 
-static MPI_Comm comm_of(lab_group *g) { return ((mpi_group *)g->impl)->comm; }
+MPI_Datatype lab_mpi_type(int dtype) { return mpi_type((lab_dtype)dtype); }
+MPI_Op lab_mpi_op(int redop, int dtype) { return mpi_op((lab_redop)redop, (lab_dtype)dtype); }
+
+static MPI_Comm comm_of(lab_group *g) { return ((mpi_group *)g->impl)->ch[LAB_CH_DATA].comm; }
+
+int64_t lab_mpi_record(lab_group *g, int ch, int kind, int dtype, int redop, int root, int64_t count) {
+  lab_channel *c = &((mpi_group *)g->impl)->ch[ch];
+  int64_t seq = c->posted++;
+  c->recent[seq % LAB_POST_HISTORY] = (lab_post){.kind = kind, .dtype = dtype, .redop = redop, .root = root, .count = count};
+  return seq;
+}
+
+/* a collective on the data channel: numbered, and described for recovery */
+static lab_abandon_info data_post(lab_group *g, lab_coll_op kind, lab_dtype dt, int redop, int root, int64_t count) {
+  return (lab_abandon_info){.ch = LAB_CH_DATA, .seq = lab_mpi_record(g, LAB_CH_DATA, kind, dt, redop, root, count)};
+}
 
 static int count_check(const char *op, int64_t count) {
   if (count > 0x7fffffff) return lab_fail(op, "%lld elements exceed MPI's int count", (long long)count);
@@ -103,18 +115,26 @@ static int mpi_test_fn(void *ctx, int *done) {
   return rc == MPI_SUCCESS ? 0 : mpi_fail("wait", rc);
 }
 
-static int guarded_wait(lab_group *g, MPI_Request *req, const char *op, MPI_Status *st) {
-  return lab_guard_wait(g, op, mpi_test_fn, &(mpi_poll){req, st});
+/* A wait that gives up (Ctrl-C, watchdog, stepper quit) does not drop its request: it goes to
+ * recovery (mpi_recover.c), which completes it before its buffers are freed (held.h). */
+static int guarded_wait(lab_group *g, MPI_Request *req, const char *op, MPI_Status *st, const lab_abandon_info *info) {
+  if (lab_guard_wait(g, op, mpi_test_fn, &(mpi_poll){req, st}) == 0) return 0;
+  if (*req != MPI_REQUEST_NULL) {
+    lab_mpi_abandon(g, *req, info);
+    lab_dist_note_abandoned();
+  }
+  return -1;
 }
 
-#define CALL(opname, work, BLOCKING, NONBLOCKING)                                              \
+#define CALL(opname, info, work, BLOCKING, NONBLOCKING)                                        \
   do {                                                                                         \
     int rc_;                                                                                   \
+    lab_abandon_info info_ = (info);                                                           \
     if (!(work) && lab_dist_guarded()) {                                                       \
       MPI_Request guarded_req_;                                                                \
       MPI_Request *req = &guarded_req_;                                                        \
       rc_ = (NONBLOCKING);                                                                     \
-      if (rc_ == MPI_SUCCESS) return guarded_wait(g, req, opname, MPI_STATUS_IGNORE);          \
+      if (rc_ == MPI_SUCCESS) return guarded_wait(g, req, opname, MPI_STATUS_IGNORE, &info_);  \
     } else if (!(work)) {                                                                      \
       rc_ = (BLOCKING);                                                                        \
     } else {                                                                                   \
@@ -134,14 +154,14 @@ static int m_all_reduce(lab_group *g, const void *send, void *recv, int64_t coun
                         lab_redop op, lab_backend_work **work) {
   if (count_check("all_reduce", count) < 0) return -1;
   const void *s = in_place(send, recv);
-  CALL("all_reduce", work, MPI_Allreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g)),
+  CALL("all_reduce", data_post(g, LAB_OP_ALL_REDUCE, dt, op, -1, count), work, MPI_Allreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g)),
        MPI_Iallreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g), req));
 }
 
 static int m_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root,
                        lab_backend_work **work) {
   if (count_check("broadcast", count) < 0) return -1;
-  CALL("broadcast", work, MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(g)),
+  CALL("broadcast", data_post(g, LAB_OP_BROADCAST, dt, -1, root, count), work, MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(g)),
        MPI_Ibcast(buf, (int)count, mpi_type(dt), root, comm_of(g), req));
 }
 
@@ -151,7 +171,7 @@ static int m_reduce(lab_group *g, const void *send, void *recv, int64_t count, l
   /* MPI_IN_PLACE is only valid at the root */
   const void *s = g->rank == root ? in_place(send, recv) : send;
   void *r = g->rank == root ? recv : NULL;
-  CALL("reduce", work, MPI_Reduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g)),
+  CALL("reduce", data_post(g, LAB_OP_REDUCE, dt, op, root, count), work, MPI_Reduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g)),
        MPI_Ireduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g), req));
 }
 
@@ -159,7 +179,7 @@ static int m_all_gather(lab_group *g, const void *send, void *recv, int64_t coun
                         lab_backend_work **work) {
   if (count_check("all_gather", count * g->size) < 0) return -1;
   MPI_Datatype t = mpi_type(dt);
-  CALL("all_gather", work, MPI_Allgather(send, (int)count, t, recv, (int)count, t, comm_of(g)),
+  CALL("all_gather", data_post(g, LAB_OP_ALL_GATHER, dt, -1, -1, count), work, MPI_Allgather(send, (int)count, t, recv, (int)count, t, comm_of(g)),
        MPI_Iallgather(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
 }
 
@@ -167,7 +187,7 @@ static int m_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t 
                             lab_dtype dt, lab_redop op, lab_backend_work **work) {
   if (count_check("reduce_scatter", count * g->size) < 0) return -1;
   MPI_Datatype t = mpi_type(dt);
-  CALL("reduce_scatter", work,
+  CALL("reduce_scatter", data_post(g, LAB_OP_REDUCE_SCATTER, dt, op, -1, count), work,
        MPI_Reduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g)),
        MPI_Ireduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g), req));
 }
@@ -176,7 +196,7 @@ static int m_all_to_all(lab_group *g, const void *send, void *recv, int64_t coun
                         lab_backend_work **work) {
   if (count_check("all_to_all", count * g->size) < 0) return -1;
   MPI_Datatype t = mpi_type(dt);
-  CALL("all_to_all", work, MPI_Alltoall(send, (int)count, t, recv, (int)count, t, comm_of(g)),
+  CALL("all_to_all", data_post(g, LAB_OP_ALL_TO_ALL, dt, -1, -1, count), work, MPI_Alltoall(send, (int)count, t, recv, (int)count, t, comm_of(g)),
        MPI_Ialltoall(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
 }
 
@@ -202,6 +222,9 @@ static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_co
     rd[r] = (int)recv_displs[r];
   }
   MPI_Datatype t = mpi_type(dt);
+  /* a rank that never arrived cannot post a matching uneven all-to-all without the others'
+   * counts: recovery treats this one as unrepairable */
+  lab_abandon_info info = data_post(g, (lab_coll_op)LAB_POST_UNREPAIRABLE, dt, -1, -1, 0);
   int rc;
   if (!work && !lab_dist_guarded()) {
     rc = MPI_Alltoallv(send, sc, sd, t, recv, rc_, rd, t, comm_of(g));
@@ -215,7 +238,10 @@ static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_co
       free(v);
       return mpi_fail(op, rc);
     }
-    if (guarded_wait(g, &req, op, MPI_STATUS_IGNORE) < 0) return -1; /* v stays with the abandoned request */
+    if (guarded_wait(g, &req, op, MPI_STATUS_IGNORE, &info) < 0) {
+      lab_dist_hold_memory(v); /* MPI reads the counts until the abandoned request completes */
+      return -1;
+    }
     free(v);
     return 0;
   }
@@ -238,7 +264,7 @@ static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_co
 static int m_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   if (count_check("send", count) < 0) return -1;
-  CALL("send", work, MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g)),
+  CALL("send", ((lab_abandon_info){.ch = LAB_CH_DATA, .seq = -1, .is_send = 1}), work, MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g)),
        MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g), req));
 }
 
@@ -260,7 +286,8 @@ static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer
     MPI_Request req;
     int rc = MPI_Irecv(buf, (int)count, t, peer, tag, comm_of(g), &req);
     if (rc != MPI_SUCCESS) return mpi_fail("recv", rc);
-    if (guarded_wait(g, &req, "recv", &st) < 0) return -1;
+    lab_abandon_info info = {.ch = LAB_CH_DATA, .seq = -1, .is_send = 0};
+    if (guarded_wait(g, &req, "recv", &st, &info) < 0) return -1;
     return recv_count_check(&st, t, count);
   }
   if (!work) {
@@ -290,23 +317,26 @@ static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer
 }
 
 static int m_barrier(lab_group *g) {
+  lab_abandon_info info = data_post(g, LAB_OP_BARRIER, LAB_F32, -1, -1, 0);
   if (lab_dist_guarded()) {
     MPI_Request req;
     int rc = MPI_Ibarrier(comm_of(g), &req);
     if (rc != MPI_SUCCESS) return mpi_fail("barrier", rc);
-    return guarded_wait(g, &req, "barrier", MPI_STATUS_IGNORE);
+    return guarded_wait(g, &req, "barrier", MPI_STATUS_IGNORE, &info);
   }
   int rc = MPI_Barrier(comm_of(g));
   return rc == MPI_SUCCESS ? 0 : mpi_fail("barrier", rc);
 }
 
 static int m_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
-  MPI_Comm check = ((mpi_group *)g->impl)->check;
+  MPI_Comm check = ((mpi_group *)g->impl)->ch[LAB_CH_CHECK].comm;
+  lab_abandon_info info = {.ch = LAB_CH_CHECK,
+                           .seq = lab_mpi_record(g, LAB_CH_CHECK, LAB_POST_EXCHANGE, LAB_F32, -1, -1, nbytes)};
   if (lab_dist_guarded()) { /* a rank that skipped the collective must not hang the others here */
     MPI_Request req;
     int rc = MPI_Iallgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, check, &req);
     if (rc != MPI_SUCCESS) return mpi_fail("check", rc);
-    return guarded_wait(g, &req, "checking the collective on every rank", MPI_STATUS_IGNORE);
+    return guarded_wait(g, &req, "checking the collective on every rank", MPI_STATUS_IGNORE, &info);
   }
   int rc = MPI_Allgather(mine, nbytes, MPI_BYTE, all, nbytes, MPI_BYTE, check);
   return rc == MPI_SUCCESS ? 0 : mpi_fail("check", rc);
@@ -340,9 +370,9 @@ static int fill_group(lab_group *g, MPI_Comm comm) {
   mpi_group *mg = calloc(1, sizeof *mg);
   if (!mg) return lab_fail("group", "out of memory");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  mg->comm = comm;
-  MPI_Comm_dup(comm, &mg->check);
-  MPI_Comm_set_errhandler(mg->check, MPI_ERRORS_RETURN);
+  mg->ch[LAB_CH_DATA].comm = comm;
+  MPI_Comm_dup(comm, &mg->ch[LAB_CH_CHECK].comm);
+  MPI_Comm_set_errhandler(mg->ch[LAB_CH_CHECK].comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm, &g->rank);
   MPI_Comm_size(comm, &g->size);
   g->world_ranks = malloc(sizeof(int) * (size_t)g->size);
@@ -355,7 +385,18 @@ static int fill_group(lab_group *g, MPI_Comm comm) {
   return 0;
 }
 
+/* a key every member computes alike: the parent's key, how many splits of the parent came
+ * before (every member of the parent takes part in each), and the colour (FNV-1a mixing) */
+static uint64_t child_key(uint64_t parent, int64_t nth, int color) {
+  uint64_t h = 1469598103934665603ull, v[3] = {parent, (uint64_t)nth, (uint64_t)(int64_t)color};
+  for (int i = 0; i < 3; i++)
+    for (int b = 0; b < 8; b++) h = (h ^ ((v[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
 static int m_split(lab_group *g, int color, int key, lab_group *out) {
+  mpi_group *pg = g->impl;
+  int64_t nth = pg->splits++;
   MPI_Comm c;
   int rc = MPI_Comm_split(comm_of(g), color < 0 ? MPI_UNDEFINED : color, key, &c);
   if (rc != MPI_SUCCESS) return mpi_fail("new_group", rc);
@@ -366,14 +407,15 @@ static int m_split(lab_group *g, int color, int key, lab_group *out) {
     out->impl = NULL;
     return 0;
   }
-  return fill_group(out, c);
+  if (fill_group(out, c) < 0) return -1;
+  ((mpi_group *)out->impl)->key = child_key(pg->key, nth, color);
+  return 0;
 }
 
 static void m_free_group(lab_group *g) {
   mpi_group *mg = g->impl;
   if (!mg) return;
-  MPI_Comm_free(&mg->comm);
-  MPI_Comm_free(&mg->check);
+  for (int c = 0; c < LAB_NCH; c++) MPI_Comm_free(&mg->ch[c].comm);
   free(mg);
 }
 
@@ -394,8 +436,12 @@ static int m_rebuild(lab_group *g) {
   MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
   MPI_Comm_dup(fresh, &check);
   MPI_Comm_set_errhandler(check, MPI_ERRORS_RETURN);
-  mg->comm = fresh;
-  mg->check = check;
+  for (int c = 0; c < LAB_NCH; c++) { /* numbering starts again on the fresh communicators */
+    mg->ch[c].posted = 0;
+    memset(mg->ch[c].recent, 0, sizeof mg->ch[c].recent);
+  }
+  mg->ch[LAB_CH_DATA].comm = fresh;
+  mg->ch[LAB_CH_CHECK].comm = check;
   return 0;
 }
 
@@ -418,6 +464,7 @@ static const lab_comm_backend mpi_backend = {
     .split = m_split,
     .free_group = m_free_group,
     .rebuild = m_rebuild,
+    .recover = lab_mpi_recover,
 };
 
 const lab_comm_backend *lab_mpi_backend(void) { return &mpi_backend; }
@@ -434,6 +481,8 @@ int lab_mpi_world_group(lab_group *world) {
   MPI_Op_create(half_min, 1, &half_ops[LAB_RED_MIN]);
   MPI_Comm wc;
   MPI_Comm_dup(MPI_COMM_WORLD, &wc);
-  return fill_group(world, wc);
+  if (fill_group(world, wc) < 0) return -1;
+  ((mpi_group *)world->impl)->key = 1;
+  return 0;
 }
 

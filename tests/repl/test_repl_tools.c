@@ -78,8 +78,8 @@ static void test_planted_desync_and_hang(void **state) {
   assert_true(expect(&s, "watchdog: no progress for 2 s on world", 5));
   assert_true(expect(&s, "rank 0: idle", 5));
   assert_true(expect(&s, "rank 1: in all_reduce(2 x f32) on world at stdin:1", 5));
-  assert_true(expect(&s, "the world group was rebuilt", 10));
-  type(&s, "=lab.dist.all_reduce(lab.ones(1))[1]\r"); /* and the session goes on */
+  /* recovery completed the abandoned collective: no rebuilt world, and the session goes on */
+  type(&s, "=lab.dist.all_reduce(lab.ones(1))[1]\r");
   char want[32];
   snprintf(want, sizeof want, "] %s.0", ranks);
   assert_true(expect(&s, want, 20));

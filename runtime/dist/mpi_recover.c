@@ -1,0 +1,402 @@
+/* The MPI backend's recovery after abandoned collectives (Ctrl-C, the watchdog, a stepper
+ * quit): comm.h's recover op, called by recover.c. MPI's rule is that a request must complete, or be cancelled, before its buffer or
+ * communicator is freed; a collective cannot be cancelled. So a guarded wait that gives up
+ * hands its request here (its buffers are held, held.h), and between two REPL chunks, when
+ * every rank is back at the prompt, every rank calls lab_dist_recover(), which calls this:
+ *   1. each rank tells the others, per communicator it belongs to (named by the group's key),
+ *      how many collectives it has posted there and what the recent ones were;
+ *   2. a rank that posted fewer than the others (it never arrived) posts the same operations
+ *      on scratch buffers: MPI matches collectives by their order on a communicator, so the
+ *      abandoned requests of the others complete; abandoned receives are cancelled;
+ *   3. every rank waits for all of it, with a deadline, then the held buffers are released
+ *      and the groups are usable again, with their communicators unchanged.
+ * Where that is impossible (ranks disagree on what they posted, an uneven all-to-all with a
+ * missing rank, a send nobody receives, the deadline) the communicator is given up: its
+ * requests and buffers are kept for the life of the process (never freed under MPI); the
+ * world gets fresh communicators, and another group stays unusable, saying so by name. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "mpi_backend.h"
+#include "dist.h"
+#include "held.h"
+#include "mpi_group.h"
+
+typedef struct abandoned_req {
+  uint64_t key; /* the group's key and channel: the group itself is found again by key */
+  lab_abandon_info info;
+  MPI_Request req;
+  int settled; /* completed, or given up for good */
+  struct abandoned_req *next;
+} abandoned_req;
+
+static abandoned_req *pending;
+
+void lab_mpi_abandon(lab_group *g, MPI_Request req, const lab_abandon_info *info) {
+  abandoned_req *a = calloc(1, sizeof *a);
+  if (!a) return; /* the request is leaked, and its buffers stay held: never freed under MPI */
+  a->key = ((mpi_group *)g->impl)->key;
+  a->info = *info;
+  a->req = req;
+  a->next = pending;
+  pending = a;
+}
+
+/* ---- what each rank reports: per channel, its key, channel, posted count and history ---- */
+
+#define FIELDS_PER_POST 5
+#define ENTRY_WORDS (3 + LAB_POST_HISTORY * FIELDS_PER_POST)
+
+/* this rank's view of an MPI group it belongs to (the control traffic of recovery goes over
+ * MPI_COMM_WORLD, which carries no user collectives) */
+static mpi_group *member_impl(lab_group *g) {
+  return g && g->rank >= 0 && g->impl && g->backend == lab_mpi_backend() ? g->impl : NULL;
+}
+
+static int64_t *build_report(int *words) {
+  int n = 0;
+  for (int i = 0; i < lab_dist_group_count(); i++)
+    if (member_impl(lab_dist_group_at(i))) n += LAB_NCH;
+  int64_t *r = calloc((size_t)(1 + n * ENTRY_WORDS), sizeof *r);
+  if (!r) return NULL;
+  r[0] = n;
+  int64_t *e = r + 1;
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    mpi_group *mg = member_impl(lab_dist_group_at(i));
+    if (!mg) continue;
+    for (int c = 0; c < LAB_NCH; c++, e += ENTRY_WORDS) {
+      e[0] = (int64_t)mg->key;
+      e[1] = c;
+      e[2] = mg->ch[c].posted;
+      for (int h = 0; h < LAB_POST_HISTORY; h++) {
+        const lab_post *p = &mg->ch[c].recent[h];
+        int64_t *f = e + 3 + h * FIELDS_PER_POST;
+        f[0] = p->kind, f[1] = p->dtype, f[2] = p->redop, f[3] = p->root, f[4] = p->count;
+      }
+    }
+  }
+  *words = 1 + n * ENTRY_WORDS;
+  return r;
+}
+
+typedef struct {
+  int64_t *all;   /* every rank's report, concatenated */
+  int *offsets;   /* where rank r's report starts */
+  int nranks;
+} reports;
+
+static int gather_reports(reports *rp) {
+  MPI_Comm ctl = MPI_COMM_WORLD;
+  int words = 0;
+  int64_t *mine = build_report(&words);
+  if (!mine) return -1;
+  MPI_Comm_size(ctl, &rp->nranks);
+  int *counts = calloc((size_t)rp->nranks, sizeof *counts);
+  rp->offsets = calloc((size_t)rp->nranks, sizeof *rp->offsets);
+  MPI_Allgather(&words, 1, MPI_INT, counts, 1, MPI_INT, ctl);
+  int total = 0;
+  for (int r = 0; r < rp->nranks; r++) {
+    rp->offsets[r] = total;
+    total += counts[r];
+  }
+  rp->all = calloc((size_t)total, sizeof *rp->all);
+  MPI_Allgatherv(mine, words, MPI_INT64_T, rp->all, counts, rp->offsets, MPI_INT64_T, ctl);
+  free(counts);
+  free(mine);
+  return 0;
+}
+
+/* rank r's entry for (key, ch), or NULL when r is not a member */
+static const int64_t *entry_of(const reports *rp, int r, uint64_t key, int ch) {
+  const int64_t *rep = rp->all + rp->offsets[r];
+  for (int64_t i = 0; i < rep[0]; i++) {
+    const int64_t *e = rep + 1 + i * ENTRY_WORDS;
+    if ((uint64_t)e[0] == key && e[1] == ch) return e;
+  }
+  return NULL;
+}
+
+static int same_post(const int64_t *a, const int64_t *b) { return memcmp(a, b, sizeof(int64_t) * FIELDS_PER_POST) == 0; }
+
+/* The post every member that got as far as seq made there; NULL when no member still
+ * remembers it or members disagree (then no rank may post a match). */
+static const int64_t *post_at(const reports *rp, uint64_t key, int ch, int64_t seq) {
+  const int64_t *found = NULL;
+  for (int r = 0; r < rp->nranks; r++) {
+    const int64_t *e = entry_of(rp, r, key, ch);
+    if (!e || seq >= e[2]) continue;
+    if (seq < e[2] - LAB_POST_HISTORY) return NULL; /* forgotten by a rank that posted it */
+    const int64_t *p = e + 3 + (seq % LAB_POST_HISTORY) * FIELDS_PER_POST;
+    if (found && !same_post(found, p)) return NULL;
+    found = p;
+  }
+  return found;
+}
+
+/* 1 when every member can be brought to the same count of posts on (key, ch) */
+static int repairable(const reports *rp, uint64_t key, int ch, int64_t *most) {
+  int64_t lo = -1, hi = 0;
+  for (int r = 0; r < rp->nranks; r++) {
+    const int64_t *e = entry_of(rp, r, key, ch);
+    if (!e) continue;
+    if (lo < 0 || e[2] < lo) lo = e[2];
+    if (e[2] > hi) hi = e[2];
+  }
+  *most = hi;
+  for (int64_t s = lo < 0 ? hi : lo; s < hi; s++) {
+    const int64_t *p = post_at(rp, key, ch, s);
+    if (!p || p[0] == LAB_POST_UNREPAIRABLE) return 0;
+  }
+  return 1;
+}
+
+/* ---- posting matches on scratch buffers ---- */
+
+typedef struct {
+  MPI_Request *reqs;
+  void **scratch;
+  int n, cap;
+} req_list;
+
+static void add_req(req_list *l, MPI_Request req, void *a, void *b) {
+  if (l->n + 1 > l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 16;
+    l->reqs = realloc(l->reqs, sizeof *l->reqs * (size_t)l->cap);
+    l->scratch = realloc(l->scratch, sizeof *l->scratch * 2 * (size_t)l->cap);
+  }
+  l->reqs[l->n] = req;
+  l->scratch[2 * l->n] = a;
+  l->scratch[2 * l->n + 1] = b;
+  l->n++;
+}
+
+/* posts on comm the operation p describes, on zeroed scratch buffers */
+static int post_match(MPI_Comm comm, const int64_t *p, req_list *l) {
+  int size = 1, rank = 0, esz = 1;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  int kind = (int)p[0], dtype = (int)p[1], redop = (int)p[2], root = (int)p[3];
+  int count = (int)p[4];
+  MPI_Datatype t = kind == LAB_POST_EXCHANGE ? MPI_BYTE : lab_mpi_type(dtype);
+  MPI_Type_size(t, &esz);
+  size_t one = (size_t)count * (size_t)esz, all = one * (size_t)size;
+  void *a = NULL, *b = NULL;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_SUCCESS;
+  switch (kind) {
+  case LAB_OP_ALL_REDUCE:
+    a = calloc(one + 1, 1);
+    rc = MPI_Iallreduce(MPI_IN_PLACE, a, count, t, lab_mpi_op(redop, dtype), comm, &req);
+    break;
+  case LAB_OP_BROADCAST:
+    a = calloc(one + 1, 1);
+    rc = MPI_Ibcast(a, count, t, root, comm, &req);
+    break;
+  case LAB_OP_REDUCE:
+    a = calloc(one + 1, 1);
+    b = calloc(one + 1, 1);
+    rc = MPI_Ireduce(a, rank == root ? b : NULL, count, t, lab_mpi_op(redop, dtype), root, comm, &req);
+    break;
+  case LAB_OP_ALL_GATHER:
+  case LAB_POST_EXCHANGE:
+    a = calloc(one + 1, 1);
+    b = calloc(all + 1, 1);
+    rc = MPI_Iallgather(a, count, t, b, count, t, comm, &req);
+    break;
+  case LAB_OP_REDUCE_SCATTER:
+    a = calloc(all + 1, 1);
+    b = calloc(one + 1, 1);
+    rc = MPI_Ireduce_scatter_block(a, b, count, t, lab_mpi_op(redop, dtype), comm, &req);
+    break;
+  case LAB_OP_ALL_TO_ALL:
+    a = calloc(all + 1, 1);
+    b = calloc(all + 1, 1);
+    rc = MPI_Ialltoall(a, count, t, b, count, t, comm, &req);
+    break;
+  case LAB_OP_BARRIER:
+    rc = MPI_Ibarrier(comm, &req);
+    break;
+  default:
+    return -1;
+  }
+  if (rc != MPI_SUCCESS) {
+    free(a);
+    free(b);
+    return -1;
+  }
+  add_req(l, req, a, b);
+  return 0;
+}
+
+/* ---- the broken set: channels given up, agreed by every rank ---- */
+
+typedef struct {
+  int64_t *keys; /* pairs (key, ch) */
+  int n;
+} key_set;
+
+static void set_add(key_set *s, uint64_t key, int ch) {
+  for (int i = 0; i < s->n; i++)
+    if ((uint64_t)s->keys[2 * i] == key && s->keys[2 * i + 1] == ch) return;
+  s->keys = realloc(s->keys, sizeof(int64_t) * 2 * (size_t)(s->n + 1));
+  s->keys[2 * s->n] = (int64_t)key;
+  s->keys[2 * s->n + 1] = ch;
+  s->n++;
+}
+
+static int set_has(const key_set *s, uint64_t key, int ch) {
+  for (int i = 0; i < s->n; i++)
+    if ((uint64_t)s->keys[2 * i] == key && s->keys[2 * i + 1] == ch) return 1;
+  return 0;
+}
+
+/* every rank's broken channels, united */
+static void agree(key_set *s) {
+  MPI_Comm ctl = MPI_COMM_WORLD;
+  int n = 0;
+  MPI_Comm_size(ctl, &n);
+  int mine = 2 * s->n, *counts = calloc((size_t)n, sizeof *counts), *offs = calloc((size_t)n, sizeof *offs);
+  MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, ctl);
+  int total = 0;
+  for (int r = 0; r < n; r++) {
+    offs[r] = total;
+    total += counts[r];
+  }
+  int64_t *all = calloc((size_t)total + 1, sizeof *all);
+  MPI_Allgatherv(s->keys, mine, MPI_INT64_T, all, counts, offs, MPI_INT64_T, ctl);
+  for (int i = 0; i + 1 < total; i += 2) set_add(s, (uint64_t)all[i], (int)all[i + 1]);
+  free(all);
+  free(counts);
+  free(offs);
+}
+
+static double recover_deadline_s(void) {
+  const char *e = getenv("LLMLAB_RECOVER_TIMEOUT");
+  double s = e ? atof(e) : 0;
+  return s > 0 ? s : 5.0;
+}
+
+/* polls every request of l and of the unsettled abandoned ones until done or the deadline */
+static void complete_all(req_list *l) {
+  double end = lab_now() + recover_deadline_s();
+  struct timespec nap = {0, 100000};
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < l->n; i++) {
+      if (l->reqs[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&l->reqs[i], &done, MPI_STATUS_IGNORE);
+      left += !done;
+    }
+    for (abandoned_req *a = pending; a; a = a->next) {
+      if (a->settled) continue;
+      int done = 0;
+      MPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+      if (done) a->settled = 1;
+      else left++;
+    }
+    if (!left || lab_now() > end) return;
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* a poisoned group that recovery has not yet looked at (lost ones stay poisoned) */
+static int any_poisoned(void) {
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    lab_group *g = lab_dist_group_at(i);
+    mpi_group *mg = member_impl(g);
+    if (mg && g->poisoned && !mg->lost) return 1;
+  }
+  return 0;
+}
+
+int lab_mpi_recover(void) {
+  int mine = pending != NULL || any_poisoned(), any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any) return 0;
+  reports rp = {0};
+  if (gather_reports(&rp) < 0) return 0;
+  key_set broken = {0};
+  req_list posted = {0};
+  /* 1-2: catch up on every channel this rank is behind on, where that is possible */
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    mpi_group *mg = member_impl(lab_dist_group_at(i));
+    if (!mg) continue;
+    for (int c = 0; c < LAB_NCH; c++) {
+      int64_t most = 0;
+      if (!repairable(&rp, mg->key, c, &most)) {
+        set_add(&broken, mg->key, c);
+        continue;
+      }
+      for (int64_t s = mg->ch[c].posted; s < most; s++) {
+        if (post_match(mg->ch[c].comm, post_at(&rp, mg->key, c, s), &posted) < 0) {
+          set_add(&broken, mg->key, c);
+          break;
+        }
+        const int64_t *m = post_at(&rp, mg->key, c, s);
+        lab_mpi_record(lab_dist_group_at(i), c, (int)m[0], (int)m[1], (int)m[2], (int)m[3], m[4]);
+      }
+    }
+  }
+  /* abandoned receives can be cancelled; sends only complete if their peer received */
+  for (abandoned_req *a = pending; a; a = a->next)
+    if (!a->settled && a->info.seq < 0 && !a->info.is_send && !set_has(&broken, a->key, a->info.ch))
+      MPI_Cancel(&a->req);
+  /* 3: everything completes, or what did not marks its channel broken */
+  complete_all(&posted);
+  for (abandoned_req *a = pending; a; a = a->next)
+    if (!a->settled) set_add(&broken, a->key, a->info.ch);
+  for (int i = 0; i < posted.n; i++)
+    if (posted.reqs[i] != MPI_REQUEST_NULL) {
+      for (int j = 0; j < lab_dist_group_count(); j++) {
+        mpi_group *mg = member_impl(lab_dist_group_at(j));
+        if (mg) set_add(&broken, mg->key, 0); /* cannot tell which: give up on this rank's groups */
+      }
+      posted.scratch[2 * i] = posted.scratch[2 * i + 1] = NULL; /* MPI may still use them: leaked */
+    }
+  agree(&broken);
+  /* settled requests are forgotten; the rest stay pending on their old communicators for
+   * good, and so does every buffer held until now (which of them they use is not known) */
+  int left = 0;
+  while (pending) {
+    abandoned_req *a = pending;
+    pending = a->next;
+    left |= !a->settled;
+    free(a); /* an unsettled request's handle is dropped: nothing will wait on it again */
+  }
+  if (left) lab_dist_keep_held_forever();
+  else lab_dist_release_held();
+  /* the answer is the same on every rank: it comes from the agreed set */
+  int result = LAB_RECOVERED_COMPLETED;
+  for (int i = 0; i < broken.n; i++)
+    result |= (uint64_t)broken.keys[2 * i] == ((mpi_group *)lab_dist_world()->impl)->key ? LAB_RECOVERED_NEW_WORLD
+                                                                                      : LAB_RECOVERED_GROUP_LOST;
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    lab_group *g = lab_dist_group_at(i);
+    mpi_group *mg = member_impl(g);
+    if (!mg) continue;
+    int lost = set_has(&broken, mg->key, LAB_CH_DATA) || set_has(&broken, mg->key, LAB_CH_CHECK);
+    if (lost && g->id == 0) { /* fresh communicators; the old ones keep what was left on them */
+      if (g->backend->rebuild(g) == 0) g->poisoned = 0;
+    } else if (lost) {
+      g->poisoned = 1; /* its communicator holds requests that can never complete */
+      mg->lost = 1;
+    } else {
+      g->poisoned = 0;
+    }
+  }
+  for (int i = 0; i < posted.n; i++) {
+    free(posted.scratch[2 * i]);
+    free(posted.scratch[2 * i + 1]);
+  }
+  free(posted.reqs);
+  free(posted.scratch);
+  free(broken.keys);
+  free(rp.all);
+  free(rp.offsets);
+  return result;
+}

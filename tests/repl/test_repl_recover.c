@@ -1,0 +1,135 @@
+/* Recovery after abandoned collectives, through a pseudo-terminal at 2 and 4 ranks: quitting
+ * the stepper while other ranks wait in a collective, continuing and then Ctrl-C while they
+ * still wait, and a watchdog timeout inside a %on group. After each, a collective on the world
+ * and on a user group works, `=1+1` answers on every rank, and Ctrl-D ends every rank with
+ * code 0 and the terminal's modes given back. (Before, the abandoned requests wrote into
+ * freed memory: `corrupted size vs. prev_size`, segfaults in NBC_Progress or MPI_Comm_dup.) */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "repl_pty.h"
+
+static const char *ranks = "4";
+static int nranks = 4;
+
+/* rank 0 stops at a breakpoint while every other rank goes on into an all_reduce */
+static void write_script(char *path, size_t n) {
+  snprintf(path, n, "%s/bp.lua", home_dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local x = lab.ones(4)\n"
+             "if lab.dist.rank() == 0 then\n"
+             "  lab.breakpoint()\n"
+             "  print('rank 0 went on')\n"
+             "else\n"
+             "  lab.dist.all_reduce(x)\n"
+             "end\n");
+  fclose(f);
+}
+
+/* the session works as before: world and user-group collectives, =1+1, Ctrl-D, modes */
+static void session_still_works(session *s) {
+  char want[64];
+  type(s, "=1+1\r");
+  snprintf(want, sizeof want, "[0-%d] 2\r\n", nranks - 1);
+  assert_true(expect(s, want, 20));
+  type(s, "x = lab.ones(3); lab.dist.all_reduce(x); print(x[1])\r");
+  snprintf(want, sizeof want, "[0-%d] %d.0", nranks - 1, nranks);
+  assert_true(expect(s, want, 20));
+  type(s, "g = lab.dist.new_group({0, 1}); y = lab.ones(2); if g:rank() >= 0 then lab.dist.all_reduce(y, {group = g}) end; print(y[1])\r");
+  assert_true(expect(s, "[0-1] 2.0", 20));
+  type(s, "\x04");
+  assert_int_equal(finish(s, 30), 0);
+  struct termios t;
+  if (tcgetattr(s->fd, &t) == 0) { /* the modes llmlab found (canonical, echoing) are back */
+    assert_true(t.c_lflag & ICANON);
+    assert_true(t.c_lflag & ECHO);
+  }
+}
+
+static void test_stepper_quit_while_others_wait(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  char path[512], cmd[600];
+  write_script(path, sizeof path);
+  snprintf(cmd, sizeof cmd, ":run %s\r", path);
+  type(&s, cmd);
+  assert_true(expect(&s, "waiting in checking the collective on every rank on world", 30));
+  assert_true(expect(&s, "(step) ", 10));
+  double t0 = pty_now();
+  type(&s, "q\r");
+  /* the ranks in the wait stop at once, not after the watchdog (30 s) */
+  assert_true(expect(&s, "stepper: quit while waiting for the other ranks of world", 15));
+  assert_true(expect(&s, "> ", 15));
+  fprintf(stderr, "stepper q to prompt at %s ranks: %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  s.buf[s.len] = 0;
+  assert_null(strstr(s.buf, "rebuilt")); /* the abandoned collective was completed instead */
+  session_still_works(&s);
+}
+
+static void test_continue_then_ctrl_c(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  char path[512], cmd[600];
+  write_script(path, sizeof path);
+  snprintf(cmd, sizeof cmd, ":run %s\r", path);
+  type(&s, cmd);
+  assert_true(expect(&s, "(step) ", 30));
+  type(&s, "c\r"); /* rank 0 finishes; the others still wait for it */
+  usleep(500000);
+  double t0 = pty_now();
+  type(&s, "\x03"); /* rank 0 is done with the chunk, and still watches the keyboard */
+  assert_true(expect(&s, "interrupted (Ctrl-C) while waiting", 15));
+  assert_true(expect(&s, "> ", 15));
+  fprintf(stderr, "Ctrl-C after rank 0 finished, to prompt at %s ranks: %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  assert_true(strstr(s.buf, "rank 0 went on") != NULL);
+  session_still_works(&s);
+}
+
+static void test_watchdog_inside_on_group(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  /* the first targeted rank spins 4 s; the other times out after 2 s */
+  const char *target = nranks >= 4 ? "1,3" : "0,1", *shown = nranks >= 4 ? "1,3" : "0-1";
+  const char *spinner = nranks >= 4 ? "1" : "0";
+  char cmd[512], want[64];
+  type(&s, ":watchdog 2\r");
+  snprintf(cmd, sizeof cmd,
+           "%%on %s if lab.dist.rank() == %s then local t = os.clock() while os.clock() - t < 4 do end end; "
+           "lab.dist.all_reduce(lab.ones(2))\r", target, spinner);
+  type(&s, cmd);
+  assert_true(expect(&s, "watchdog: no progress for 2 s on group", 40));
+  assert_true(expect(&s, "> ", 30));
+  snprintf(cmd, sizeof cmd, "%%on %s x = lab.ones(1); lab.dist.all_reduce(x); print(x[1])\r", target);
+  type(&s, cmd);
+  snprintf(want, sizeof want, "[%s] 2.0", shown);
+  assert_true(expect(&s, want, 20));
+  s.buf[s.len] = 0;
+  assert_null(strstr(s.buf, "unusable")); /* the group of the targets was repaired */
+  assert_null(strstr(s.buf, "rebuilt"));
+  type(&s, ":watchdog 30\r");
+  session_still_works(&s);
+}
+
+int main(int argc, char **argv) {
+  pty_setup(argc, argv);
+  if (argc > 2) ranks = argv[2];
+  nranks = atoi(ranks);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stepper_quit_while_others_wait),
+      cmocka_unit_test(test_continue_then_ctrl_c),
+      cmocka_unit_test(test_watchdog_inside_on_group),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
