@@ -468,6 +468,18 @@ static int l_backend(lua_State *L) {
   return 1;
 }
 
+/* set_nccl_env(name, value): sets an NCCL_* environment variable of this process; NCCL reads
+ * NCCL_ALGO and NCCL_PROTO when a communicator is made (a group made afterwards), and most
+ * others (NCCL_BUFFSIZE, channel counts) once per process */
+static int l_set_nccl_env(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (strncmp(name, "NCCL_", 5) != 0)
+    ll_error(L, "set_nccl_env: '%s' is not an NCCL_ variable", name);
+  if (lua_isnil(L, 2)) unsetenv(name);
+  else setenv(name, luaL_checkstring(L, 2), 1);
+  return 0;
+}
+
 static int l_set_checked(lua_State *L) {
   lab_dist_set_checked(lua_toboolean(L, 1));
   return 0;
@@ -581,6 +593,7 @@ static const luaL_Reg dist_funcs[] = {
     {"new_group", l_new_group},
     {"split", l_split},
     {"backend", l_backend},
+    {"set_nccl_env", l_set_nccl_env},
     {"set_checked", l_set_checked},
     {"checked", l_checked},
     {"stats", l_stats},

@@ -46,6 +46,11 @@ int lab_device_count(lab_device_type type) {
   return ops ? ops->count() : 0;
 }
 
+/* this process's rank among the ranks on its node: "cuda" without an index means
+ * cuda:(node rank mod GPUs), one rank per GPU as torchrun's LOCAL_RANK convention */
+static int node_rank;
+void lab_device_set_node_rank(int rank) { node_rank = rank > 0 ? rank : 0; }
+
 int lab_device_parse(const char *op, const char *s, lab_device *out) {
   size_t len = strcspn(s, ":");
   int type = -1;
@@ -73,6 +78,7 @@ int lab_device_parse(const char *op, const char *s, lab_device *out) {
                     "llmlab --version says why)", s);
   if (index >= count)
     return lab_fail(op, "device '%s': only %d %s device%s present", s, count, type_names[type], count == 1 ? "" : "s");
+  if (type == LAB_DEV_CUDA && s[len] != ':') index = node_rank % count;
   out->type = (lab_device_type)type;
   out->index = (int)index;
   return 0;

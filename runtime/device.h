@@ -78,7 +78,11 @@ const lab_device_ops *lab_cuda_device_ops(void); /* runtime/cuda/cuda_device.c, 
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */
 const char *lab_device_str(lab_device d, char *buf, size_t n);
-/* Parses "cpu", "sim", "cuda", "cuda:1"; checks that the device exists (lab_fail when not,
+/* Set by world set-up: "cuda" alone then names cuda:(node_rank mod GPUs), so ranks on a node
+ * with as many GPUs as ranks each drive their own (NCCL needs that; ranks beyond the GPUs
+ * share one, and their GPU collectives stage through MPI). */
+void lab_device_set_node_rank(int rank);
+/* Parses "cpu", "sim", "cuda" (the node rank's GPU, above), "cuda:1"; checks that the device exists (lab_fail when not,
  * saying why: not compiled in, no GPU found, index out of range). */
 int lab_device_parse(const char *op, const char *s, lab_device *out);
 /* Devices of the type present on this machine (cpu and sim: 1). */

@@ -42,13 +42,15 @@ lab_coll_path lab_coll_path_of(lab_device a, lab_device b, int plan) {
   return LAB_PATH_STAGED;
 }
 
-/* this rank's GPU for the group: the default device's if it is cuda, else cuda:0 */
+/* this rank's GPU for the group: the default device's if it is cuda, else the one "cuda" names
+ * (cuda:(node rank mod GPUs)) */
 static int my_gpu(char *key, size_t n, int *index) {
   key[0] = 0;
   *index = 0;
   if (lab_device_count(LAB_DEV_CUDA) <= 0) return 0;
   lab_device d = lab_default_device();
-  if (d.type == LAB_DEV_CUDA) *index = d.index;
+  if (d.type != LAB_DEV_CUDA && lab_device_parse("nccl", "cuda", &d) < 0) return -1;
+  *index = d.index;
 #ifdef LLMLAB_HAVE_NCCL
   return lab_nccl_gpu_key(*index, key, n);
 #else

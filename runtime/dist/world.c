@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include "../device.h"
 #include "../error.h"
 #include "board.h"
 #include "control.h"
@@ -28,6 +29,7 @@ int lab_ctl_init(int *argc, char ***argv) {
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
   gethostname(host, sizeof host - 1);
+  lab_device_set_node_rank(local_rank);
 
   if (lab_ctl_open() < 0) return -1;
   world_group.world_size = world_size;

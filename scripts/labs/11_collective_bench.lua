@@ -11,7 +11,8 @@
 -- times (least squares on the relative error): alpha is the per-call latency, 1/beta the bandwidth, and alpha/beta the size below
 -- which a collective is latency-bound (why DDP buckets gradients to ~25 MB).
 -- Here the collectives are MPI over shared memory between CPU ranks; on GPUs the same
--- calls go to NCCL and the tuning knobs at the end apply.
+-- calls go to NCCL where each rank has a GPU of its own, and section 3 sweeps NCCL's
+-- algorithm and protocol there (it says why it cannot where there is one GPU, or none).
 --   scripts/llmlab -n 4 scripts/labs/11_collective_bench.lua
 local dist = lab.dist
 local rank, n = dist.rank(), dist.world()
@@ -130,9 +131,8 @@ lab.print0(string.format("   measured: 64 x 16 KiB all-reduces %.0f us, one 1 Mi
   t_big * 1e6, t_small / t_big))
 check("one bucket beats many small calls", n == 1 or t_small > t_big)
 
--- 3. What to tune on GPUs (NCCL). Not measurable on this machine's CPU ranks; these are
--- the knobs nccl-tests sweeps and what each one trades.
-lab.print0("\n3. NCCL knobs to sweep with the same measurement on GPUs (environment variables):")
+-- 3. What to tune on GPUs (NCCL): the knobs nccl-tests sweeps and what each one trades.
+lab.print0("\n3. NCCL knobs (environment variables), swept with the same measurement where NCCL runs:")
 for _, line in ipairs({
   "NCCL_DEBUG=INFO            print the chosen rings/trees, transports (NVLink, IB, sockets) and channels",
   "NCCL_ALGO=Ring|Tree|NVLS   ring: best bandwidth; tree: lower latency at scale; NVLS: NVSwitch reductions",
@@ -141,6 +141,53 @@ for _, line in ipairs({
   "NCCL_BUFFSIZE              per-channel staging buffer (default 4 MiB); larger can help big messages",
   "NCCL_IB_HCA / NCCL_SOCKET_IFNAME          pin the network interfaces; a wrong pick means TCP speeds",
 }) do lab.print0("   " .. line) end
+-- NCCL runs only where every rank drives a GPU of its own (it refuses two ranks on one GPU), and
+-- its algorithm and protocol only matter where there are links between GPUs: more than one rank.
+local gpus = lab.cuda.is_available() and lab.cuda.device_count() or 0
+local backend = gpus > 0 and dist.backend(lab.ones(1, { device = "cuda" })) or nil
+local nccl_here = backend ~= nil and backend:find("^nccl") ~= nil
+local agree = lab.tensor({ nccl_here and 1 or 0 })
+dist.all_reduce(agree, { op = "min" })
+if agree[1] == 1 and n > 1 then
+  -- NCCL_ALGO and NCCL_PROTO are read when a communicator is made: each setting gets a new group
+  lab.print0(string.format("   sweep on %d GPUs (%s), all_reduce bf16, slowest rank:", n, backend))
+  lab.print0(string.format("   %-7s %-7s %14s %14s %14s", "algo", "proto", "64 KiB busbw", "16 MiB busbw", "256 MiB busbw"))
+  local results_ok = true
+  for _, algo in ipairs({ "Ring", "Tree" }) do
+    for _, proto in ipairs({ "LL", "LL128", "Simple" }) do
+      dist.set_nccl_env("NCCL_ALGO", algo)
+      dist.set_nccl_env("NCCL_PROTO", proto)
+      local ranks = {}
+      for q = 0, n - 1 do ranks[#ranks + 1] = q end
+      local g = dist.new_group(ranks)
+      local row = {}
+      for _, bytes in ipairs({ 64 * 1024, 16 * 1024 * 1024, 256 * 1024 * 1024 }) do
+        local x = lab.ones(bytes // 2, { dtype = "bf16", device = "cuda" })
+        local t = time_it(function() dist.all_reduce(x, { group = g }); lab.cuda.synchronize() end, bytes)
+        row[#row + 1] = string.format("%11.1f GB/s", bytes / t / 1e9 * 2 * (n - 1) / n)
+        results_ok = results_ok and t > 0
+      end
+      lab.print0(string.format("   %-7s %-7s %s", algo, proto, table.concat(row, " ")))
+    end
+  end
+  dist.set_nccl_env("NCCL_ALGO", nil)
+  dist.set_nccl_env("NCCL_PROTO", nil)
+  lab.print0("   NCCL_BUFFSIZE and the channel counts are read once per process: sweep them in separate runs,")
+  lab.print0(string.format("   e.g. NCCL_MAX_NCHANNELS=4 llmlab -n %d scripts/bench/collectives.lua device=cuda d=bf16", n))
+  check("every NCCL setting ran", results_ok)
+else
+  local why
+  if gpus == 0 then
+    why = "no GPU here: these collectives are MPI between CPU ranks, and the knobs act on nothing"
+  elseif not nccl_here then
+    why = "the ranks' GPU collectives do not take NCCL here: " .. backend
+  else
+    why = "one rank: an all_reduce on one GPU crosses no link, so algorithm and protocol have nothing to choose"
+  end
+  lab.print0("   not swept: " .. why .. ".")
+  lab.print0("   Where each rank has its own GPU, this section sweeps NCCL_ALGO x NCCL_PROTO at 64 KiB, 16 MiB")
+  lab.print0("   and 256 MiB; scripts/bench/collectives.lua device=cuda prints nccl-tests' table per setting.")
+end
 lab.print0("   Compare busbw at 1 GiB with the link (H100 NVLink 4: ~450 GB/s per direction per GPU);")
 lab.print0("   nccl-tests' all_reduce_perf reports the same algbw and busbw columns as section 1.")
 finish("lab 11")
