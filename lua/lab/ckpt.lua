@@ -173,7 +173,8 @@ function ckpt.save(dir, st)
       if by_key[e.key] then error(string.format("two tensors are named %s", e.key), 0) end
       local t = e.tensor
       if st.async then -- a host copy the writer thread reads while training changes the original
-        t = lab.mem.tag(t:clone(), "other")
+        -- (a device tensor is copied to the host once, here, not cloned on the device first)
+        t = lab.mem.tag(t.device == "cpu" and t:clone() or t:cpu(), "other")
         snapshots[#snapshots + 1] = t
       elseif not t:is_contiguous() then
         t = t:contiguous()
@@ -281,7 +282,14 @@ function ckpt.load(dir, st)
 end
 
 -- Hugging Face GPT-2 interchange (see ckpt_hf.lua)
-ckpt.export_hf = hf.export_hf
-ckpt.import_hf = hf.import_hf
+-- (a save in flight is finished first: its writer thread and these writes share the fault points)
+function ckpt.export_hf(...)
+  ckpt.wait()
+  return hf.export_hf(...)
+end
+function ckpt.import_hf(...)
+  ckpt.wait()
+  return hf.import_hf(...)
+end
 
 return ckpt
