@@ -7,6 +7,7 @@
 
 #include "lab_lua.h"
 #include "runtime/dist/control.h"
+#include "runtime/kprof.h"
 #include "runtime/threads.h"
 
 int luaopen_lab(lua_State *L);
@@ -33,6 +34,29 @@ static int l_isatty(lua_State *L) {
 
 static int l_clock(lua_State *L) {
   lua_pushnumber(L, lab_now());
+  return 1;
+}
+
+/* lab._kprof(on): the kernel profiler on or off (either resets its totals) */
+static int l_kprof(lua_State *L) {
+  lab_kprof_enable(lua_toboolean(L, 1));
+  return 0;
+}
+
+/* lab._kprof_totals() -> {gemm = {calls=, wall=, cpu=}, attention = ..., ...} (seconds) */
+static int l_kprof_totals(lua_State *L) {
+  lua_newtable(L);
+  for (int c = 0; c < LAB_KP_NCATS; c++) {
+    lab_kp_total t = lab_kprof_total((lab_kp_category)c);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, t.calls);
+    lua_setfield(L, -2, "calls");
+    lua_pushnumber(L, t.wall);
+    lua_setfield(L, -2, "wall");
+    lua_pushnumber(L, t.cpu);
+    lua_setfield(L, -2, "cpu");
+    lua_setfield(L, -2, lab_kprof_category_name((lab_kp_category)c));
+  }
   return 1;
 }
 
@@ -76,7 +100,8 @@ int luaopen_lab(lua_State *L) {
   ll_register_device(L);
   static const luaL_Reg misc[] = {{"threads", l_threads},   {"set_threads", l_set_threads},
                                   {"is_tensor", l_is_tensor}, {"clock", l_clock},
-                                  {"isatty", l_isatty},
+                                  {"isatty", l_isatty},       {"_kprof", l_kprof},
+                                  {"_kprof_totals", l_kprof_totals},
                                   {NULL, NULL}};
   luaL_setfuncs(L, misc, 0);
   lua_pushliteral(L, LLMLAB_VERSION);

@@ -62,6 +62,15 @@ function prof.reset()
   t_origin = lab.clock()
 end
 
+-- The kernel profiler (runtime/kprof.c): kernels(true) times every cpu kernel from now on,
+-- booked by category (gemm, attention, norm, activation, elementwise, embedding, loss,
+-- optimizer); kernels(false) turns it off. Either resets the totals.
+function prof.kernels(on) lab._kprof(on ~= false) end
+
+-- {category = {calls=, wall=, cpu=}} since kernels(true): wall and process CPU seconds. What a
+-- step spends outside these (autograd bookkeeping, allocation, Lua) is its time minus their sum.
+function prof.kernel_totals() return lab._kprof_totals() end
+
 -- {path = {time=, comm=, busy=, count=}} of this rank (seconds)
 function prof.totals() return totals end
 

@@ -48,4 +48,21 @@ T.test("report aggregates every rank; trace has a track per rank", function()
   end
 end)
 
+T.test("kernels(): every cpu kernel is booked under its category, and only while on", function()
+  local x = lab.randn(64, 32)
+  lab.prof.kernels(true)
+  local y = lab.layer_norm(x:matmul(lab.randn(32, 32)))
+  local _ = y:gelu() + y
+  local k = lab.prof.kernel_totals()
+  lab.prof.kernels(false)
+  T.ok(k.gemm.calls == 1 and k.gemm.wall > 0 and k.gemm.cpu >= 0, "one gemm: " .. k.gemm.calls)
+  T.eq(k.norm.calls, 1, "one layer_norm")
+  T.eq(k.activation.calls, 1, "one gelu")
+  T.ok(k.elementwise.calls >= 1, "the add and randn are elementwise work")
+  T.eq(k.optimizer.calls + k.attention.calls + k.loss.calls + k.embedding.calls, 0, "nothing else ran")
+  local _ = x:matmul(x:t())
+  local off = lab.prof.kernel_totals()
+  T.eq(off.gemm.calls, 0, "off: reset and not counting")
+end)
+
 T.finish()

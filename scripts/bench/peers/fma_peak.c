@@ -1,9 +1,12 @@
 /* The machine's single-precision FMA peak, measured: independent chains of vector FMAs
  * (enough of them to hide the FMA latency) on every thread, widest vectors the compiler
- * has for this CPU. usage: fma_peak threads -> GFLOP/s in total */
+ * has for this CPU. usage: fma_peak threads -> "WALL CPU": GFLOP/s in total (best of 3
+ * rounds by wall clock) and GFLOP per CPU-second of one thread (best of 3 by process CPU
+ * time): on a machine shared with other work the second is the figure that holds. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__AVX512F__)
 #define WIDTH 16
@@ -18,8 +21,10 @@ typedef float vec __attribute__((vector_size(WIDTH * 4)));
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 1;
   long iters = 200000000L / CHAINS;
-  double best = 0;
+  double best = 0, best_cpu = 0;
   for (int rep = 0; rep < 3; rep++) {
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     double t0 = omp_get_wtime();
     float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
@@ -41,10 +46,13 @@ int main(int argc, char **argv) {
       for (int k = 0; k < WIDTH; k++) sink += all[k];
     }
     double t = omp_get_wtime() - t0;
-    double gflops = 2.0 * WIDTH * CHAINS * (double)iters * threads / t / 1e9;
-    if (gflops > best) best = gflops;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    double flop = 2.0 * WIDTH * CHAINS * (double)iters * threads;
+    if (flop / t / 1e9 > best) best = flop / t / 1e9;
+    if (flop / cpu / 1e9 > best_cpu) best_cpu = flop / cpu / 1e9;
     if (sink == 12345.f) printf("#");
   }
-  printf("%.1f\n", best);
+  printf("%.1f %.1f\n", best, best_cpu);
   return 0;
 }

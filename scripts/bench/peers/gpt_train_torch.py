@@ -1,7 +1,8 @@
 """Peer for scripts/bench/gpt_train.sh: the same GPT as lab.nn.GPT in PyTorch (Debian's
 python3-torch, used only for benchmarking and reference values, never by llmlab itself).
 
-  python3 gpt_train_torch.py speed THREADS STEPS        -> one line like gpt_step.lua
+  python3 gpt_train_torch.py speed THREADS STEPS [CONFIG] -> one line like gpt_step.lua
+                                                           (CONFIG: tiny, base, big, long)
   python3 gpt_train_torch.py parity DIR STEPS           -> losses of STEPS steps from DIR's
                                                            initial weights and batches (.npy)
 """
@@ -18,6 +19,13 @@ import torch.nn.functional as F
 
 CFG = dict(vocab=512, d_model=256, n_layer=4, n_head=4, seq_len=128)
 B, T = 8, 128
+# gpt_step.lua's configurations: (model, batch)
+CONFIGS = {
+    "tiny": (dict(vocab=256, d_model=128, n_layer=2, n_head=4, seq_len=64), 8),
+    "base": (CFG, 8),
+    "big": (dict(vocab=2048, d_model=512, n_layer=8, n_head=8, seq_len=256), 8),
+    "long": (dict(vocab=512, d_model=256, n_layer=4, n_head=4, seq_len=1024), 2),
+}
 
 
 class Block(nn.Module):
@@ -67,13 +75,15 @@ def optimizer(model, lr):
                              lr=lr, betas=(0.9, 0.999), eps=1e-8)
 
 
-def speed(threads, steps):
+def speed(threads, steps, name="base"):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = GPT(**CFG)
+    cfg, B = CONFIGS[name]
+    T = cfg["seq_len"]
+    model = GPT(**cfg)
     opt = optimizer(model, 3e-4)
-    ids = torch.randint(0, CFG["vocab"], (B, T))
-    tg = torch.randint(0, CFG["vocab"], (B, T))
+    ids = torch.randint(0, cfg["vocab"], (B, T))
+    tg = torch.randint(0, cfg["vocab"], (B, T))
 
     def step():
         loss = model(ids, tg)
@@ -81,15 +91,16 @@ def speed(threads, steps):
         loss.backward()
         opt.step()
 
-    for _ in range(3):
+    for _ in range(2):
         step()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
-    dt = (time.perf_counter() - t0) / steps
+    dt, dc = (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"torch threads={threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', '-')} "
-          f"tokens_per_s={B * T / dt:.0f} ms_per_step={dt * 1e3:.1f} peak_rss_mib={rss:.0f}")
+    print(f"torch config={name} threads={threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', '-')} "
+          f"tokens_per_s={B * T / dt:.0f} ms_per_step={dt * 1e3:.1f} cpu_ms_per_step={dc * 1e3:.1f} "
+          f"peak_rss_mib={rss:.0f}")
 
 
 # llmlab's state_dict names -> this module's parameters
@@ -128,6 +139,6 @@ def parity(d, steps):
 
 if __name__ == "__main__":
     if sys.argv[1] == "speed":
-        speed(int(sys.argv[2]), int(sys.argv[3]))
+        speed(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "base")
     else:
         parity(sys.argv[2], int(sys.argv[3]))
