@@ -345,6 +345,13 @@ static int l_embedding(lua_State *L) {
   return 1;
 }
 
+/* lab.linear(x, weight [, bias]): x W^T + b, the bias added in the GEMM */
+static int l_linear(lua_State *L) {
+  lab_tensor *x = ll_check_tensor(L, 1), *w = ll_check_tensor(L, 2), *b = ll_test_tensor(L, 3);
+  ll_push_tensor(L, lab_ad_linear(x, w, b));
+  return 1;
+}
+
 static int l_layer_norm(lua_State *L) {
   lab_tensor *x = ll_check_tensor(L, 1);
   lab_tensor *w = ll_test_tensor(L, 2), *b = ll_test_tensor(L, 3);
@@ -568,7 +575,7 @@ void ll_register_autograd(lua_State *L) {
   static const luaL_Reg funcs[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
                                    {"set_grad_enabled", l_set_grad_enabled},
                                    {"is_grad_enabled", l_is_grad_enabled}, {"embedding", l_embedding},
-                                   {"layer_norm", l_layer_norm}, {"rms_norm", l_rms_norm},
+                                   {"layer_norm", l_layer_norm}, {"linear", l_linear}, {"rms_norm", l_rms_norm},
                                    {"dropout", l_dropout}, {"cross_entropy", l_cross_entropy},
                                    {"sdpa", l_sdpa}, {"gelu", m_gelu}, {"silu", m_silu},
                                    {NULL, NULL}};

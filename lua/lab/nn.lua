@@ -227,19 +227,9 @@ function Linear:init(n_in, n_out, opts)
 end
 function Linear:describe() return string.format("%d -> %d%s", self.n_in, self.n_out, self.bias and "" or ", no bias") end
 -- x [..., in] -> x W^T + b [..., out] for W [out, in]: the leading dims are folded into one
--- matrix, so it is one large GEMM instead of a loop of small ones (every linear layer,
--- sharded or not, computes through this)
-function nn.linear(x, weight, bias)
-  local shape = x.shape
-  local flat = #shape == 2 and x or x:reshape(-1, shape[#shape])
-  local y = flat:matmul(weight:t())
-  if bias then y = y + bias end
-  if #shape ~= 2 then
-    shape[#shape] = weight.shape[1]
-    y = y:view(shape)
-  end
-  return y
-end
+-- matrix, so it is one large GEMM instead of a loop of small ones, with the bias added in the
+-- GEMM (lab.linear; every linear layer, sharded or not, computes through this)
+function nn.linear(x, weight, bias) return lab.linear(x, weight, bias) end
 
 function Linear:forward(x) return nn.linear(x, self.weight, self.bias) end
 

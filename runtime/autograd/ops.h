@@ -37,6 +37,9 @@ int lab_ad_reduce_ext(lab_tensor *t, int dim, int keepdim, int want_max, lab_ten
 lab_tensor *lab_ad_softmax(lab_tensor *t, int dim, int log);
 lab_tensor *lab_ad_matmul(lab_tensor *a, lab_tensor *b);
 
+/* y = x W^T + b for W [out, in], x [..., in]; b may be NULL; the bias in the GEMM (ops_linear.c) */
+lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b);
+
 /* neural-network ops with fused kernels (ops_nn.c) */
 /* idx holds 0-based ids (any integer dtype); out is idx.shape + [dim] */
 lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx);

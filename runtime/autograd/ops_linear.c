@@ -1,0 +1,128 @@
+/* The linear layer as one differentiable op, y = x W^T + b, for W [out, in] as in PyTorch.
+ * Composed from matmul and add, it costs a pass to add the bias over y, and its backward a
+ * transposed weight gradient that is copied again before the optimizer reads it. Here the
+ * bias is the GEMM's epilogue: y is pre-filled with the bias rows and the product added with
+ * beta = 1; the backward writes dW = g^T x straight in W's layout, dx = g W, and db as one
+ * column-sum pass over g. x's leading dims are folded into one matrix, so it is one large GEMM
+ * rather than a loop of small ones. Inputs that are not all f32 or all f64 (half types under
+ * autocast, mixed dtypes) take the composed path, which converts as matmul does. */
+#include <string.h>
+
+#include "../error.h"
+#include "../transfer.h"
+#include "ops.h"
+#include "util.h"
+
+/* C [m, n] (+)= A B with A, B, C contiguous row-major (or transposed as asked), on the device of
+ * `on`; with k == 0 C is left as it is (the caller filled it with the bias or zeros) */
+static int gemm(const lab_tensor *on, int ta, int tb, int64_t m, int64_t n, int64_t k, const lab_tensor *a,
+                int64_t lda, const lab_tensor *b, int64_t ldb, double beta, lab_tensor *c) {
+  static const int64_t zero = 0;
+  if (m == 0 || n == 0 || k == 0) return 0; /* C keeps what it holds (the bias or zeros) */
+  lab_gemm_args g = {.ct = c->dtype, .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+                     .ldc = n, .alpha = 1.0, .beta = beta, .a = lab_data(a), .b = lab_data(b), .c = lab_data(c),
+                     .batches = 1, .a_off = &zero, .b_off = &zero};
+  return lab_ops_of(on)->gemm(&g);
+}
+
+/* saved[0] x as [M, K] (contiguous, when W wants a gradient), [1] W [N, K] (contiguous, when
+ * x wants one); i[0] M, i[1] K, i[2] N, i[3..] x's shape (ndim at i[3]) */
+static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  int64_t M = n->i[0], K = n->i[1], N = n->i[2];
+  lab_tensor *gt = lab_to_dtype(g, n->in_dtype[1]), *gc = gt ? lab_contiguous(gt) : NULL;
+  lab_tensor_release(gt);
+  if (!gc) return -1;
+  lab_device dev = lab_device_of(gc);
+  lab_dtype ct = gc->dtype;
+  int rc = 0;
+  if (ag_wants(n, 0)) { /* dx [M, K] = g [M, N] W [N, K] */
+    lab_tensor *dx = N ? lab_tensor_empty_on(dev, ct, (int)n->i[3], &n->i[4]) : lab_tensor_zeros_on(dev, ct, (int)n->i[3], &n->i[4]);
+    if (!dx || gemm(gc, 0, 0, M, K, N, gc, N, n->saved[1], K, 0.0, dx) < 0) rc = -1;
+    gin[0] = dx;
+  }
+  if (rc == 0 && ag_wants(n, 1)) { /* dW [N, K] = g^T [N, M] x [M, K] */
+    lab_tensor *dw = M ? lab_tensor_empty_on(dev, ct, 2, (int64_t[]){N, K}) : lab_tensor_zeros_on(dev, ct, 2, (int64_t[]){N, K});
+    if (!dw || gemm(gc, 1, 0, N, K, M, gc, N, n->saved[0], K, 0.0, dw) < 0) rc = -1;
+    gin[1] = dw;
+  }
+  if (rc == 0 && n->nin > 2 && ag_wants(n, 2)) { /* db [N] = the column sums of g [M, N] */
+    lab_tensor *db = lab_tensor_empty_on(dev, ct, 1, &N);
+    if (db) lab_ops_of(gc)->sum_middle(ct, lab_data(gc), lab_data(db), 1, M, N, 1.0);
+    else rc = -1;
+    gin[2] = db;
+  }
+  lab_tensor_release(gc);
+  return rc;
+}
+
+/* the same layer composed from differentiable matmul and add */
+static lab_tensor *composed(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
+  lab_tensor *wt = lab_ad_transpose(w, 0, 1);
+  lab_tensor *y = wt ? lab_ad_matmul(x, wt) : NULL;
+  lab_tensor_release(wt);
+  if (!y || !b) return y;
+  lab_tensor *r = lab_ad_binary(LAB_ADD, y, b, -1);
+  lab_tensor_release(y);
+  return r;
+}
+
+lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
+  char s[128], t[128];
+  const char *op = "linear";
+  if (w->ndim != 2) {
+    lab_fail(op, "weight must be [out_features, in_features], got %s", lab_shape_str(w, s, sizeof s));
+    return NULL;
+  }
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
+    lab_fail(op, "input %s does not match weight %s (the input's last dim must be in_features = %lld)",
+             lab_shape_str(x, s, sizeof s), lab_shape_str(w, t, sizeof t), (long long)w->shape[1]);
+    return NULL;
+  }
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+    lab_fail(op, "bias %s does not match weight %s (it must be [out_features] = [%lld])",
+             lab_shape_str(b, s, sizeof s), lab_shape_str(w, t, sizeof t), (long long)w->shape[0]);
+    return NULL;
+  }
+  lab_device dev;
+  lab_tensor *xwb[3] = {x, w, b};
+  if (lab_common_device(op, b ? 3 : 2, xwb, &dev) < 0) return NULL;
+  lab_dtype ct = x->dtype;
+  if ((ct != LAB_F32 && ct != LAB_F64) || w->dtype != ct || (b && b->dtype != ct)) return composed(x, w, b);
+
+  int64_t K = w->shape[1], N = w->shape[0], M = K ? lab_numel(x) / K : 0;
+  if (K == 0) { /* no columns: M counts the rows from the leading dims */
+    M = 1;
+    for (int d = 0; d < x->ndim - 1; d++) M *= x->shape[d];
+  }
+  int64_t shape[LAB_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  shape[x->ndim - 1] = N;
+  lab_tensor *xc = lab_contiguous(x), *wc = xc ? lab_contiguous(w) : NULL;
+  lab_tensor *y = wc ? lab_tensor_empty_on(dev, ct, x->ndim, shape) : NULL;
+  int rc = y ? 0 : -1;
+  if (rc == 0) rc = b ? lab_copy_(y, b) : (K == 0 ? lab_fill_(y, 0) : 0); /* the epilogue: y = bias rows */
+  if (rc == 0) rc = gemm(y, 0, 1, M, N, K, xc, K, wc, K, b ? 1.0 : 0.0, y);
+  lab_tensor *in[3] = {x, w, b};
+  int nin = b ? 3 : 2;
+  if (rc == 0 && lab_ag_needed(nin, in)) {
+    lab_node *n = lab_node_new(op, linear_bw, nin, in);
+    if (!n) {
+      y = ag_drop(y);
+    } else {
+      n->i[0] = M;
+      n->i[1] = K;
+      n->i[2] = N;
+      ag_store_shape(n, 3, x);
+      int src = 0;
+      if (ag_wants(n, 1)) src |= lab_node_save(n, 0, xc);
+      if (ag_wants(n, 0)) src |= lab_node_save(n, 1, wc);
+      y = ag_finish(n, y, src);
+    }
+  } else if (rc < 0) {
+    lab_tensor_release(y);
+    y = NULL;
+  }
+  lab_tensor_release(xc);
+  lab_tensor_release(wc);
+  return y;
+}
