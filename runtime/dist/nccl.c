@@ -11,9 +11,11 @@
  * (dist.c keeps the tensors alive until then).
  *
  * Failures: ncclCommGetAsyncError is polled with the event; an error or a timeout aborts the
- * communicator (ncclCommAbort, so kernels stuck on the GPU end), poisons the user's group and
- * reports what every rank is doing (guard.c); recovery rebuilds the communicator with a new
- * unique id over the host group. Checked-mode fingerprints and unique ids travel over the host
+ * communicator (ncclCommAbort, so kernels stuck on the GPU end; the buffers are then free to
+ * reuse, so none is held for recovery), poisons the device group (the user's group keeps its
+ * MPI communicator for cpu tensors) and reports what every rank is doing (guard.c); recovery
+ * rebuilds the world's communicator with a new unique id over the host group; another group's
+ * says to make the group again. Checked-mode fingerprints and unique ids travel over the host
  * group's MPI check channel (exchange), never over NCCL.
  *
  * NCCL has no tags and no message sizes: sends and recvs between two ranks match in the order
@@ -40,7 +42,8 @@ typedef struct {
   cudaStream_t stream;
   cudaEvent_t ready; /* recorded on the compute stream before each op */
   int index;         /* the cuda device */
-  lab_group *host;   /* the user's group: MPI, fingerprints, unique ids, poisoning */
+  lab_group *self;   /* the device group this is the communicator of: poisoned when aborted */
+  lab_group *host;   /* the user's group: MPI, fingerprints, unique ids */
 } nccl_group;
 
 struct lab_backend_work {
@@ -156,6 +159,7 @@ int lab_nccl_group_init(lab_group *dev, lab_group *host, int index, const void *
   dev->backend = &nccl_backend;
   dev->impl = ng;
   dev->host = host;
+  ng->self = dev;
   return 0;
 }
 
@@ -164,7 +168,9 @@ int lab_nccl_group_init(lab_group *dev, lab_group *host, int index, const void *
 /* The group's stream waits for what the compute stream has queued (the tensors are written). */
 static int enter(const char *op, nccl_group *ng) {
   if (!ng->comm)
-    return lab_fail(op, "the NCCL communicator of %s was aborted; it is rebuilt by recovery", ng->host->name);
+    return lab_fail(op, "the NCCL communicator of %s was aborted after a failed or abandoned collective; %s",
+                    ng->host->name, ng->host->id == 0 ? "the REPL rebuilds the world's before the next chunk"
+                                                     : "make the group again for cuda tensors");
   cudaStream_t compute = lab_cuda_compute_stream(ng->index);
   if (!compute) return -1;
   cudaError_t e = cudaEventRecord(ng->ready, compute);
@@ -202,14 +208,14 @@ static void abort_comm(nccl_group *ng) {
  * bounded by the watchdog. */
 static int finish(const char *op, nccl_group *ng, cudaEvent_t ev) {
   if (lab_dist_guarded()) {
-    if (lab_guard_wait(ng->host, op, poll_fn, &(nccl_poll){ng, ev}) < 0) {
+    if (lab_guard_wait(ng->self, op, poll_fn, &(nccl_poll){ng, ev}) < 0) {
       abort_comm(ng);
       return -1;
     }
   } else {
     int done = 0;
     if (poll_fn(&(nccl_poll){ng, ev}, &done) < 0) { /* an error already raised asynchronously */
-      lab_group_poison(ng->host);
+      lab_group_poison(ng->self);
       abort_comm(ng);
       return -1;
     }
@@ -350,7 +356,7 @@ static int n_wait(lab_backend_work *w) { return finish("wait", w->ng, w->done); 
 
 static int n_test(lab_backend_work *w, int *done) {
   if (poll_fn(&(nccl_poll){w->ng, w->done}, done) < 0) {
-    lab_group_poison(w->ng->host);
+    lab_group_poison(w->ng->self);
     abort_comm(w->ng);
     return -1;
   }
@@ -396,6 +402,7 @@ static int n_rebuild(lab_group *g) {
   if (rc == 0) rc = host->backend->exchange(host, id, all, LAB_NCCL_ID_BYTES);
   if (rc == 0) rc = comm_init(ng, host->rank, host->size, all);
   free(all);
+  if (rc == 0) g->poisoned = 0;
   return rc;
 }
 

@@ -20,6 +20,7 @@ int lab_dist_recover(void) {
   for (int i = 0; i < lab_dist_group_count(); i++) {
     lab_group *g = lab_dist_group_at(i);
     if (g && g->poisoned && (!host->recover || g->backend != host)) mine = 1;
+    if (g && g->device && g->device->poisoned) mine = 1; /* an aborted NCCL communicator */
   }
   lab_ctl_max(mine, &any, 0);
   if (!any) return result;
