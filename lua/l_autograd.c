@@ -525,7 +525,7 @@ static int l_backward(lua_State *L) { return m_backward(L); }
 static int dim_opt(lua_State *L, int opts, lab_tensor *x) {
   if (!opts) return x->ndim - 1; /* tensor parallelism splits the last dim by default */
   lua_getfield(L, opts, "dim");
-  int d = lua_isnil(L, -1) ? x->ndim - 1 : ll_to_dim(L, luaL_checkinteger(L, -1), x->ndim, 0, "dim");
+  int d = lua_isnil(L, -1) ? x->ndim - 1 : ll_to_dim(L, ll_check_integer(L, -1, "dim", "dim"), x->ndim, 0, "dim");
   lua_pop(L, 1);
   return d;
 }

@@ -1,6 +1,7 @@
 /* lab.dist: torch.distributed for Lua. Collectives work in place on contiguous tensors;
  * options come as a table: {op='sum', group=g, async=true}. With async=true a call returns a
  * handle with :wait() and :test(). Groups are userdata made by new_group and split. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,7 +190,7 @@ static int l_all_reduce(lua_State *L) {
 static int l_broadcast(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
-  int src = (int)luaL_optinteger(L, 2, 0);
+  int src = ll_opt_int(L, 2, 0, "broadcast", "src");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
@@ -201,7 +202,7 @@ static int l_broadcast(lua_State *L) {
 static int l_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
-  int dst = (int)luaL_optinteger(L, 2, 0);
+  int dst = ll_opt_int(L, 2, 0, "reduce", "dst");
   lab_redop op = opt_redop(L, 3, opts);
   int async = opt_async(L, opts);
   lab_work *w = NULL;
@@ -370,9 +371,10 @@ static int l_all_to_all(lua_State *L) {
 
 static int p2p(lua_State *L, int is_send, int force_async) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  int peer = (int)luaL_checkinteger(L, 2);
+  const char *op = is_send ? (force_async ? "isend" : "send") : (force_async ? "irecv" : "recv");
+  int peer = ll_check_int(L, 2, op, "peer");
   int opts = ll_options_index(L);
-  int tag = (int)ll_opt_number(L, opts, "tag", 0);
+  int tag = ll_opt_int_field(L, opts, "tag", 0, op);
   int async = force_async || opt_async(L, opts);
   lab_group *g = ll_opt_group(L, opts);
   lab_work *w = NULL;
@@ -402,8 +404,18 @@ static int l_new_group(lua_State *L) {
   int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
   if (!ranks) return ll_error(L, "new_group: out of memory");
   for (int i = 0; i < n; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "ranks[%d]", i + 1);
     lua_rawgeti(L, 1, i + 1);
-    ranks[i] = (int)lua_tointeger(L, -1);
+    int isnum = 0;
+    lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
+    if (!isnum || v < INT_MIN || v > INT_MAX) {
+      free(ranks); /* before raising: the error does not return */
+      if (lua_type(L, -1) == LUA_TNUMBER && isnum) return ll_error(L, "new_group: %s %lld is not a rank", what, (long long)v);
+      if (lua_type(L, -1) == LUA_TNUMBER) return ll_error(L, "new_group: %s must be an integer, got %.14g", what, lua_tonumber(L, -1));
+      return ll_error(L, "new_group: %s must be an integer, got %s", what, luaL_typename(L, -1));
+    }
+    ranks[i] = (int)v;
     lua_pop(L, 1);
   }
   lab_group *g = lab_dist_new_group(lab_dist_world(), n, ranks);
@@ -416,8 +428,8 @@ static int l_new_group(lua_State *L) {
 /* split(color[, key][, {group=parent}]): colour < 0 (or nil) leaves this rank out */
 static int l_split(lua_State *L) {
   int opts = ll_options_index(L);
-  int color = lua_isnil(L, 1) ? -1 : (int)luaL_checkinteger(L, 1);
-  int key = lua_type(L, 2) == LUA_TNUMBER ? (int)lua_tointeger(L, 2) : lab_ctl_rank();
+  int color = lua_isnil(L, 1) ? -1 : ll_check_int(L, 1, "split", "color");
+  int key = lua_type(L, 2) == LUA_TNUMBER ? ll_check_int(L, 2, "split", "key") : lab_ctl_rank();
   lab_group *g = lab_dist_split(ll_opt_group(L, opts), color, key);
   if (!g) return ll_runtime_error(L);
   push_group(L, g);

@@ -18,17 +18,18 @@ static int l_threads(lua_State *L) {
 }
 
 static int l_set_threads(lua_State *L) {
-  lab_set_num_threads((int)luaL_checkinteger(L, 1));
+  lab_set_num_threads(ll_check_int(L, 1, "set_threads", "threads"));
   return 0;
 }
 
+/* true for any tensor userdata, closed or sharded (ZeRO-3) too: a question, never an error */
 static int l_is_tensor(lua_State *L) {
-  lua_pushboolean(L, ll_test_tensor(L, 1) != NULL);
+  lua_pushboolean(L, luaL_testudata(L, 1, LAB_TENSOR_MT) != NULL);
   return 1;
 }
 
 static int l_isatty(lua_State *L) {
-  lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 1)));
+  lua_pushboolean(L, isatty(ll_opt_int(L, 1, 1, "isatty", "fd")));
   return 1;
 }
 

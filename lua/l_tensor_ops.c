@@ -167,7 +167,7 @@ static void reduce_args(lua_State *L, const lab_tensor *t, const char *op, int *
   *keepdim = 0;
   if (opts == 2) {
     lua_getfield(L, 2, "dim");
-    if (!lua_isnil(L, -1)) *dim = ll_to_dim(L, luaL_checkinteger(L, -1), t->ndim, 0, op);
+    if (!lua_isnil(L, -1)) *dim = ll_to_dim(L, ll_check_integer(L, -1, op, "dim"), t->ndim, 0, op);
     lua_pop(L, 1);
     *keepdim = ll_opt_bool(L, 2, "keepdim", 0);
     return;
@@ -313,7 +313,7 @@ static int push_list(lua_State *L, int n, lab_tensor **v, lab_tensor *t, int dim
 
 static int m_split(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  lua_Integer size = luaL_checkinteger(L, 2);
+  lua_Integer size = ll_check_integer(L, 2, "split", "size");
   int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "split");
   lab_tensor **v = NULL;
   int n = lab_split(t, size, dim, &v);
@@ -322,27 +322,31 @@ static int m_split(lua_State *L) {
 
 static int m_chunk(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  lua_Integer chunks = luaL_checkinteger(L, 2);
+  int chunks = ll_check_int(L, 2, "chunk", "chunks");
   int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "chunk");
   lab_tensor **v = NULL;
-  int n = lab_chunk(t, (int)chunks, dim, &v);
+  int n = lab_chunk(t, chunks, dim, &v);
   return push_list(L, n, v, t, dim);
 }
 
-/* Collects a Lua list of tensors; the array is malloc'ed, references borrowed. */
+/* Collects a Lua list of tensors into an array that is a userdata left on the stack, so an
+ * error raised while reading the list or the arguments after it cannot leak it (a malloc'ed
+ * array leaked when an element was a closed tensor); references borrowed. */
 static lab_tensor **tensor_list(lua_State *L, int idx, int *n, const char *op) {
-  luaL_checktype(L, idx, LUA_TTABLE);
-  *n = (int)lua_rawlen(L, idx);
-  lab_tensor **v = malloc(sizeof *v * (size_t)(*n ? *n : 1));
-  if (!v) ll_error(L, "%s: out of memory", op);
+  if (!lua_istable(L, idx) || ll_test_tensor(L, idx))
+    ll_error(L, "%s: expected a list of tensors as argument %d, got %s", op, idx,
+             ll_test_tensor(L, idx) ? "a tensor" : luaL_typename(L, idx));
+  lua_Unsigned len = lua_rawlen(L, idx);
+  if (len > (1u << 20)) ll_error(L, "%s: a list of %llu tensors is too long", op, (unsigned long long)len);
+  *n = (int)len;
+  lab_tensor **v = lua_newuserdatauv(L, sizeof *v * (size_t)(*n ? *n : 1), 0);
   for (int i = 0; i < *n; i++) {
     lua_rawgeti(L, idx, i + 1);
+    lab_tensor **box = luaL_testudata(L, -1, LAB_TENSOR_MT);
+    if (box && !*box) ll_error(L, "%s: element %d of the list was already closed", op, i + 1);
     v[i] = ll_test_tensor(L, -1);
     lua_pop(L, 1);
-    if (!v[i]) {
-      free(v);
-      ll_error(L, "%s: element %d of the list is not a tensor", op, i + 1);
-    }
+    if (!v[i]) ll_error(L, "%s: element %d of the list is not a tensor", op, i + 1);
   }
   return v;
 }
@@ -351,14 +355,8 @@ int ll_cat(lua_State *L) {
   int n;
   lab_tensor **v = tensor_list(L, 1, &n, "cat");
   int dim = 0;
-  if (n > 0 && !lua_isnoneornil(L, 2)) {
-    lua_Integer d = lua_tointeger(L, 2);
-    int nd = v[0]->ndim;
-    if (d < 0) d += nd + 1;
-    dim = (int)d - 1;
-  }
+  if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "cat", "dim"), v[0]->ndim, 0, "cat");
   lab_tensor *r = lab_ad_cat(n, v, dim);
-  free(v);
   ll_push_tensor(L, r);
   return 1;
 }
@@ -367,13 +365,8 @@ int ll_stack(lua_State *L) {
   int n;
   lab_tensor **v = tensor_list(L, 1, &n, "stack");
   int dim = 0;
-  if (n > 0 && !lua_isnoneornil(L, 2)) {
-    lua_Integer d = lua_tointeger(L, 2);
-    if (d < 0) d += v[0]->ndim + 2;
-    dim = (int)d - 1;
-  }
+  if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "stack", "dim"), v[0]->ndim, 1, "stack");
   lab_tensor *r = lab_ad_stack(n, v, dim);
-  free(v);
   ll_push_tensor(L, r);
   return 1;
 }

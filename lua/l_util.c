@@ -1,4 +1,5 @@
 /* Helpers shared by the binding files: errors, argument parsing, tensor userdata. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,6 +96,34 @@ void ll_check_rc(lua_State *L, int rc) {
   if (rc < 0) ll_runtime_error(L);
 }
 
+lua_Integer ll_check_integer(lua_State *L, int idx, const char *op, const char *what) {
+  int ok = 0;
+  lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
+  if (ok) return v;
+  if (lua_type(L, idx) == LUA_TNUMBER)
+    return ll_error(L, "%s: %s must be an integer, got %.14g", op, what, lua_tonumber(L, idx));
+  return ll_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
+}
+
+int ll_check_int(lua_State *L, int idx, const char *op, const char *what) {
+  lua_Integer v = ll_check_integer(L, idx, op, what);
+  if (v < INT_MIN || v > INT_MAX)
+    return ll_error(L, "%s: %s %lld is out of range (at most %d in magnitude)", op, what, (long long)v, INT_MAX);
+  return (int)v;
+}
+
+int ll_opt_int(lua_State *L, int idx, int def, const char *op, const char *what) {
+  return lua_isnoneornil(L, idx) ? def : ll_check_int(L, idx, op, what);
+}
+
+int ll_opt_int_field(lua_State *L, int opts, const char *field, int def, const char *op) {
+  if (!opts) return def;
+  lua_getfield(L, opts, field);
+  int v = lua_isnil(L, -1) ? def : ll_check_int(L, lua_gettop(L), op, field);
+  lua_pop(L, 1);
+  return v;
+}
+
 int ll_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op) {
   int n = ndim + extra;
   if (d < 0) d += n + 1;
@@ -107,7 +136,7 @@ int ll_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op) 
 }
 
 int ll_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op) {
-  return ll_to_dim(L, luaL_checkinteger(L, idx), ndim, extra, op);
+  return ll_to_dim(L, ll_check_integer(L, idx, op, "dim"), ndim, extra, op);
 }
 
 int ll_read_shape(lua_State *L, int idx, int64_t *shape, const char *op) {

@@ -23,6 +23,16 @@ void ll_push_tensor(lua_State *L, lab_tensor *t);
 /* Same, for functions returning -1/0. */
 void ll_check_rc(lua_State *L, int rc);
 
+/* Integers from Lua: an integer-valued number (3 or 3.0), never a string ("3") or a fraction
+ * (0.5, which luaL_checkinteger refused without naming the op, and (int) casts of Lua
+ * integers truncated 2^32 + 2 to 2). `what` names the argument ("src", "dim", "ranks[2]"). */
+lua_Integer ll_check_integer(lua_State *L, int idx, const char *op, const char *what);
+/* ... that fits a C int (dims, chunks, ranks, tags, thread counts) */
+int ll_check_int(lua_State *L, int idx, const char *op, const char *what);
+int ll_opt_int(lua_State *L, int idx, int def, const char *op, const char *what);
+/* options field `field` of the table at opts (0: none) as an int, def when absent */
+int ll_opt_int_field(lua_State *L, int opts, const char *field, int def, const char *op);
+
 /* Lua dim (1-based, negative from the end) at idx to a 0-based C dim for a tensor of ndim
  * dims; `extra` allows one past the end (unsqueeze, stack). */
 int ll_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op);
