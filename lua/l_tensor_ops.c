@@ -353,6 +353,7 @@ static lab_tensor **tensor_list(lua_State *L, int idx, int *n, const char *op) {
 
 int ll_cat(lua_State *L) {
   int n;
+  lua_settop(L, 2); /* (list, dim): the list's array goes above them */
   lab_tensor **v = tensor_list(L, 1, &n, "cat");
   int dim = 0;
   if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "cat", "dim"), v[0]->ndim, 0, "cat");
@@ -363,6 +364,7 @@ int ll_cat(lua_State *L) {
 
 int ll_stack(lua_State *L) {
   int n;
+  lua_settop(L, 2); /* (list, dim): the list's array goes above them */
   lab_tensor **v = tensor_list(L, 1, &n, "stack");
   int dim = 0;
   if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "stack", "dim"), v[0]->ndim, 1, "stack");
