@@ -23,6 +23,7 @@
 #include "completion.h"
 #include "grouped.h"
 #include "runtime/dist/board.h"
+#include "runtime/dist/clock.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "session.h"
@@ -157,11 +158,28 @@ static size_t typeahead_pos;
 
 static int wake_pipe[2] = {-1, -1}; /* stop_watching wakes the watcher at once */
 
+/* A Ctrl-C that has not ended the chunk after a second: some rank is inside one long C call
+ * (a BLAS product cannot stop midway). Say so once, with what the board shows. */
+static void say_interrupt_pending(void) {
+  char *report = lab_board_report();
+  fprintf(term.out, "^C interrupt pending: a rank is inside a long C call and stops when it returns. "
+                    "What every rank is doing:%s\n", report ? report : "");
+  fflush(term.out);
+  free(report);
+}
+
 static void *watch_terminal(void *arg) {
   (void)arg;
+  double interrupted_at = 0;
+  int said = 0;
   while (watching) {
     struct pollfd p[2] = {{.fd = fileno(term.in), .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
-    if (poll(p, 2, 1000) <= 0) continue;
+    int ready = poll(p, 2, interrupted_at > 0 ? 100 : 1000);
+    if (interrupted_at > 0 && !said && lab_board_interrupt_requested() && lab_now() - interrupted_at > 1.0) {
+      say_interrupt_pending();
+      said = 1;
+    }
+    if (ready <= 0) continue;
     if (p[1].revents) {
       char sink[16];
       if (read(wake_pipe[0], sink, sizeof sink) < 0) {}
@@ -169,7 +187,10 @@ static void *watch_terminal(void *arg) {
     }
     char c;
     if (read(p[0].fd, &c, 1) != 1) break;
-    if (c == 3) lab_board_request_interrupt();
+    if (c == 3) {
+      lab_board_request_interrupt();
+      if (interrupted_at == 0) interrupted_at = lab_now();
+    }
     else if (typeahead_len < sizeof typeahead) typeahead[typeahead_len++] = c;
   }
   return NULL;
@@ -318,6 +339,10 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     } else {
       stepper_run_script(L, text, 0, &err);
     }
+    /* a Ctrl-C that cut a C call short (a matrix product stops between batches, an iterator
+     * between rows) just before the chunk ended, with no Lua instruction left to raise it */
+    if (!err && lab_board_interrupt_requested())
+      err = strdup("interrupted! (inside a C call, whose result may be incomplete)");
     lua_sethook(L, NULL, 0, 0);
     lab_dist_set_default(NULL);
     lab_board_set(LAB_IDLE, "", "");

@@ -1,0 +1,93 @@
+/* Ctrl-C from anywhere, through a pseudo-terminal at 2 and 4 ranks: rank 0 watches the keyboard
+ * until every rank has finished the chunk, so the interrupt reaches a rank spinning after rank
+ * 0 is done, a %on chunk without rank 0, a default target without rank 0 (:ranks), a rank
+ * spinning while the others wait in all_reduce, and a :run script on every rank. A Ctrl-C
+ * during one long C call (a matrix product) is reported as pending and is not dropped. Each
+ * case prints its latency (Ctrl-C to the next prompt) and must stay under a few seconds. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "repl_pty.h"
+
+static const char *ranks = "4";
+static int nranks = 4;
+
+/* types chunk, waits until it runs (settle seconds), presses Ctrl-C, expects `want` and the
+ * prompt, and prints the latency */
+static void interrupt_case(session *s, const char *name, const char *chunk, double settle, const char *want) {
+  type(s, chunk);
+  type(s, "\r");
+  usleep((useconds_t)(settle * 1e6));
+  double t0 = pty_now();
+  type(s, "\x03");
+  assert_true(expect(s, want, 10));
+  assert_true(expect(s, "> ", 10));
+  double ms = (pty_now() - t0) * 1e3;
+  fprintf(stderr, "Ctrl-C latency at %s ranks, %s: %.0f ms\n", ranks, name, ms);
+  assert_true(ms < 5000);
+}
+
+static void test_ctrl_c_from_anywhere(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  char chunk[256], last[16];
+  snprintf(last, sizeof last, "%d", nranks - 1);
+  snprintf(chunk, sizeof chunk, "if lab.dist.rank() == %s then for i = 1, 1e12 do end end", last);
+  interrupt_case(&s, "one rank spinning after rank 0 finished", chunk, 1.5, "error: interrupted!");
+  snprintf(chunk, sizeof chunk, "%%on %s for i = 1, 1e12 do end", last);
+  interrupt_case(&s, "%on chunk without rank 0", chunk, 1.5, "error: interrupted!");
+  snprintf(chunk, sizeof chunk, ":ranks %s\r", last);
+  type(&s, chunk);
+  interrupt_case(&s, ":ranks without rank 0", "while true do end", 1.5, "error: interrupted!");
+  type(&s, ":ranks all\r");
+  interrupt_case(&s, "a rank spinning while the others wait in all_reduce",
+                 "if lab.dist.rank() == 1 then while true do end end; lab.dist.all_reduce(lab.ones(4))", 1.5,
+                 "[1] error: interrupted!");
+  char path[512], cmd[600];
+  snprintf(path, sizeof path, "%s/loop.lua", home_dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local x = lab.ones(64)\nwhile true do lab.dist.all_reduce(x); x = x / %d end\n", nranks);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, ":run %s", path);
+  interrupt_case(&s, ":run script with collectives on every rank", cmd, 2.0, "interrupted");
+  /* one matrix product of a few seconds on rank 0 (4000^3 multiply-adds on one thread): the
+   * Ctrl-C is reported as pending after a second, and raised when the product returns */
+  type(&s, "%on 0 a = lab.randn({4000, 4000})\r");
+  assert_true(expect(&s, "> ", 60));
+  type(&s, "%on 0 b = a:matmul(a)\r");
+  usleep(300000);
+  double t0 = pty_now();
+  type(&s, "\x03");
+  assert_true(expect(&s, "interrupt pending: a rank is inside a long C call", 30));
+  fprintf(stderr, "Ctrl-C at %s ranks during a 4000^2 matmul: 'pending' after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  assert_true(expect(&s, "[0] error: interrupted! (inside a C call", 60));
+  assert_true(expect(&s, "> ", 10));
+  fprintf(stderr, "Ctrl-C at %s ranks during a 4000^2 matmul: prompt after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  type(&s, "%on 0 a, b = nil, nil; collectgarbage()\r");
+  assert_true(expect(&s, "> ", 10));
+  char want[64];
+  type(&s, "=1+1\r");
+  snprintf(want, sizeof want, "[0-%d] 2", nranks - 1);
+  assert_true(expect(&s, want, 20));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 30), 0);
+}
+
+int main(int argc, char **argv) {
+  pty_setup(argc, argv);
+  if (argc > 2) ranks = argv[2];
+  nranks = atoi(ranks);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ctrl_c_from_anywhere),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
