@@ -23,6 +23,7 @@ lab.posttrain = require("lab.posttrain")
 lab.ckpt = require("lab.ckpt")
 lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
+lab.netsim = require("lab.netsim")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

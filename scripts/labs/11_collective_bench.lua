@@ -190,4 +190,61 @@ else
 end
 lab.print0("   Compare busbw at 1 GiB with the link (H100 NVLink 4: ~450 GB/s per direction per GPU);")
 lab.print0("   nccl-tests' all_reduce_perf reports the same algbw and busbw columns as section 1.")
+-- 4. The network beyond this machine: lab.netsim (lua/lab/netsim.lua says the model and cites
+-- its figures). First this machine, as the model sees it from section 2's fit, predicting the
+-- sizes the fit did not use; then a DGX H100 cluster against published nccl-tests figures;
+-- then 10,000 GPUs, where ECMP collisions and one paused link set the pace of everything.
+local ns = lab.netsim
+lab.print0("\n4. lab.netsim: ring and tree all-reduce on a described cluster")
+if n > 1 and beta > 0 and alpha > 0 then
+  local here = ns.from_alpha_beta(alpha, beta, n)
+  for _, bytes in ipairs({ 4 << 20, 16 << 20 }) do
+    local model, measured = ns.ring(here, bytes).time, results.all_reduce[bytes]
+    lab.print0(string.format("   this machine, %d ranks, %s: model %.0f us, measured %.0f us (%+.0f%%; beyond the fit's 1 MiB)",
+      n, lab.format_bytes(bytes), model * 1e6, measured * 1e6, 100 * (model - measured) / measured))
+  end
+else
+  lab.print0("   (this machine: the fit needs 2 or more ranks and a positive alpha and beta)")
+end
+lab.print0("   DGX H100 nodes (8 GPUs, NVLink 476 GB/s busbw, 8 x NDR NICs at 47 GB/s achieved):")
+lab.print0(string.format("   %7s %6s %12s %12s %12s %12s %12s", "nodes", "GPUs", "ring 64 KiB", "tree 64 KiB", "ring 1 GiB",
+  "tree 1 GiB", "busbw ring"))
+for _, nodes in ipairs({ 1, 2, 4, 16, 128, 1024 }) do
+  local c = ns.cluster({ nodes = nodes })
+  local rs, ts, rl, tl = ns.ring(c, 64 * 1024), ns.tree(c, 64 * 1024), ns.ring(c, 2 ^ 30), ns.tree(c, 2 ^ 30)
+  lab.print0(string.format("   %7d %6d %9.0f us %9.0f us %9.2f ms %9.2f ms %7.0f GB/s", nodes, 8 * nodes, rs.time * 1e6,
+    ts.time * 1e6, rl.time * 1e3, tl.time * 1e3, rl.busbw))
+end
+for _, p in ipairs(ns.published) do
+  lab.print0(string.format("   published: %-46s %3d-%3d GB/s  (%s)", p.what, p.GBps[1], p.GBps[2], p.source))
+end
+local one, four = ns.ring({ nodes = 1 }, 8 * 2 ^ 30).busbw, ns.ring({ nodes = 4 }, 8 * 2 ^ 30).busbw
+check("the model's one-node busbw is the published 475-480 GB/s", one >= 470 and one <= 481)
+check("the model's multi-node busbw is 8 rails x the published 46-48 GB/s", four >= 8 * 46 * 0.99 and four <= 8 * 48)
+lab.print0("   (on 2 nodes NCCL picks its tree, whose busbw can exceed the NICs' (nccl-tests #196): compare")
+lab.print0("   rings with NCCL_ALGO=Ring)")
+
+-- 10,000 GPUs: 1250 nodes, 32 per leaf, so 40 leaves and, per rail, 40 ring hops through the spine
+local big = { nodes = 1250, nodes_per_leaf = 32, ecmp_collision = 0.01 }
+local clean = ns.ring({ nodes = 1250, nodes_per_leaf = 32 }, 2 ^ 30)
+local expected, p_any = ns.expected_ring(big, 2 ^ 30)
+lab.print0("   10,000 GPUs (1250 nodes, 32 per leaf, 40 leaves), all_reduce of 1 GiB:")
+lab.print0(string.format("     no collision: %.2f ms (busbw %.0f GB/s); latency alone %.2f ms of it (a ring of 10,000 is 19,998 steps)",
+  clean.time * 1e3, clean.busbw, ns.ring({ nodes = 1250, nodes_per_leaf = 32 }, 0).time * 1e3))
+lab.print0(string.format("     ECMP, each cross-leaf flow colliding with p = 1%%: P(some ring hop collides) = %.0f%%, expected %.2f ms",
+  100 * p_any, expected * 1e3))
+local over = ns.ring({ nodes = 1250, nodes_per_leaf = 32, oversubscription = 2 }, 2 ^ 30)
+lab.print0(string.format("     2:1 oversubscribed spine: %.2f ms (busbw %.0f GB/s)", over.time * 1e3, over.busbw))
+lab.print0(string.format("     tree instead, 1 GiB: %.2f ms; 64 KiB: ring %.0f us, tree %.0f us: at this scale the ring's",
+  ns.tree(big, 2 ^ 30).time * 1e3, ns.ring(big, 65536).time * 1e6, ns.tree(big, 65536).time * 1e6))
+lab.print0("     19,998 latency steps dominate even 1 GiB; NCCL uses trees (and rings within groups) there")
+check("a collision somewhere is likely at 10,000 GPUs even at p = 1% (> 90%)", p_any > 0.9)
+-- one congested link, on 128 GPUs where 1 GiB is bandwidth-bound: every step of its ring waits
+-- for it, and the collective waits for that ring
+local c16 = ns.ring({ nodes = 16 }, 2 ^ 30)
+local paused = ns.ring({ nodes = 16, pause = { node = 9, rail = 3, fraction = 0.3 } }, 2 ^ 30)
+lab.print0(string.format("   128 GPUs, 1 GiB: %.2f ms; with one of its 128 NIC links PFC-paused 30%% of the time: %.2f ms (%.2fx)",
+  c16.time * 1e3, paused.time * 1e3, paused.time / c16.time))
+lab.print0("     bottleneck: " .. paused.bottleneck)
+check("one paused link of 128 slows the whole all-reduce (> 1.25x)", paused.time > 1.25 * c16.time)
 finish("lab 11")
