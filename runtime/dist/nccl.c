@@ -18,6 +18,12 @@
  * says to make the group again. Checked-mode fingerprints and unique ids travel over the host
  * group's MPI check channel (exchange), never over NCCL.
  *
+ * A communicator is made (ncclCommInitRank, blocking until every member joins) at the group's first
+ * collective on cuda tensors, after checked mode has verified that every member is in that same
+ * collective; a member that never arrives there would leave the others waiting in the init,
+ * outside the watchdog's reach (a non-blocking communicator would make every later call
+ * pollable too; not done).
+ *
  * NCCL has no tags and no message sizes: sends and recvs between two ranks match in the order
  * they were posted, and a recv of the wrong size is not detected (the MPI path detects it).
  * all_to_all and all_to_all_v are grouped sends and recvs (ncclGroupStart/End). bf16 and f16
@@ -186,6 +192,8 @@ typedef struct {
 /* guard.c's test: the event, and the communicator's asynchronous error */
 static int poll_fn(void *ctx, int *done) {
   nccl_poll *p = ctx;
+  if (!p->ng->comm) /* aborted while this work was pending */
+    return lab_fail("nccl", "the NCCL communicator of %s was aborted before this collective completed", p->ng->host->name);
   ncclResult_t ae = ncclSuccess;
   ncclResult_t r = ncclCommGetAsyncError(p->ng->comm, &ae);
   if (r != ncclSuccess) return nccl_fail("nccl", r, p->ng->comm);

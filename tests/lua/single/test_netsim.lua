@@ -1,9 +1,9 @@
--- lab.netsim against reasoning done by hand, not against its own formulas: limiting cases
+-- lab.netsim (pure arithmetic, one rank) against reasoning done by hand, not against its own formulas: limiting cases
 -- (two GPUs on one link; latency-only and bandwidth-only messages), a small cluster whose
 -- bytes per link are counted step by step, one congested link wherever it sits, leaf/spine
 -- oversubscription that only bites across leaves, ECMP collisions sampled against the closed
 -- form, monotonicity in every knob, the cited nccl-tests figures, and argument errors.
-package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+package.path = (arg[0]:match("(.*/)") or "./") .. "../?.lua;" .. package.path
 local T = require("harness")
 local ns = lab.netsim
 
