@@ -298,14 +298,15 @@ function GRPO:step(prompts)
   local seqs, rewards = self:rollout(prompts)
   local P = prompts.shape[2]
   local adv = posttrain.group_advantages(rewards, self.G):to(seqs.device)
-  local old, ref = lab.no_grad(function()
-    return posttrain.completion_logprobs(self.policy, seqs, P, "GRPO"),
-        posttrain.completion_logprobs(self.reference, seqs, P, "GRPO")
-  end)
+  local ref = lab.no_grad(function() return posttrain.completion_logprobs(self.reference, seqs, P, "GRPO") end)
+  -- the sampling policy's log-probabilities: with one step per batch they are the first
+  -- step's own (detached), so no separate forward is needed (as TRL does for mu = 1)
+  local old = self.mu > 1 and lab.no_grad(function() return posttrain.completion_logprobs(self.policy, seqs, P, "GRPO") end)
   local stats
   for _ = 1, self.mu do
     self.optimizer:zero_grad()
     local logp = posttrain.completion_logprobs(self.policy, seqs, P, "GRPO")
+    old = old or logp:detach()
     local loss
     loss, stats = posttrain.grpo_loss(logp, old, ref, adv, self.clip, self.beta)
     loss:backward()
@@ -343,5 +344,8 @@ function posttrain.mean_reward(model, prompts, reward, opts)
   if opts.group then mean = average({ m = mean }, opts.group).m end
   return mean
 end
+
+-- memory per rank and FLOPs per prompt of each method, from formulas (lab/posttrain_cost.lua)
+posttrain.cost = require("lab.posttrain_cost")
 
 return posttrain

@@ -214,10 +214,15 @@ T.test("DPO raises the reward margin and the preference for right answers (DDP)"
 end)
 
 -- a base model fine-tuned (SFT) on 1-digit addition, right about 3 times in 4
+local base_state -- trained once, copied for each test
 local function sft_base()
   local task = lab.data.add_task(1)
   lab.manual_seed(1)
   local m = lab.nn.GPT(cfg1)
+  if base_state then
+    m:load_state_dict(base_state)
+    return m, task
+  end
   local opt = lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
   for _ = 1, 250 do
     local x, y = task.batch(32)
@@ -226,6 +231,8 @@ local function sft_base()
     loss:backward()
     opt:step()
   end
+  base_state = {}
+  for k, v in pairs(m:state_dict()) do base_state[k] = v:clone() end
   return m, task
 end
 
@@ -253,6 +260,42 @@ T.test("GRPO raises the mean reward on held-out prompts (DDP)", function()
   T.ok(sampled1 > sampled0 + 0.08, string.format("sampled completions earn more: %.3f -> %.3f", sampled0, sampled1))
   T.ok(s.kl > 0 and s.kl < 1, "the policy moved from the reference, not far")
   T.ok(agreed(sampled1) and agreed(s.reward), "every rank reports the same statistics")
+end)
+
+T.test("GRPO with inner steps: the ratio leaves 1 and is clipped", function()
+  local m, task = sft_base()
+  local grpo = P.GRPO { policy = m, reference = P.reference(m), reward = task.reward, group_size = 4, inner_steps = 4,
+    clip = 0.05, max_new_tokens = task.answer_len, optimizer = lab.optim.AdamW(m:parameters(), { lr = 1e-2 }) }
+  lab.seed_per_rank(9)
+  local clipped = 0
+  for _ = 1, 3 do clipped = math.max(clipped, grpo:step(task.prompts(8)).clip_fraction) end
+  T.ok(clipped > 0, string.format("some ratios moved past 1 +- 0.05 within a batch: %.3f", clipped))
+end)
+
+T.test("cost: hand-derived bytes and FLOPs, and its mistakes", function()
+  local c = P.cost
+  -- mixed precision: trained 16 bytes per parameter (2 + 2 + 4 master + 8 moments), frozen 2
+  T.eq(c { method = "sft", params = 7e9, mixed_precision = true }.total, 112e9)
+  T.eq(c { method = "dpo", params = 7e9, mixed_precision = true }.total, 126e9)
+  T.eq(c { method = "grpo", params = 7e9, mixed_precision = true }.reference, 14e9)
+  T.eq(c { method = "ppo", params = 7e9, mixed_precision = true }.total, 252e9) -- 2 x 16 + 2 x 2 per parameter
+  T.near(c { method = "lora", params = 7e9, mixed_precision = true }.total, 14e9 + 16 * 35e6, 1e-12)
+  T.near(c { method = "qlora", params = 7e9, mixed_precision = true }.total, 3.5e9 + 16 * 35e6, 1e-12)
+  T.eq(c { method = "lora", params = 1000, trainable = 10 }.grads, 40, "f32 adapters: 4 bytes of gradient each")
+  -- ZeRO-3 over 8: everything sharded, the frozen reference too
+  T.eq(c { method = "dpo", params = 8e9, mixed_precision = true, zero = 3, dp = 8 }.total, 18e9)
+  T.eq(c { method = "dpo", params = 8e9, mixed_precision = true, zero = 1, dp = 8 }.optimizer, 12e9)
+  -- FLOPs per prompt in units of N, P = R = 512, G = 8
+  T.eq(c { method = "grpo", params = 1 }.flops_in_N, 8 * (2 * 512 + 2 * 1024 + 6 * 1024))
+  T.eq(c { method = "dpo", params = 2, prompt = 10, response = 6 }.flops, 2 * 2 * (6 * 16 + 2 * 16))
+  local pre = "rank " .. rank .. ": posttrain.cost:"
+  T.raises(function() c { method = "rlhf", params = 1 } end, pre, "method", "rlhf")
+  T.raises(function() c { method = "sft" } end, pre, "params")
+  T.raises(function() c { method = "sft", params = -5 } end, pre, "params", "-5")
+  T.raises(function() c { method = "sft", params = 5, zero = 4 } end, pre, "zero", "4")
+  T.raises(function() c { method = "sft", params = 5, parms = 5 } end, pre, "unknown option parms")
+  T.raises(function() c { method = "lora", params = 5, trainable = 9 } end, pre, "trainable")
+  T.raises(function() c { method = "sft", params = 5, mixed_precision = true, dtype = "bf16" } end, pre, "mixed_precision")
 end)
 
 T.test("mistakes are named with the op, the values and the rank", function()
