@@ -99,4 +99,25 @@ typedef struct {
   int64_t lo, hi;  /* integers in [lo, hi) */
 } lab_rand_args;
 
+/* FlashAttention over BH = batch x heads independent problems, all contiguous row-major:
+ * q [BH, T, D], k [BH, S, D], v [BH, S, Dv], o and dout [BH, T, Dv] of dtype dt; lse [BH, T]
+ * f32 (the log-sum-exp of each query's scaled scores, saved by the forward for the backward).
+ * causal: query t sees keys s <= t + (S - T) (aligned at the bottom right, as the math path's
+ * mask); a query that sees no key gets o = 0 and lse = -inf. The backward writes dq, dk, dv
+ * (dtype dt) and uses `work` (lab_flash_work_bytes of device memory) for the f32 dq sums and
+ * the row dots of dout and o. */
+typedef struct {
+  lab_dtype dt;
+  int64_t BH, T, S, D, Dv;
+  double scale;
+  int causal;
+  const void *q, *k, *v, *o, *dout;
+  void *out, *lse; /* forward results: out [BH, T, Dv], lse */
+  void *dq, *dk, *dv, *work;
+} lab_flash_args;
+
+static inline size_t lab_flash_work_bytes(int64_t BH, int64_t T, int64_t D) {
+  return (size_t)(BH * T * (D + 1)) * sizeof(float);
+}
+
 #endif

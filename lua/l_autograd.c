@@ -383,11 +383,20 @@ static int l_cross_entropy(lua_State *L) {
   return 1;
 }
 
-/* sdpa(q, k, v[, {causal=false, scale=1/sqrt(D)}]) */
+/* sdpa(q, k, v[, {causal=false, scale=1/sqrt(D), impl='flash'|'math'}]); without impl, flash
+ * where the device has a kernel for the dtype and head dims, math elsewhere */
 static int l_sdpa(lua_State *L) {
   lab_tensor *q = ll_check_tensor(L, 1), *k = ll_check_tensor(L, 2), *v = ll_check_tensor(L, 3);
   int opts = lua_istable(L, 4) ? 4 : 0;
-  ll_push_tensor(L, lab_ad_sdpa(q, k, v, ll_opt_bool(L, opts, "causal", 0), ll_opt_number(L, opts, "scale", 0)));
+  lab_sdpa_impl impl = LAB_SDPA_AUTO;
+  if (opts && lua_getfield(L, opts, "impl") != LUA_TNIL) {
+    const char *s = lua_tostring(L, -1);
+    if (s && strcmp(s, "flash") == 0) impl = LAB_SDPA_FLASH;
+    else if (s && strcmp(s, "math") == 0) impl = LAB_SDPA_MATH;
+    else return ll_error(L, "sdpa: impl must be 'flash' or 'math', got %s", s ? s : luaL_typename(L, -1));
+  }
+  if (opts) lua_pop(L, 1);
+  ll_push_tensor(L, lab_ad_sdpa(q, k, v, ll_opt_bool(L, opts, "causal", 0), ll_opt_number(L, opts, "scale", 0), impl));
   return 1;
 }
 

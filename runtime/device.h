@@ -67,6 +67,12 @@ typedef struct lab_device_ops {
   void (*softmax_bwd_rows)(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale);
   void (*adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
                 double b2, double eps, double wd, int64_t step);
+  /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.
+   * flash_supports: 1 when the kernels take this dtype and these head dims (q/k: D, v: Dv).
+   * The kernels return 0, or -1 with lab_fail. */
+  int (*flash_supports)(lab_dtype dt, int64_t D, int64_t Dv);
+  int (*flash_fwd)(const lab_flash_args *a);
+  int (*flash_bwd)(const lab_flash_args *a);
 } lab_device_ops;
 
 /* The table of a device type; NULL when that type is not compiled in. */

@@ -7,12 +7,14 @@
 
 #include "../kernels/cpu/convert.h"
 #include "../kernels/cpu/ewise.h"
+#include "../kernels/cpu/flash_attention.h"
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/cpu/nn.h"
 #include "../kernels/cpu/optim.h"
 #include "../kernels/cpu/philox.h"
 #include "../kernels/cpu/reduce.h"
 #include "device.h"
+#include "error.h"
 #include "interrupt.h"
 #include "iter.h"
 
@@ -157,6 +159,21 @@ static void cpu_rand(const lab_rand_args *a) {
   }
 }
 
+/* ---- FlashAttention: kernels/cpu/flash_attention.c, f32 sums for f32, bf16 and f16 ---- */
+
+static int cpu_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) {
+  (void)D, (void)Dv;
+  return dt == LAB_F32 || dt == LAB_BF16 || dt == LAB_F16;
+}
+static int cpu_flash_fwd(const lab_flash_args *a) {
+  if (lab_flash_attn_fwd(a) < 0) return lab_fail("sdpa", "flash forward: no memory for the tile buffers");
+  return 0;
+}
+static int cpu_flash_bwd(const lab_flash_args *a) {
+  if (lab_flash_attn_bwd(a) < 0) return lab_fail("sdpa", "flash backward: no memory for the tile buffers");
+  return 0;
+}
+
 static const lab_device_ops cpu_ops = {
     .name = "cpu",
     .count = cpu_count,
@@ -186,6 +203,9 @@ static const lab_device_ops cpu_ops = {
     .causal_mask = lab_causal_mask,
     .softmax_bwd_rows = lab_softmax_bwd_rows,
     .adamw = lab_adamw_kernel,
+    .flash_supports = cpu_flash_supports,
+    .flash_fwd = cpu_flash_fwd,
+    .flash_bwd = cpu_flash_bwd,
 };
 
 const lab_device_ops *lab_cpu_device_ops(void) { return &cpu_ops; }

@@ -208,6 +208,23 @@ static void sim_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, in
   CPU->adamw(ct, K(p), K(g), K(m), K(v), n, lr, b1, b2, eps, wd, step);
 }
 
+/* the argument block with every pointer on the kernel view */
+static lab_flash_args flash_view(const lab_flash_args *a) {
+  lab_flash_args k = *a;
+  k.q = K(a->q), k.k = K(a->k), k.v = K(a->v), k.o = K(a->o), k.dout = K(a->dout);
+  k.out = K(a->out), k.lse = K(a->lse), k.dq = K(a->dq), k.dk = K(a->dk), k.dv = K(a->dv), k.work = K(a->work);
+  return k;
+}
+static int sim_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) { return CPU->flash_supports(dt, D, Dv); }
+static int sim_flash_fwd(const lab_flash_args *a) {
+  lab_flash_args k = flash_view(a);
+  return CPU->flash_fwd(&k);
+}
+static int sim_flash_bwd(const lab_flash_args *a) {
+  lab_flash_args k = flash_view(a);
+  return CPU->flash_bwd(&k);
+}
+
 static const lab_device_ops sim_ops = {
     .name = "sim",
     .count = sim_count,
@@ -237,6 +254,9 @@ static const lab_device_ops sim_ops = {
     .causal_mask = sim_causal_mask,
     .softmax_bwd_rows = sim_softmax_bwd_rows,
     .adamw = sim_adamw,
+    .flash_supports = sim_flash_supports,
+    .flash_fwd = sim_flash_fwd,
+    .flash_bwd = sim_flash_bwd,
 };
 
 const lab_device_ops *lab_sim_device_ops(void) { return &sim_ops; }

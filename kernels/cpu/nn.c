@@ -264,7 +264,8 @@ void lab_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dw
     for (int64_t b = 0; b < batches; b++)                                                     \
       for (int64_t t = 0; t < Tq; t++) {                                                      \
         T *row = sc + (b * Tq + t) * Sk;                                                      \
-        for (int64_t s = t + shift + 1; s < Sk; s++) row[s] = (T)-INFINITY;                   \
+        /* T > S: the first T - S queries see no key (and s must not start below 0) */      \
+        for (int64_t s = t + shift + 1 < 0 ? 0 : t + shift + 1; s < Sk; s++) row[s] = (T)-INFINITY; \
       }                                                                                       \
   }                                                                                           \
   static void softmax_bwd_rows_##S(const T *P, T *dP, int64_t rows, int64_t Sk, double scale) { \

@@ -52,7 +52,11 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training);
 /* logits [N, C], target [N] of 0-based class ids; mean over targets != ignore_index */
 lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t ignore_index,
                                  double label_smoothing);
-/* q, k, v [..., T, D]; softmax(q k^T * scale [+ causal mask]) v, scores materialised */
-lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale);
+/* Scaled dot-product attention (ops_attention.c): q [..., T, D], k [..., S, D], v [..., S, Dv];
+ * softmax(q k^T * scale [+ causal mask]) v. LAB_SDPA_MATH materialises the T x S scores;
+ * LAB_SDPA_FLASH runs the device's FlashAttention kernel (memory linear in T); LAB_SDPA_AUTO
+ * takes flash where the device supports the dtype and head dims, math elsewhere. */
+typedef enum { LAB_SDPA_AUTO, LAB_SDPA_FLASH, LAB_SDPA_MATH } lab_sdpa_impl;
+lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_sdpa_impl impl);
 
 #endif

@@ -6,15 +6,19 @@
 -- running sum l and a running output O; when a new block raises the maximum, the old sum
 -- and output are rescaled by exp(m_old - m_new) ("online softmax"). The result is exactly
 -- softmax(Q K^T / sqrt(D)) V, with memory linear in T. Here the algorithm is written out
--- in Lua over tensor blocks, checked against lab.sdpa (standard attention) with and
--- without the causal mask, and its peak memory measured against the standard one's for
--- growing T; the ranks split the sweep, one sequence length each.
+-- in Lua over tensor blocks (the readable version), checked against standard attention
+-- (lab.sdpa with impl='math') and against llmlab's fused kernel (lab.sdpa's default,
+-- impl='flash': kernels/cpu/flash_attention.c, the same algorithm in C, with a backward that
+-- recomputes the scores from the saved log-sum-exp), with and without the causal mask; then
+-- the peak memory of all three for growing T, and of a training step (forward + backward)
+-- with the kernel and with standard attention. The ranks split the sweep, one length each.
 --   scripts/llmlab -n 4 scripts/labs/08_flash_attention.lua
 --
 -- What it cannot show on a CPU: FlashAttention's speed on GPUs comes from keeping the
 -- blocks in on-chip SRAM instead of writing the T x T matrix to HBM and reading it back.
--- Here every block op is a separate call through main memory, so the times printed say
--- little about GPUs; the memory and the exactness are what carry over.
+-- The Lua loop makes every block op a separate call through main memory, so its times say
+-- little; the kernel keeps its tiles in cache (scripts/bench/attention.lua times it against
+-- standard attention side by side). The memory and the exactness are what carry over.
 local dist = lab.dist
 local rank, world = dist.rank(), dist.world()
 local check, finish = lab.checker(64)
@@ -69,18 +73,19 @@ local function flash_attention(q, k, v, opts)
   return lab.cat(outs, 3), lab.cat(lses, 3)
 end
 
--- 1. Exactness: the same numbers as standard attention, block sizes that do and do not
--- divide T, with and without the causal mask; every rank its own random inputs.
-lab.print0("\n1. Against lab.sdpa (standard attention), every rank its own inputs:")
+-- 1. Exactness: the same numbers as standard attention and as the kernel, block sizes that
+-- do and do not divide T, with and without the causal mask; every rank its own inputs.
+lab.print0("\n1. The Lua loop against standard attention and the kernel, every rank its own inputs:")
 lab.manual_seed(100 + rank)
-local worst = 0
+local worst, worst_kernel = 0, 0
 for _, case in ipairs({ { T = 96, block = 32 }, { T = 100, block = 32 }, { T = 64, block = 64 }, { T = 77, block = 16 } }) do
   local q, k, v = lab.randn(2, 3, case.T, 16), lab.randn(2, 3, case.T, 16), lab.randn(2, 3, case.T, 16)
   for _, causal in ipairs({ false, true }) do
-    local ref = lab.sdpa(q, k, v, { causal = causal })
+    local ref = lab.sdpa(q, k, v, { causal = causal, impl = "math" })
+    local kernel = lab.sdpa(q, k, v, { causal = causal, impl = "flash" })
     local out, lse = flash_attention(q, k, v, { block = case.block, causal = causal })
-    local err = lab.max_abs_diff(out, ref)
-    worst = math.max(worst, err)
+    worst = math.max(worst, lab.max_abs_diff(out, ref))
+    worst_kernel = math.max(worst_kernel, lab.max_abs_diff(out, kernel), lab.max_abs_diff(kernel, ref))
     -- the log-sum-exp against its definition, from the full score matrix
     local sfull = q:matmul(k:transpose(3, 4)) / 4
     if causal then
@@ -90,48 +95,72 @@ for _, case in ipairs({ { T = 96, block = 32 }, { T = 100, block = 32 }, { T = 6
     worst = math.max(worst, lab.max_abs_diff(lse, lse_ref))
   end
 end
-dist.print_ranks(string.format("largest |flash - standard| over 16 cases: %.2e", worst))
-check("flash equals standard attention (|diff| < 1e-5) on every rank", worst < 1e-5)
+dist.print_ranks(string.format("largest |Lua loop - standard| over 16 cases: %.2e; |Lua loop - kernel|, " ..
+  "|kernel - standard|: %.2e", worst, worst_kernel))
+check("the Lua loop equals standard attention (|diff| < 1e-5) on every rank", worst < 1e-5)
+check("the kernel (lab.sdpa's default) equals both (|diff| < 1e-5) on every rank", worst_kernel < 1e-5)
 
--- 2. Memory: peak bytes allocated while computing attention (no autograd), standard vs
--- flash, B=1, H=4, D=64, block 128. Rank r measures every world-th sequence length.
+-- 2. Memory: peak bytes allocated while computing attention (no autograd): standard, the
+-- Lua loop and the kernel, B=1, H=4, D=64, block 128. Rank r measures every world-th length.
 local lengths = { 256, 512, 1024, 2048 }
 local H, D, BLOCK = 4, 64, 128
-local function peak_of(fn)
+local function peak_of(fn, grad)
   collectgarbage()
   collectgarbage()
   local before = lab.mem.stats().current
   lab.mem.reset_peak()
   local t0 = lab.clock()
-  lab.no_grad(fn)
+  if grad then fn() else lab.no_grad(fn) end
   local ms = (lab.clock() - t0) * 1e3
   return lab.mem.stats().peak - before, ms
 end
-local table_ = lab.zeros(#lengths, 4, { dtype = "f64" })
+local COLS = 6 -- bytes: standard, Lua loop, kernel; ms: the same
+local table_ = lab.zeros(#lengths, COLS, { dtype = "f64" })
 for i, T in ipairs(lengths) do
   if (i - 1) % world == rank then
     local q, k, v = lab.randn(1, H, T, D), lab.randn(1, H, T, D), lab.randn(1, H, T, D)
-    local std_bytes, std_ms = peak_of(function() return lab.sdpa(q, k, v, { causal = true }) end)
-    local fl_bytes, fl_ms = peak_of(function() return flash_attention(q, k, v, { block = BLOCK, causal = true }) end)
-    table_[i][1], table_[i][2], table_[i][3], table_[i][4] = std_bytes, fl_bytes, std_ms, fl_ms
+    local row = {}
+    row[1], row[4] = peak_of(function() return lab.sdpa(q, k, v, { causal = true, impl = "math" }) end)
+    row[2], row[5] = peak_of(function() return flash_attention(q, k, v, { block = BLOCK, causal = true }) end)
+    row[3], row[6] = peak_of(function() return lab.sdpa(q, k, v, { causal = true, impl = "flash" }) end)
+    for c = 1, COLS do table_[i][c] = row[c] end
   end
 end
 dist.all_reduce(table_) -- every length was measured by exactly one rank
-lab.print0(string.format("\n2. Peak memory of causal attention, B=1 H=%d D=%d (flash block %d):", H, D, BLOCK))
-lab.print0(string.format("   %6s %14s %14s %12s %10s %10s", "T", "standard", "flash", "T*T scores", "std ms", "flash ms"))
+lab.print0(string.format("\n2. Peak memory of causal attention, B=1 H=%d D=%d (Lua loop block %d):", H, D, BLOCK))
+lab.print0(string.format("   %6s %12s %12s %12s %12s %9s %9s %9s", "T", "standard", "Lua loop", "kernel",
+  "T*T scores", "std ms", "loop ms", "kern ms"))
 for i, T in ipairs(lengths) do
-  lab.print0(string.format("   %6d %14s %14s %12s %10.1f %10.1f", T, lab.format_bytes(table_[i][1]),
-    lab.format_bytes(table_[i][2]), lab.format_bytes(H * T * T * 4), table_[i][3], table_[i][4]))
+  local r = table_[i]
+  lab.print0(string.format("   %6d %12s %12s %12s %12s %9.1f %9.1f %9.1f", T, lab.format_bytes(r[1]),
+    lab.format_bytes(r[2]), lab.format_bytes(r[3]), lab.format_bytes(H * T * T * 4), r[4], r[5], r[6]))
 end
 local n = #lengths
-local std_growth = table_[n][1] / table_[n - 1][1]
-local fl_growth = table_[n][2] / table_[n - 1][2]
-lab.print0(string.format("   doubling T from %d to %d: standard x%.2f, flash x%.2f", lengths[n - 1], lengths[n],
-  std_growth, fl_growth))
+local function growth(c) return table_[n][c] / table_[n - 1][c] end
+lab.print0(string.format("   doubling T from %d to %d: standard x%.2f, Lua loop x%.2f, kernel x%.2f", lengths[n - 1],
+  lengths[n], growth(1), growth(2), growth(3)))
 check("standard attention holds the T x T scores (peak >= H T^2 4 bytes)", table_[n][1] >= H * lengths[n] ^ 2 * 4)
-check("its memory grows ~4x when T doubles (quadratic)", std_growth > 3.2)
-check("flash's grows ~2x (linear: O, m, l and one block of scores)", fl_growth < 2.5)
-check(string.format("at T=%d flash needs under a tenth of standard's memory", lengths[n]),
-  table_[n][2] < table_[n][1] / 10)
+check("its memory grows ~4x when T doubles (quadratic)", growth(1) > 3.2)
+check("the Lua loop's grows ~2x (linear: O, m, l and one block of scores)", growth(2) < 2.5)
+check("the kernel's grows ~2x (linear: O and the log-sum-exp; its tiles are not tensors)", growth(3) < 2.5)
+check(string.format("at T=%d the Lua loop and the kernel need under a tenth of standard's memory", lengths[n]),
+  table_[n][2] < table_[n][1] / 10 and table_[n][3] < table_[n][1] / 10)
+
+-- 3. Training: forward + backward at the longest length, the kernel against standard
+-- attention (whose backward needs the saved T x T probabilities).
+lab.print0(string.format("\n3. A training step's attention (forward + backward), T=%d, causal:", lengths[n]))
+local train = lab.zeros(2, { dtype = "f64" })
+if rank == (n - 1) % world then
+  local T = lengths[n]
+  for c, impl in ipairs({ "math", "flash" }) do
+    local q, k, v = lab.randn(1, H, T, D):requires_grad_(), lab.randn(1, H, T, D):requires_grad_(),
+        lab.randn(1, H, T, D):requires_grad_()
+    train[c] = peak_of(function() lab.sdpa(q, k, v, { causal = true, impl = impl }):sum():backward() end, true)
+  end
+end
+dist.all_reduce(train)
+lab.print0(string.format("   peak: standard %s, kernel %s (%.1f%%)", lab.format_bytes(train[1]),
+  lab.format_bytes(train[2]), 100 * train[2] / train[1]))
+check("the kernel's training step needs under a tenth of standard's memory", train[2] < train[1] / 10)
 lab.print0("   (times: single runs on CPU ranks sharing cores; FlashAttention's GPU speed-up comes from SRAM, not shown here)")
 finish("lab 08")

@@ -1,0 +1,291 @@
+/* FlashAttention on the CPU (the algorithm of Dao et al., FlashAttention-2, written for caches
+ * instead of shared memory). Attention softmax(scale Q K^T) V is computed tile by tile: a tile
+ * of BR queries meets the keys BC at a time, and an online softmax keeps, per query, the
+ * running maximum m and sum l of exp(score - m), rescaling the partial output when m grows.
+ * Memory is O(T) per head (the tiles and the log-sum-exp lse = m + log l), never O(T x S).
+ *
+ * The backward recomputes each score tile from q, k and lse (P = exp(score - lse) needs no
+ * second pass over the row) instead of storing P:
+ *   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowdot(dO, O)) * scale,
+ *   dK += dS^T Q,  dQ += dS K.
+ * Its outer loop walks key tiles (so dK and dV of a tile stay in cache), its inner loop the
+ * query tiles that see them, dQ summing in f32 in the caller's work buffer.
+ *
+ * Causal masking skips the tiles that are fully masked (half the work at S = T) and masks
+ * elementwise only on tiles that straddle the diagonal. Threads: the forward runs (head,
+ * query tile) tasks, the backward one head per task (dQ of a head is summed by one thread). All
+ * products go through mm_acc, a register-blocked loop (4 rows x 16 columns of accumulators)
+ * that the compiler turns into FMA vector code. */
+#include "flash_attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "fastmath.h"
+
+enum { BR = 64, BC = 64 }; /* query and key rows per tile */
+
+/* C (m x n, row stride ldc) += A (m x k) B (k x n, row stride ldb), where A's element (i, p)
+ * is A[i * sam + p * sak], so a transposed operand costs nothing. */
+static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
+                   float *C, int64_t ldc) {
+  int i = 0;
+  for (; i + 4 <= m; i += 4) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+      float acc[4][16];
+      for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 16; c++) acc[r][c] = C[(i + r) * ldc + j + c];
+      for (int p = 0; p < k; p++) {
+        const float *b = B + p * ldb + j;
+        for (int r = 0; r < 4; r++) {
+          float x = A[(i + r) * sam + p * sak];
+          for (int c = 0; c < 16; c++) acc[r][c] += x * b[c];
+        }
+      }
+      for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 16; c++) C[(i + r) * ldc + j + c] = acc[r][c];
+    }
+    for (; j < n; j++) /* columns past the last block of 16 */
+      for (int r = 0; r < 4; r++) {
+        float s = C[(i + r) * ldc + j];
+        for (int p = 0; p < k; p++) s += A[(i + r) * sam + p * sak] * B[p * ldb + j];
+        C[(i + r) * ldc + j] = s;
+      }
+  }
+  for (; i < m; i++) { /* rows past the last block of 4 */
+    float *c = C + i * ldc;
+    for (int p = 0; p < k; p++) {
+      float x = A[i * sam + p * sak];
+      const float *b = B + p * ldb;
+      for (int j = 0; j < n; j++) c[j] += x * b[j];
+    }
+  }
+}
+
+/* rows x cols of src (row-major) into dst as cols x rows */
+static void transpose(const float *src, int rows, int cols, float *dst) {
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+}
+
+/* n elements of dtype dt at element offset `at` of p, as f32 */
+static void load(lab_dtype dt, const void *p, int64_t at, int64_t n, float *dst) {
+  size_t es = lab_dtype_size(dt);
+  lab_load_row(dt, (const char *)p + at * (int64_t)es, (int64_t)es, LAB_F32, dst, n);
+}
+static void store(lab_dtype dt, const float *src, void *p, int64_t at, int64_t n) {
+  size_t es = lab_dtype_size(dt);
+  lab_store_row(LAB_F32, src, dt, (char *)p + at * (int64_t)es, (int64_t)es, n);
+}
+
+static int supported(lab_dtype dt) { return dt == LAB_F32 || dt == LAB_BF16 || dt == LAB_F16; }
+
+/* the last key query t sees, plus one (0: none) */
+static int64_t key_end(const lab_flash_args *a, int64_t t) {
+  if (!a->causal) return a->S;
+  int64_t e = t + (a->S - a->T) + 1;
+  return e < 0 ? 0 : (e > a->S ? a->S : e);
+}
+
+/* Scores of a tile (br x bc, keys from s0) in place: scaled, masked past each query's last key
+ * (queries from t0) set to -inf. */
+static void scale_mask(const lab_flash_args *a, float *Sb, int br, int bc, int64_t t0, int64_t s0) {
+  float sc = (float)a->scale;
+  for (int r = 0; r < br; r++) {
+    float *row = Sb + r * bc;
+    int64_t lim = key_end(a, t0 + r) - s0; /* columns >= lim are masked */
+    for (int c = 0; c < bc; c++) row[c] = c < lim ? row[c] * sc : -INFINITY;
+  }
+}
+
+/* ---- forward ---- */
+
+typedef struct {
+  float *q, *k, *kt, *v, *s, *o, *m, *l;
+} fwd_bufs;
+
+static int fwd_alloc(fwd_bufs *b, int64_t D, int64_t Dv) {
+  size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv + BR * BC + BR * Dv + 2 * BR);
+  float *p = malloc(n * sizeof(float));
+  if (!p) return -1;
+  b->q = p, p += BR * D;
+  b->k = p, p += BC * D;
+  b->kt = p, p += BC * D;
+  b->v = p, p += BC * Dv;
+  b->s = p, p += BR * BC;
+  b->o = p, p += BR * Dv;
+  b->m = p, p += BR;
+  b->l = p;
+  return 0;
+}
+
+/* one tile of queries [t0, t0 + br) of head bh */
+static void fwd_tile(const lab_flash_args *a, fwd_bufs *b, int64_t bh, int64_t t0, int br) {
+  int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
+  load(a->dt, a->q, (bh * T + t0) * D, br * D, b->q);
+  memset(b->o, 0, (size_t)(br * Dv) * sizeof(float));
+  for (int r = 0; r < br; r++) b->m[r] = -INFINITY, b->l[r] = 0;
+  int64_t kend = key_end(a, t0 + br - 1); /* keys past the tile's last query's: skipped */
+  for (int64_t s0 = 0; s0 < kend; s0 += BC) {
+    int bc = (int)(S - s0 < BC ? S - s0 : BC);
+    load(a->dt, a->k, (bh * S + s0) * D, bc * D, b->k);
+    load(a->dt, a->v, (bh * S + s0) * Dv, bc * Dv, b->v);
+    transpose(b->k, bc, (int)D, b->kt);
+    memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
+    mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
+    scale_mask(a, b->s, br, bc, t0, s0);
+    for (int r = 0; r < br; r++) {
+      float *row = b->s + r * bc, mx = -INFINITY;
+      for (int c = 0; c < bc; c++) mx = row[c] > mx ? row[c] : mx;
+      if (mx == -INFINITY) { /* this query sees no key of the tile */
+        memset(row, 0, (size_t)bc * sizeof(float));
+        continue;
+      }
+      float mnew = mx > b->m[r] ? mx : b->m[r], sum = 0;
+      float alpha = lab_expf(b->m[r] - mnew); /* 0 on the first visible tile (m = -inf) */
+      for (int c = 0; c < bc; c++) {
+        float p = lab_expf(row[c] - mnew);
+        row[c] = p;
+        sum += p;
+      }
+      b->l[r] = b->l[r] * alpha + sum;
+      b->m[r] = mnew;
+      if (alpha != 1.0f) {
+        float *o = b->o + r * Dv;
+        for (int64_t d = 0; d < Dv; d++) o[d] *= alpha;
+      }
+    }
+    mm_acc(br, (int)Dv, bc, b->s, bc, 1, b->v, Dv, b->o, Dv);
+  }
+  float *lse = (float *)a->lse + bh * T + t0;
+  for (int r = 0; r < br; r++) {
+    float *o = b->o + r * Dv;
+    if (b->l[r] > 0) {
+      float inv = 1.0f / b->l[r];
+      for (int64_t d = 0; d < Dv; d++) o[d] *= inv;
+      lse[r] = b->m[r] + logf(b->l[r]);
+    } else {
+      lse[r] = -INFINITY;
+    }
+  }
+  store(a->dt, b->o, a->out, (bh * T + t0) * Dv, br * Dv);
+}
+
+int lab_flash_attn_fwd(const lab_flash_args *a) {
+  if (!supported(a->dt)) return -1;
+  int64_t tiles = (a->T + BR - 1) / BR, tasks = a->BH * tiles;
+  int failed = 0;
+#pragma omp parallel reduction(| : failed)
+  {
+    fwd_bufs b = {0};
+    if (fwd_alloc(&b, a->D, a->Dv) < 0) failed = 1;
+    /* dynamic: causal tiles near the end of a head hold more keys than those at its start */
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+      if (failed) continue;
+      int64_t bh = task / tiles, t0 = (task % tiles) * BR;
+      fwd_tile(a, &b, bh, t0, (int)(a->T - t0 < BR ? a->T - t0 : BR));
+    }
+    if (!failed) free(b.q);
+  }
+  return failed ? -1 : 0;
+}
+
+/* ---- backward ---- */
+
+typedef struct {
+  float *q, *k, *kt, *v, *vt, *g, *s, *dp, *dk, *dv, *row;
+} bwd_bufs;
+
+static int bwd_alloc(bwd_bufs *b, int64_t D, int64_t Dv) {
+  int64_t w = D > Dv ? D : Dv;
+  size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv * 2 + BR * Dv + 2 * BR * BC + BC * D + BC * Dv + 2 * w);
+  float *p = malloc(n * sizeof(float));
+  if (!p) return -1;
+  b->q = p, p += BR * D;
+  b->k = p, p += BC * D;
+  b->kt = p, p += BC * D;
+  b->v = p, p += BC * Dv;
+  b->vt = p, p += BC * Dv;
+  b->g = p, p += BR * Dv;
+  b->s = p, p += BR * BC;
+  b->dp = p, p += BR * BC;
+  b->dk = p, p += BC * D;
+  b->dv = p, p += BC * Dv;
+  b->row = p;
+  return 0;
+}
+
+/* every gradient of head bh; dq sums in work (T x D f32), delta (T) = rowdot(dO, O) */
+static void bwd_head(const lab_flash_args *a, bwd_bufs *b, int64_t bh) {
+  int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
+  float *dq = (float *)a->work + bh * T * D;
+  float *delta = (float *)a->work + a->BH * T * D + bh * T;
+  const float *lse = (const float *)a->lse + bh * T;
+  float sc = (float)a->scale;
+  memset(dq, 0, (size_t)(T * D) * sizeof(float));
+  for (int64_t t = 0; t < T; t++) {
+    float *go = b->row, *o = b->row + Dv;
+    load(a->dt, a->dout, (bh * T + t) * Dv, Dv, go);
+    load(a->dt, a->o, (bh * T + t) * Dv, Dv, o);
+    float s = 0;
+    for (int64_t d = 0; d < Dv; d++) s += go[d] * o[d];
+    delta[t] = s;
+  }
+  for (int64_t s0 = 0; s0 < S; s0 += BC) {
+    int bc = (int)(S - s0 < BC ? S - s0 : BC);
+    load(a->dt, a->k, (bh * S + s0) * D, bc * D, b->k);
+    load(a->dt, a->v, (bh * S + s0) * Dv, bc * Dv, b->v);
+    transpose(b->k, bc, (int)D, b->kt);
+    transpose(b->v, bc, (int)Dv, b->vt);
+    memset(b->dk, 0, (size_t)(bc * D) * sizeof(float));
+    memset(b->dv, 0, (size_t)(bc * Dv) * sizeof(float));
+    /* the first query that sees key s0: t + (S - T) >= s0 */
+    int64_t tfirst = a->causal ? s0 - (S - T) : 0;
+    if (tfirst < 0) tfirst = 0;
+    for (int64_t t0 = tfirst / BR * BR; t0 < T; t0 += BR) {
+      int br = (int)(T - t0 < BR ? T - t0 : BR);
+      load(a->dt, a->q, (bh * T + t0) * D, br * D, b->q);
+      load(a->dt, a->dout, (bh * T + t0) * Dv, br * Dv, b->g);
+      memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
+      mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
+      scale_mask(a, b->s, br, bc, t0, s0);
+      for (int r = 0; r < br; r++) { /* P = exp(score - lse); 0 for a query that sees no key */
+        float *row = b->s + r * bc, m = lse[t0 + r];
+        if (m == -INFINITY) memset(row, 0, (size_t)bc * sizeof(float));
+        else
+          for (int c = 0; c < bc; c++) row[c] = lab_expf(row[c] - m);
+      }
+      mm_acc(bc, (int)Dv, br, b->s, 1, bc, b->g, Dv, b->dv, Dv); /* dV += P^T dO */
+      memset(b->dp, 0, (size_t)(br * bc) * sizeof(float));
+      mm_acc(br, bc, (int)Dv, b->g, Dv, 1, b->vt, bc, b->dp, bc); /* dP = dO V^T */
+      for (int r = 0; r < br; r++) {
+        float *p = b->s + r * bc, *dp = b->dp + r * bc, dl = delta[t0 + r];
+        for (int c = 0; c < bc; c++) dp[c] = p[c] * (dp[c] - dl) * sc; /* dS */
+      }
+      mm_acc(bc, (int)D, br, b->dp, 1, bc, b->q, D, b->dk, D);           /* dK += dS^T Q */
+      mm_acc(br, (int)D, bc, b->dp, bc, 1, b->k, D, dq + t0 * D, D);     /* dQ += dS K */
+    }
+    store(a->dt, b->dk, a->dk, (bh * S + s0) * D, bc * D);
+    store(a->dt, b->dv, a->dv, (bh * S + s0) * Dv, bc * Dv);
+  }
+  store(a->dt, dq, a->dq, bh * T * D, T * D);
+}
+
+int lab_flash_attn_bwd(const lab_flash_args *a) {
+  if (!supported(a->dt)) return -1;
+  int failed = 0;
+#pragma omp parallel reduction(| : failed)
+  {
+    bwd_bufs b = {0};
+    if (bwd_alloc(&b, a->D, a->Dv) < 0) failed = 1;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < a->BH; bh++)
+      if (!failed) bwd_head(a, &b, bh);
+    if (!failed) free(b.q);
+  }
+  return failed ? -1 : 0;
+}

@@ -1,0 +1,211 @@
+/* Scaled dot-product attention, softmax(q k^T * scale [+ causal mask]) v, in two ways:
+ *   math   the scores materialised as a [..., T, S] tensor: matrix products, the mask, a row
+ *          softmax; backward from the saved probabilities. Memory grows with T x S.
+ *   flash  the device's FlashAttention kernels (kernels/cpu/flash_attention.c,
+ *          kernels/cuda/flash_attention*.cu) through the device table: forward saves only
+ *          the output and the per-query log-sum-exp, backward recomputes the scores tile by
+ *          tile. Memory grows with T.
+ * lab.sdpa takes flash by default where the device supports the dtype and head dims, math
+ * elsewhere (f64 on the cpu, say), and either on request. */
+#include <math.h>
+
+#include "../error.h"
+#include "../matmul.h"
+#include "../transfer.h"
+#include "ops.h"
+#include "util.h"
+
+static int float_check(const char *op, const char *what, const lab_tensor *t) {
+  if (lab_dtype_is_float(t->dtype)) return 0;
+  return lab_fail(op, "%s must be floating point, got %s", what, lab_dtype_name(t->dtype));
+}
+
+/* A contiguous copy (or t itself) of t in dtype dt. */
+static lab_tensor *contiguous_as(lab_tensor *t, lab_dtype dt) {
+  lab_tensor *c = lab_to_dtype(t, dt);
+  if (!c) return NULL;
+  lab_tensor *cc = lab_contiguous(c);
+  lab_tensor_release(c);
+  return cc;
+}
+
+/* ---- math: the scores materialised ---- */
+
+static lab_tensor *mm_t(lab_tensor *a, lab_tensor *b, int ta, int tb) {
+  lab_tensor *A = ta ? lab_transpose(a, a->ndim - 2, a->ndim - 1) : ag_ref(a);
+  lab_tensor *B = tb ? lab_transpose(b, b->ndim - 2, b->ndim - 1) : ag_ref(b);
+  lab_tensor *c = (A && B) ? lab_matmul(A, B) : NULL;
+  lab_tensor_release(A);
+  lab_tensor_release(B);
+  return c;
+}
+
+/* saved q, k, v (ct) and P; d[0] scale */
+static int math_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *P = n->saved[3];
+  lab_tensor *gc = lab_to_dtype(g, q->dtype);
+  if (!gc) return -1;
+  lab_tensor *dP = mm_t(gc, v, 0, 1); /* [.., T, S] */
+  lab_tensor *dv = ag_wants(n, 2) ? mm_t(P, gc, 1, 0) : NULL;
+  lab_tensor_release(gc);
+  if (!dP) return -1;
+  int64_t S = P->shape[P->ndim - 1];
+  lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, n->d[0]);
+  if (ag_wants(n, 0)) gin[0] = ag_cast(lab_matmul(dP, k), n->in_dtype[0]);
+  if (ag_wants(n, 1)) gin[1] = ag_cast(mm_t(dP, q, 1, 0), n->in_dtype[1]);
+  if (dv) gin[2] = ag_cast(dv, n->in_dtype[2]);
+  lab_tensor_release(dP);
+  return (ag_wants(n, 0) && !gin[0]) || (ag_wants(n, 1) && !gin[1]) ? -1 : 0;
+}
+
+static lab_tensor *math_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale) {
+  const char *op = "sdpa";
+  int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
+  lab_dtype ct = q->dtype == LAB_F64 ? LAB_F64 : LAB_F32;
+  lab_tensor *qc = contiguous_as(q, ct), *kc = contiguous_as(k, ct), *vc = contiguous_as(v, ct);
+  lab_tensor *P = (qc && kc && vc) ? mm_t(qc, kc, 0, 1) : NULL; /* [.., T, S] */
+  lab_tensor *out = NULL;
+  if (P) {
+    lab_tensor *sc = lab_tensor_scalar(ct, scale);
+    if (sc) lab_binary_(LAB_MUL, P, sc);
+    lab_tensor_release(sc);
+    int64_t rows = lab_numel(P) / (S ? S : 1);
+    if (causal) lab_ops_of(P)->causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
+    lab_ops_of(P)->softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
+    lab_tensor *o = lab_matmul(P, vc);
+    out = o ? lab_to_dtype(o, q->dtype) : NULL;
+    lab_tensor_release(o);
+  }
+  lab_tensor *in[3] = {q, k, v};
+  if (out && lab_ag_needed(3, in)) {
+    lab_node *n = lab_node_new(op, math_bw, 3, in);
+    if (!n) out = ag_drop(out);
+    else {
+      n->d[0] = scale;
+      int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) | lab_node_save(n, 3, P);
+      out = ag_finish(n, out, rc);
+    }
+  }
+  lab_tensor_release(qc);
+  lab_tensor_release(kc);
+  lab_tensor_release(vc);
+  lab_tensor_release(P);
+  return out;
+}
+
+/* ---- flash: the device's FlashAttention kernels ---- */
+
+/* the launch description for q [BH, T, D], k [BH, S, D], v [BH, S, Dv] (node ints i[0..4]) */
+static lab_flash_args flash_args(lab_dtype dt, const int64_t *dims, double scale, int causal) {
+  lab_flash_args a = {.dt = dt, .BH = dims[0], .T = dims[1], .S = dims[2], .D = dims[3], .Dv = dims[4]};
+  a.scale = scale;
+  a.causal = causal;
+  return a;
+}
+
+/* saved q, k, v, out (contiguous, dtype dt) and lse (f32 [BH * T]); i[0..4] BH, T, S, D, Dv,
+ * i[5] causal, i[6] dt; d[0] scale */
+static int flash_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
+  lab_dtype dt = (lab_dtype)n->i[6];
+  lab_device dev = lab_device_of(q);
+  lab_tensor *gc = contiguous_as(g, dt);
+  int64_t wn = (int64_t)(lab_flash_work_bytes(n->i[0], n->i[1], n->i[3]) / sizeof(float));
+  lab_tensor *work = gc ? lab_tensor_empty_on(dev, LAB_F32, 1, &wn) : NULL;
+  lab_tensor *dq = work ? lab_tensor_empty_on(dev, dt, q->ndim, q->shape) : NULL;
+  lab_tensor *dk = dq ? lab_tensor_empty_on(dev, dt, k->ndim, k->shape) : NULL;
+  lab_tensor *dv = dk ? lab_tensor_empty_on(dev, dt, v->ndim, v->shape) : NULL;
+  int rc = -1;
+  if (dv) {
+    lab_flash_args a = flash_args(dt, n->i, n->d[0], (int)n->i[5]);
+    a.q = lab_data(q), a.k = lab_data(k), a.v = lab_data(v), a.o = lab_data(o), a.dout = lab_data(gc);
+    a.lse = lab_data(lse), a.dq = lab_data(dq), a.dk = lab_data(dk), a.dv = lab_data(dv), a.work = lab_data(work);
+    rc = lab_ops_of(q)->flash_bwd(&a);
+  }
+  lab_tensor_release(gc);
+  lab_tensor_release(work);
+  if (rc == 0) {
+    if (ag_wants(n, 0)) gin[0] = ag_cast(dq, n->in_dtype[0]), dq = NULL;
+    if (ag_wants(n, 1)) gin[1] = ag_cast(dk, n->in_dtype[1]), dk = NULL;
+    if (ag_wants(n, 2)) gin[2] = ag_cast(dv, n->in_dtype[2]), dv = NULL;
+  }
+  lab_tensor_release(dq);
+  lab_tensor_release(dk);
+  lab_tensor_release(dv);
+  if (rc < 0) return -1;
+  for (int i = 0; i < 3; i++)
+    if (ag_wants(n, i) && !gin[i]) return -1;
+  return 0;
+}
+
+static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_dtype dt) {
+  int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
+  int64_t D = q->shape[q->ndim - 1], Dv = v->shape[v->ndim - 1], BH = 1;
+  for (int d = 0; d < q->ndim - 2; d++) BH *= q->shape[d];
+  int64_t dims[5] = {BH, T, S, D, Dv}, oshape[LAB_MAX_DIMS], lse_n = BH * T;
+  for (int d = 0; d < q->ndim - 1; d++) oshape[d] = q->shape[d];
+  oshape[q->ndim - 1] = Dv;
+  lab_device dev = lab_device_of(q);
+  lab_tensor *qc = contiguous_as(q, dt), *kc = contiguous_as(k, dt), *vc = contiguous_as(v, dt);
+  lab_tensor *out = (qc && kc && vc) ? lab_tensor_empty_on(dev, dt, q->ndim, oshape) : NULL;
+  lab_tensor *lse = out ? lab_tensor_empty_on(dev, LAB_F32, 1, &lse_n) : NULL;
+  if (lse) {
+    lab_flash_args a = flash_args(dt, dims, scale, causal);
+    a.q = lab_data(qc), a.k = lab_data(kc), a.v = lab_data(vc), a.out = lab_data(out), a.lse = lab_data(lse);
+    if (lab_ops_of(q)->flash_fwd(&a) < 0) out = ag_drop(out);
+  } else {
+    out = ag_drop(out);
+  }
+  lab_tensor *in[3] = {q, k, v};
+  if (out && lab_ag_needed(3, in)) {
+    lab_node *n = lab_node_new("sdpa_flash", flash_bw, 3, in);
+    if (!n) out = ag_drop(out);
+    else {
+      for (int i = 0; i < 5; i++) n->i[i] = dims[i];
+      n->i[5] = causal;
+      n->i[6] = dt;
+      n->d[0] = scale;
+      int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) |
+               lab_node_save(n, 3, out) | lab_node_save(n, 4, lse);
+      out = ag_finish(n, out, rc);
+    }
+  }
+  lab_tensor_release(qc);
+  lab_tensor_release(kc);
+  lab_tensor_release(vc);
+  lab_tensor_release(lse);
+  return out;
+}
+
+/* ---- the op ---- */
+
+lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_sdpa_impl impl) {
+  char a[128], b[128], c[128];
+  const char *op = "sdpa";
+  if (float_check(op, "q", q) < 0 || float_check(op, "k", k) < 0 || float_check(op, "v", v) < 0) return NULL;
+  int ok = q->ndim >= 2 && q->ndim == k->ndim && k->ndim == v->ndim;
+  for (int d = 0; ok && d < q->ndim - 2; d++) ok = q->shape[d] == k->shape[d] && k->shape[d] == v->shape[d];
+  ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
+  if (!ok) {
+    lab_fail(op, "q %s, k %s, v %s must be [..., T, D], [..., S, D], [..., S, Dv] with equal batch dims",
+             lab_shape_str(q, a, sizeof a), lab_shape_str(k, b, sizeof b), lab_shape_str(v, c, sizeof c));
+    return NULL;
+  }
+  lab_device dev;
+  lab_tensor *qkv[3] = {q, k, v};
+  if (lab_common_device(op, 3, qkv, &dev) < 0) return NULL;
+  if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
+  if (impl == LAB_SDPA_MATH) return math_sdpa(q, k, v, causal, scale);
+  /* flash runs in one dtype: the inputs' when they agree, f32 otherwise */
+  lab_dtype dt = q->dtype == k->dtype && k->dtype == v->dtype ? q->dtype : LAB_F32;
+  int64_t D = q->shape[q->ndim - 1], Dv = v->shape[v->ndim - 1];
+  const lab_device_ops *ops = lab_device_ops_of(dev.type);
+  int supported = ops->flash_fwd && ops->flash_supports && ops->flash_supports(dt, D, Dv);
+  if (supported) return flash_sdpa(q, k, v, causal, scale, dt);
+  if (impl == LAB_SDPA_AUTO) return math_sdpa(q, k, v, causal, scale);
+  lab_fail(op, "impl='flash' has no kernel on %s for %s with head dims %lld (q, k) and %lld (v)%s; use impl='math'",
+           ops->name, lab_dtype_name(dt), (long long)D, (long long)Dv,
+           dev.type == LAB_DEV_CUDA ? " (cuda: bf16 or f16, head dim 64 or 128 for q, k and v)"
+                                    : " (cpu: f32, bf16 or f16)");
+  return NULL;
+}
