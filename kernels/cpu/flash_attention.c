@@ -27,33 +27,75 @@
 
 enum { BR = 64, BC = 64 }; /* query and key rows per tile */
 
+/* 8 floats in a vector register (GCC/Clang vector extension: ymm with AVX, two xmm without);
+ * aligned(4) lets it load from any float address */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+
 /* C (m x n, row stride ldc) += A (m x k) B (k x n, row stride ldb), where A's element (i, p)
- * is A[i * sam + p * sak], so a transposed operand costs nothing. */
+ * is A[i * sam + p * sak], so a transposed operand costs nothing. Blocks of 4 rows x 16
+ * columns keep 8 vector accumulators in registers across the whole k loop: per step of k,
+ * two loads of B and four broadcasts of A feed eight FMAs. */
 static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
                    float *C, int64_t ldc) {
   int i = 0;
-  for (; i + 4 <= m; i += 4) {
+  for (; i + 6 <= m; i += 6) { /* 12 accumulators: enough FMAs in flight to cover their latency */
+    const float *a0 = A + i * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam, *a4 = a3 + sam, *a5 = a4 + sam;
+    float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc, *c4 = c3 + ldc, *c5 = c4 + ldc;
     int j = 0;
     for (; j + 16 <= n; j += 16) {
-      float acc[4][16];
-      for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 16; c++) acc[r][c] = C[(i + r) * ldc + j + c];
-      for (int p = 0; p < k; p++) {
-        const float *b = B + p * ldb + j;
-        for (int r = 0; r < 4; r++) {
-          float x = A[(i + r) * sam + p * sak];
-          for (int c = 0; c < 16; c++) acc[r][c] += x * b[c];
-        }
+      v8 x0 = *(v8 *)(c0 + j), y0 = *(v8 *)(c0 + j + 8), x1 = *(v8 *)(c1 + j), y1 = *(v8 *)(c1 + j + 8);
+      v8 x2 = *(v8 *)(c2 + j), y2 = *(v8 *)(c2 + j + 8), x3 = *(v8 *)(c3 + j), y3 = *(v8 *)(c3 + j + 8);
+      v8 x4 = *(v8 *)(c4 + j), y4 = *(v8 *)(c4 + j + 8), x5 = *(v8 *)(c5 + j), y5 = *(v8 *)(c5 + j + 8);
+      const float *b = B + j;
+      for (int p = 0; p < k; p++, b += ldb) {
+        v8 bl = *(const v8 *)b, bh = *(const v8 *)(b + 8);
+        int64_t o = p * sak;
+        x0 += a0[o] * bl, y0 += a0[o] * bh;
+        x1 += a1[o] * bl, y1 += a1[o] * bh;
+        x2 += a2[o] * bl, y2 += a2[o] * bh;
+        x3 += a3[o] * bl, y3 += a3[o] * bh;
+        x4 += a4[o] * bl, y4 += a4[o] * bh;
+        x5 += a5[o] * bl, y5 += a5[o] * bh;
       }
-      for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 16; c++) C[(i + r) * ldc + j + c] = acc[r][c];
+      *(v8 *)(c0 + j) = x0, *(v8 *)(c0 + j + 8) = y0, *(v8 *)(c1 + j) = x1, *(v8 *)(c1 + j + 8) = y1;
+      *(v8 *)(c2 + j) = x2, *(v8 *)(c2 + j + 8) = y2, *(v8 *)(c3 + j) = x3, *(v8 *)(c3 + j + 8) = y3;
+      *(v8 *)(c4 + j) = x4, *(v8 *)(c4 + j + 8) = y4, *(v8 *)(c5 + j) = x5, *(v8 *)(c5 + j + 8) = y5;
     }
     for (; j < n; j++) /* columns past the last block of 16 */
-      for (int r = 0; r < 4; r++) {
-        float s = C[(i + r) * ldc + j];
-        for (int p = 0; p < k; p++) s += A[(i + r) * sam + p * sak] * B[p * ldb + j];
-        C[(i + r) * ldc + j] = s;
+      for (int r = 0; r < 6; r++) {
+        float sum = C[(i + r) * ldc + j];
+        for (int p = 0; p < k; p++) sum += A[(i + r) * sam + p * sak] * B[p * ldb + j];
+        C[(i + r) * ldc + j] = sum;
       }
+  }
+  for (; i + 4 <= m; i += 4) {
+    const float *a0 = A + i * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam;
+    float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+      v8 x0 = *(v8 *)(c0 + j), y0 = *(v8 *)(c0 + j + 8), x1 = *(v8 *)(c1 + j), y1 = *(v8 *)(c1 + j + 8);
+      v8 x2 = *(v8 *)(c2 + j), y2 = *(v8 *)(c2 + j + 8), x3 = *(v8 *)(c3 + j), y3 = *(v8 *)(c3 + j + 8);
+      const float *b = B + j;
+      for (int p = 0; p < k; p++, b += ldb) {
+        v8 bl = *(const v8 *)b, bh = *(const v8 *)(b + 8);
+        int64_t o = p * sak;
+        x0 += a0[o] * bl, y0 += a0[o] * bh;
+        x1 += a1[o] * bl, y1 += a1[o] * bh;
+        x2 += a2[o] * bl, y2 += a2[o] * bh;
+        x3 += a3[o] * bl, y3 += a3[o] * bh;
+      }
+      *(v8 *)(c0 + j) = x0, *(v8 *)(c0 + j + 8) = y0, *(v8 *)(c1 + j) = x1, *(v8 *)(c1 + j + 8) = y1;
+      *(v8 *)(c2 + j) = x2, *(v8 *)(c2 + j + 8) = y2, *(v8 *)(c3 + j) = x3, *(v8 *)(c3 + j + 8) = y3;
+    }
+    for (; j < n; j++) { /* columns past the last block of 16 */
+      float s0 = c0[j], s1 = c1[j], s2 = c2[j], s3 = c3[j];
+      for (int p = 0; p < k; p++) {
+        float bv = B[p * ldb + j];
+        int64_t o = p * sak;
+        s0 += a0[o] * bv, s1 += a1[o] * bv, s2 += a2[o] * bv, s3 += a3[o] * bv;
+      }
+      c0[j] = s0, c1[j] = s1, c2[j] = s2, c3[j] = s3;
+    }
   }
   for (; i < m; i++) { /* rows past the last block of 4 */
     float *c = C + i * ldc;
