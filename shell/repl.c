@@ -205,7 +205,7 @@ static int getc_with_typeahead(FILE *f) {
 static void on_sigint(int sig) {
   (void)sig;
   if (running || !term.interactive) lab_board_request_interrupt();
-  else terminal_clear_line(&term);
+  else terminal_interrupt_line(&term);
 }
 
 static void start_watching(void) {
@@ -231,42 +231,63 @@ static int is_blank(const char *s) {
   return 1;
 }
 
-/* Reads one complete chunk on rank 0; NULL at end of input. */
+/* 1 when the chunk typed so far needs more lines: as lua.c, a line that reads as an expression
+ * (`x`, `(x)`, `x.dtype`) is complete; otherwise the parser stopping at <eof> means more. */
+static int needs_more(lua_State *L, const char *code) {
+  char *ret = NULL;
+  if (asprintf(&ret, "return %s", code) < 0) return 0;
+  int expression = luaL_loadbuffer(L, ret, strlen(ret), "=stdin") == LUA_OK;
+  lua_pop(L, 1);
+  free(ret);
+  return !expression && session_incomplete(L, code, strlen(code));
+}
+
+/* Reads one complete chunk on rank 0; NULL at end of input. Ctrl-C or Ctrl-D at the `>>`
+ * prompt discards the unfinished chunk, as lua.c's Ctrl-C does. */
 static char *read_chunk(lua_State *L) {
-  char *line;
   for (;;) {
-    line = terminal_readline(&term, term.interactive ? "> " : "");
+    char *line = terminal_readline(&term, term.interactive ? "> " : "");
     if (!line) return NULL;
-    if (!is_blank(line)) break;
-    free(line);
-  }
-  size_t len = strlen(line);
-  char *chunk = line;
-  const char *code = chunk;
-  if (strncmp(code, "%on ", 4) == 0) { /* the code starts after the rank list */
-    code += 4;
-    while (*code == ' ') code++;
-    while (*code && *code != ' ') code++;
-  }
-  /* a chunk the parser finds unfinished at <eof> continues on the next line */
-  while (chunk[0] != '=' && chunk[0] != ':' && session_incomplete(L, code, strlen(code))) {
-    char *more = terminal_readline(&term, term.interactive ? ">> " : "");
-    if (!more) break;
-    size_t ml = strlen(more), off = (size_t)(code - chunk);
-    char *joined = realloc(chunk, len + ml + 2);
-    if (!joined) {
-      free(more);
-      break;
+    terminal_take_interrupt(&term); /* a Ctrl-C at the first prompt only cleared the line */
+    if (is_blank(line)) {
+      free(line);
+      continue;
     }
-    chunk = joined;
-    code = chunk + off;
-    chunk[len] = '\n';
-    memcpy(chunk + len + 1, more, ml + 1);
-    len += ml + 1;
-    free(more);
+    size_t len = strlen(line);
+    char *chunk = line;
+    size_t code_at = 0;
+    if (strncmp(chunk, "%on", 3) == 0 && (chunk[3] == ' ' || chunk[3] == '\t')) { /* code after the ranks */
+      const char *c = chunk + 3;
+      while (*c == ' ' || *c == '\t') c++;
+      while (*c && *c != ' ' && *c != '\t') c++;
+      code_at = (size_t)(c - chunk);
+    }
+    int discarded = 0;
+    while (chunk[0] != '=' && chunk[0] != ':' && needs_more(L, chunk + code_at)) {
+      char *more = terminal_readline(&term, term.interactive ? ">> " : "");
+      if (terminal_take_interrupt(&term) || (!more && term.interactive)) { /* Ctrl-C or Ctrl-D at >> */
+        if (!more) fputc('\n', term.out);
+        free(more);
+        discarded = 1;
+        break;
+      }
+      if (!more) break; /* piped input ended: run what there is (its error says what is missing) */
+      size_t ml = strlen(more);
+      char *joined = realloc(chunk, len + ml + 2);
+      if (!joined) {
+        free(more);
+        break;
+      }
+      chunk = joined;
+      chunk[len] = '\n';
+      memcpy(chunk + len + 1, more, ml + 1);
+      len += ml + 1;
+      free(more);
+    }
+    terminal_add_history(&term, chunk);
+    if (!discarded) return chunk;
+    free(chunk);
   }
-  terminal_add_history(&term, chunk);
-  return chunk;
 }
 
 /* ---- running ---- */

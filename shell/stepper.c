@@ -153,14 +153,27 @@ static char *answer(lua_State *L, const char *cmd, int level) {
     if (asprintf(&code, "return %s", expr) < 0) code = NULL;
     int rc = code ? luaL_loadbuffer(L, code, strlen(code), "=p") : LUA_ERRMEM;
     free(code);
+    int base = lua_gettop(L);
     if (rc == LUA_OK) {
       lua_pushvalue(L, env);
       lua_setupvalue(L, -2, 1);
-      rc = lua_pcall(L, 0, 1, 0);
+      rc = lua_pcall(L, 0, LUA_MULTRET, 0);
     }
-    const char *v = luaL_tolstring(L, -1, NULL);
-    if (asprintf(&out, "%s%s\n", rc == LUA_OK ? "" : "error: ", v) < 0) out = NULL;
-    lua_pop(L, 3);
+    /* every value, tab-separated as print does (p step, rank) */
+    int nres = lua_gettop(L) - base + 1; /* the function slot holds the first result or the error */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (rc != LUA_OK) luaL_addstring(&b, "error: ");
+    for (int i = 0; i < nres; i++) {
+      if (i) luaL_addchar(&b, '\t');
+      luaL_tolstring(L, base + i, NULL);
+      luaL_addvalue(&b);
+    }
+    if (nres == 0) luaL_addstring(&b, "(no value)");
+    luaL_addchar(&b, '\n');
+    luaL_pushresult(&b);
+    out = strdup(lua_tostring(L, -1));
+    lua_settop(L, env - 1);
   }
   return out;
 }

@@ -78,17 +78,24 @@ void terminal_run_mode(terminal *t) {
 static int ctrl_c_key(int count, int key) {
   (void)count;
   (void)key;
-  terminal_clear_line(current);
+  terminal_interrupt_line(current);
   return 0;
 }
 
-void terminal_clear_line(terminal *t) {
+void terminal_interrupt_line(terminal *t) {
   if (!t->interactive) return;
+  t->interrupted = 1;
   fputs("^C\n", t->out);
   fflush(t->out);
   rl_replace_line("", 0);
-  rl_on_new_line();
-  rl_redisplay();
+  rl_point = rl_end = 0;
+  rl_done = 1; /* readline returns the (now empty) line: the reader sees the interrupt */
+}
+
+int terminal_take_interrupt(terminal *t) {
+  int was = t->interrupted;
+  t->interrupted = 0;
+  return was;
 }
 
 void terminal_open(terminal *t) {

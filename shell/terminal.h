@@ -15,6 +15,7 @@ typedef struct {
   int interactive;  /* a terminal: prompts, readline, history */
   int relayed;      /* keystrokes arrive through mpirun's pipe, the terminal is tty_fd */
   int tty_fd;       /* the terminal opened for drawing and modes, or -1 */
+  volatile int interrupted; /* Ctrl-C at a prompt since the last terminal_take_interrupt */
 } terminal;
 
 void terminal_open(terminal *t);
@@ -24,7 +25,9 @@ char *terminal_readline(terminal *t, const char *prompt);
 void terminal_add_history(terminal *t, const char *line);
 /* The key modes for while a chunk runs (relayed terminals): raw, no signals. */
 void terminal_run_mode(terminal *t);
-/* Ctrl-C at the prompt: drop the line being edited and show a fresh prompt. */
-void terminal_clear_line(terminal *t);
+/* Ctrl-C at the prompt: drop the line being edited and end the read with an empty line; the
+ * reader asks terminal_take_interrupt (1 once after each Ctrl-C) to drop a pending chunk too. */
+void terminal_interrupt_line(terminal *t);
+int terminal_take_interrupt(terminal *t);
 
 #endif
