@@ -46,7 +46,7 @@ timeout 240 cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1 || { t
 build-gpu/llmlab --version | tee "$OUT/version.txt"
 
 step "ctest -L gpu"
-(cd build-gpu && timeout 150 ctest -L gpu --output-on-failure) | tee "$OUT/ctest_gpu.txt"
+(cd build-gpu && timeout 150 ctest -L gpu -j 4 --output-on-failure) | tee "$OUT/ctest_gpu.txt"
 (cd build-gpu && timeout 60 ctest -R "unit\.(caching_allocator|device)" --output-on-failure) | tail -3
 
 step "compute-sanitizer on the kernel tests"
