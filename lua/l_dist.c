@@ -20,10 +20,30 @@ int ll_cat(lua_State *L);
 
 /* ---- groups ---- */
 
+/* The userdata holds a reference (the world's is never dropped): collecting it or
+ * g:destroy() releases it, and the group is freed once no pending work or graph node uses it. */
 static void push_group(lua_State *L, lab_group *g) {
   lab_group **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = g;
+  lab_dist_group_retain(g);
   luaL_setmetatable(L, GROUP_MT);
+}
+
+static int g_gc(lua_State *L) {
+  lab_group **box = luaL_checkudata(L, 1, GROUP_MT);
+  lab_group *g = *box;
+  *box = NULL;
+  lab_dist_group_release(g);
+  return 0;
+}
+
+/* g:destroy() / lab.dist.destroy_process_group(g): as torch.distributed; using g afterwards
+ * is an error ("the process group was destroyed"); the world cannot be destroyed */
+static int g_destroy(lua_State *L) {
+  lab_group **box = luaL_testudata(L, 1, GROUP_MT);
+  if (!box) return ll_error(L, "destroy_process_group: expected a process group, got %s", luaL_typename(L, 1));
+  if (*box && (*box)->id == 0) return ll_error(L, "destroy_process_group: the world group lives as long as the job");
+  return g_gc(L);
 }
 
 static lab_group *check_group(lua_State *L, int idx) {
@@ -422,6 +442,7 @@ static int l_new_group(lua_State *L) {
   free(ranks);
   if (!g) return ll_runtime_error(L);
   push_group(L, g);
+  lab_dist_group_release(g); /* the creator's reference: the userdata holds its own */
   return 1;
 }
 
@@ -433,6 +454,7 @@ static int l_split(lua_State *L) {
   lab_group *g = lab_dist_split(ll_opt_group(L, opts), color, key);
   if (!g) return ll_runtime_error(L);
   push_group(L, g);
+  lab_dist_group_release(g); /* the creator's reference: the userdata holds its own */
   return 1;
 }
 
@@ -603,6 +625,7 @@ static const luaL_Reg dist_funcs[] = {
     {"isend", l_isend},
     {"irecv", l_irecv},
     {"new_group", l_new_group},
+    {"destroy_process_group", g_destroy},
     {"split", l_split},
     {"backend", l_backend},
     {"set_nccl_env", l_set_nccl_env},
@@ -621,9 +644,11 @@ static const luaL_Reg dist_funcs[] = {
 void ll_register_dist(lua_State *L) {
   luaL_newmetatable(L, GROUP_MT);
   lua_newtable(L);
-  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {NULL, NULL}};
+  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
   luaL_setfuncs(L, gm, 0);
   lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, g_gc);
+  lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, g_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);

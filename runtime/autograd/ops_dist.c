@@ -107,11 +107,15 @@ static int dist_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   return gin[0] ? 0 : -1;
 }
 
+static void group_unref(void *g) { lab_dist_group_release(g); }
+
 static lab_tensor *record(const char *name, lab_tensor *x, lab_tensor *out, lab_group *g, int bw, int dim) {
   if (!out || !lab_ag_needed(1, &x)) return out;
   lab_node *n = lab_node_new(name, dist_bw, 1, &x);
   if (!n) return ag_drop(out);
-  n->ctx = g; /* groups live as long as the job */
+  n->ctx = g; /* the group lives while the node does: backward runs a collective on it */
+  lab_dist_group_retain(g);
+  n->free_ctx = group_unref;
   n->i[0] = bw;
   n->i[1] = dim;
   return ag_finish(n, out, 0);
@@ -174,6 +178,11 @@ typedef struct {
   int64_t splits[];
 } a2a_ctx;
 
+static void free_a2a(void *p) {
+  lab_dist_group_release(((a2a_ctx *)p)->group);
+  free(p);
+}
+
 /* [sum(out_splits), rest of x's shape] filled by the exchange of x's rows */
 static lab_tensor *exchanged(lab_group *g, lab_tensor *x, const int64_t *out_splits, const int64_t *in_splits) {
   int64_t shape[LAB_MAX_DIMS];
@@ -214,7 +223,7 @@ lab_tensor *lab_ad_all_to_all_single(lab_group *g, lab_tensor *x, const int64_t 
     lab_fail("all_to_all_single", "out of memory");
     return ag_drop(out);
   }
-  c->group = g; /* groups live as long as the job */
+  c->group = g; /* retained below, once the node exists: its backward runs on the group */
   c->in_splits = in_splits ? memcpy(c->splits, in_splits, sizeof(int64_t) * (size_t)n) : NULL;
   c->out_splits = out_splits ? memcpy(c->splits + n, out_splits, sizeof(int64_t) * (size_t)n) : NULL;
   lab_node *node = lab_node_new("all_to_all_single", a2a_bw, 1, &x);
@@ -223,6 +232,7 @@ lab_tensor *lab_ad_all_to_all_single(lab_group *g, lab_tensor *x, const int64_t 
     return ag_drop(out);
   }
   node->ctx = c;
-  node->free_ctx = free;
+  node->free_ctx = free_a2a;
+  lab_dist_group_retain(g);
   return ag_finish(node, out, 0);
 }

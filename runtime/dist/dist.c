@@ -45,8 +45,19 @@ int lab_redop_from_name(const char *name) {
   return -1;
 }
 
+/* The first free slot (a freed group's) or a new one; -1 when all MAX_GROUPS are live. */
+static int free_slot(void) {
+  for (int i = 1; i < ngroups; i++)
+    if (!groups[i]) return i;
+  return ngroups < MAX_GROUPS ? ngroups : -1;
+}
+
 static void add_group(lab_group *g) {
-  if (ngroups < MAX_GROUPS) groups[ngroups++] = g;
+  int i = ngroups ? free_slot() : 0;
+  if (i < 0) return;
+  g->id = i;
+  groups[i] = g;
+  if (i == ngroups) ngroups++;
 }
 
 void lab_dist_register_world(lab_group *world) {
@@ -77,8 +88,9 @@ int lab_dist_group_count(void) { return ngroups; }
 lab_group *lab_dist_group_at(int i) { return i >= 0 && i < ngroups ? groups[i] : NULL; }
 
 static lab_group *group_from_split(lab_group *parent, int color, int key, const char *what) {
-  if (ngroups >= MAX_GROUPS) {
-    lab_fail(what, "too many groups (%d)", MAX_GROUPS);
+  if (free_slot() < 0) {
+    lab_fail(what, "%d process groups are alive; destroy the ones no longer needed (group:destroy(), or drop "
+             "every reference so the collector frees them)", MAX_GROUPS);
     return NULL;
   }
   lab_group *g = calloc(1, sizeof *g);
@@ -92,7 +104,7 @@ static lab_group *group_from_split(lab_group *parent, int color, int key, const 
     free(g);
     return NULL;
   }
-  g->id = ngroups;
+  g->refs = 1;
   add_group(g);
   if (lab_devcomm_setup(g) < 0) {
     lab_dist_free_group(g);
@@ -134,6 +146,14 @@ lab_group *lab_dist_split(lab_group *parent, int color, int key) {
   lab_group *g = group_from_split(parent, color, key, "split");
   if (g) snprintf(g->name, sizeof g->name, "group%d(color %d)", g->id, color);
   return g;
+}
+
+void lab_dist_group_retain(lab_group *g) {
+  if (g) g->refs++;
+}
+
+void lab_dist_group_release(lab_group *g) {
+  if (g && g->id != 0 && --g->refs <= 0) lab_dist_free_group(g);
 }
 
 void lab_dist_free_group(lab_group *g) {
@@ -266,6 +286,7 @@ static int start(lab_group *g, lab_backend_work *bw, lab_work **work, lab_tensor
     return lab_fail("async", "out of memory");
   }
   w->group = g;
+  lab_dist_group_retain(g); /* the group lives while its request does */
   w->bw = bw;
   w->keep[0] = k0;
   w->keep[1] = k1;
@@ -328,6 +349,7 @@ void lab_work_free(lab_work *w) {
   lab_work_free(w->inner);
   for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
   for (int i = 0; i < 2; i++) lab_tensor_release(w->back[i]);
+  lab_dist_group_release(w->group);
   free(w);
 }
 
@@ -409,6 +431,7 @@ static int staged(lab_group *g, lab_tensor *t, lab_tensor *u, int writes_t, int 
       rc = lab_fail("async", "out of memory");
     } else {
       w->group = g;
+      lab_dist_group_retain(g);
       w->inner = inner;
       w->keep[0] = ht; /* the host copies the request uses */
       w->keep[1] = hu;

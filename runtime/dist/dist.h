@@ -24,6 +24,7 @@ typedef struct {
 
 struct lab_group {
   int id;
+  int refs; /* holders: the Lua userdata, pending work, autograd nodes; freed at 0 (never the world) */
   char name[LAB_GROUP_NAME];
   int rank, size;   /* this rank's place in the group; rank -1: not a member */
   int world_size;
@@ -97,7 +98,13 @@ int lab_dist_recover(void);
 /* New groups: every rank of `parent` must call these, members or not. */
 lab_group *lab_dist_new_group(lab_group *parent, int n, const int *world_ranks);
 lab_group *lab_dist_split(lab_group *parent, int color, int key);
-void lab_dist_free_group(lab_group *g);
+void lab_dist_free_group(lab_group *g); /* at once, whoever holds it: use release */
+/* Groups are counted references: every holder beyond the creator retains (a pending work, a
+ * graph node that runs a collective in backward), and the last release frees the group and
+ * its communicators (as torch.distributed.destroy_process_group), so new_group can be called
+ * without bound. Freeing is local to each rank, as MPI_Comm_free is. */
+void lab_dist_group_retain(lab_group *g);
+void lab_dist_group_release(lab_group *g);
 int lab_dist_group_count(void);
 lab_group *lab_dist_group_at(int i);
 

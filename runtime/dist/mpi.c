@@ -16,10 +16,21 @@
 #include "mpi_backend.h"
 #include "mpi_group.h"
 
+/* What a point-to-point message says about itself, in 16 bytes after its data (see p2p_type). */
+typedef struct {
+  int64_t magic_dtype; /* P2P_MAGIC << 8 | dtype */
+  int64_t count;
+} p2p_trailer;
+#define P2P_MAGIC 0x6c616270327050LL /* "labp2pP" */
+
 struct lab_backend_work {
   MPI_Request req;
-  int64_t expect_count; /* recv: elements expected, to detect short messages */
-  MPI_Datatype type;
+  int is_recv;          /* a point-to-point receive: checked against the trailer on completion */
+  int peer;
+  int64_t count;        /* its elements */
+  lab_dtype dt;
+  const void *buf;
+  p2p_trailer trailer;  /* the message's trailer, alive as long as the request */
   int *v_counts; /* all_to_all_v: counts and displacements MPI reads until completion */
 };
 
@@ -261,59 +272,198 @@ static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_co
   return 0;
 }
 
+/* ---- point-to-point ----
+ * MPI moves bytes without comparing the two sides' types, so an f16[4] sent to an f32[2]
+ * arrived as garbage and an f32[4] received into an i64[4] reported "the message held 2".
+ * Every message therefore carries a trailer after its data, {magic, dtype, count}, in the
+ * same message (a struct datatype over the tensor and the trailer: no copy), and the receiver
+ * compares it with its own tensor when the receive completes. A message longer than the
+ * receiving tensor fails in MPI (MPI_ERR_TRUNCATE) and is reported the same way. */
+
+static int p2p_type(const void *buf, int64_t count, lab_dtype dt, p2p_trailer *tr, MPI_Datatype *out) {
+  int lens[2] = {(int)count, (int)sizeof *tr};
+  MPI_Aint disp[2];
+  MPI_Datatype types[2] = {mpi_type(dt), MPI_BYTE};
+  MPI_Get_address(tr, &disp[1]);
+  if (count > 0) MPI_Get_address(buf, &disp[0]);
+  else disp[0] = disp[1]; /* an empty tensor has no data pointer */
+  int rc = MPI_Type_create_struct(2, lens, disp, types, out);
+  if (rc == MPI_SUCCESS) rc = MPI_Type_commit(out);
+  return rc == MPI_SUCCESS ? 0 : mpi_fail("p2p", rc);
+}
+
+static void trailer_set(p2p_trailer *tr, lab_dtype dt, int64_t count) {
+  tr->magic_dtype = P2P_MAGIC << 8 | (int64_t)dt;
+  tr->count = count;
+}
+
+/* "f32[4]", or "a message of 24 bytes" when the trailer is not ours */
+static const char *sent_str(const p2p_trailer *tr, int64_t bytes, char *buf, size_t n) {
+  int dt = (int)(tr->magic_dtype & 0xff);
+  if (tr->magic_dtype >> 8 == P2P_MAGIC && dt < LAB_NDTYPES && tr->count >= 0)
+    snprintf(buf, n, "%s[%lld]", lab_dtype_name((lab_dtype)dt), (long long)tr->count);
+  else
+    snprintf(buf, n, "a message of %lld bytes", (long long)bytes);
+  return buf;
+}
+
+/* After a receive into (buf: count x dt, then tr) completed with status st (or failed with
+ * MPI error rc): the message must have been exactly a tensor of this dtype and size. */
+static int p2p_check(int rc, MPI_Status *st, const void *buf, int64_t count, lab_dtype dt, const p2p_trailer *tr,
+                     int peer) {
+  char want[64], got[80];
+  snprintf(want, sizeof want, "%s[%lld]", lab_dtype_name(dt), (long long)count);
+  if (rc != MPI_SUCCESS) {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPI_ERR_TRUNCATE)
+      return lab_fail("recv", "rank %d sent more bytes than the receiving tensor %s holds; send and recv "
+                      "tensors must have the same dtype and size", peer, want);
+    return mpi_fail("recv", rc);
+  }
+  MPI_Count bytes = 0;
+  MPI_Get_elements_x(st, MPI_BYTE, &bytes);
+  int64_t data = count * (int64_t)lab_dtype_size(dt), expect = data + (int64_t)sizeof *tr;
+  p2p_trailer theirs = *tr;
+  if (bytes != expect && bytes >= (MPI_Count)sizeof *tr) {
+    /* a shorter message: its trailer landed inside this tensor's bytes, or across the two */
+    unsigned char *o = (unsigned char *)&theirs;
+    for (int64_t i = 0, at = (int64_t)bytes - (int64_t)sizeof *tr; i < (int64_t)sizeof *tr; i++, at++)
+      o[i] = at < data ? ((const unsigned char *)buf)[at] : ((const unsigned char *)tr)[at - data];
+  }
+  int ours = theirs.magic_dtype >> 8 == P2P_MAGIC;
+  if (bytes == expect && ours && (lab_dtype)(theirs.magic_dtype & 0xff) == dt && theirs.count == count) return 0;
+  return lab_fail("recv", "rank %d sent %s, this rank receives into %s; send and recv tensors must have the same "
+                  "dtype and size", peer, sent_str(&theirs, (int64_t)bytes - (int64_t)sizeof *tr, got, sizeof got), want);
+}
+
+/* a guarded receive's poll keeps MPI's code: a truncated message completes with an error */
+typedef struct {
+  MPI_Request *req;
+  MPI_Status *st;
+  int mpi_rc;
+} recv_poll;
+
+static int recv_test_fn(void *ctx, int *done) {
+  recv_poll *p = ctx;
+  p->mpi_rc = MPI_Test(p->req, done, p->st);
+  if (p->mpi_rc != MPI_SUCCESS) *done = 1;
+  return 0;
+}
+
 static int m_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   if (count_check("send", count) < 0) return -1;
-  CALL("send", ((lab_abandon_info){.ch = LAB_CH_DATA, .seq = -1, .is_send = 1}), work, MPI_Send(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g)),
-       MPI_Isend(buf, (int)count, mpi_type(dt), peer, tag, comm_of(g), req));
-}
-
-static int recv_count_check(MPI_Status *st, MPI_Datatype t, int64_t want) {
-  int got = 0;
-  MPI_Get_count(st, t, &got);
-  if (got != want)
-    return lab_fail("recv", "expected %lld elements from rank %d but the message held %d; "
-                    "send and recv tensors must have the same size", (long long)want, st->MPI_SOURCE, got);
+  MPI_Datatype type;
+  if (work) { /* the trailer lives in the work object until the request completes */
+    lab_backend_work *w = new_work();
+    if (!w) return lab_fail("send", "out of memory");
+    trailer_set(&w->trailer, dt, count);
+    if (p2p_type(buf, count, dt, &w->trailer, &type) < 0) {
+      free(w);
+      return -1;
+    }
+    int rc = MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, comm_of(g), &w->req);
+    MPI_Type_free(&type); /* a posted request keeps what it needs */
+    if (rc != MPI_SUCCESS) {
+      free(w);
+      return mpi_fail("send", rc);
+    }
+    *work = w;
+    return 0;
+  }
+  if (!lab_dist_guarded()) {
+    p2p_trailer tr;
+    trailer_set(&tr, dt, count);
+    if (p2p_type(buf, count, dt, &tr, &type) < 0) return -1;
+    int rc = MPI_Send(MPI_BOTTOM, 1, type, peer, tag, comm_of(g));
+    MPI_Type_free(&type);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail("send", rc);
+  }
+  /* guarded: an abandoned request keeps reading its trailer, so it is held (held.h) */
+  p2p_trailer *tr = malloc(sizeof *tr);
+  if (!tr) return lab_fail("send", "out of memory");
+  trailer_set(tr, dt, count);
+  if (p2p_type(buf, count, dt, tr, &type) < 0) {
+    free(tr);
+    return -1;
+  }
+  MPI_Request req;
+  int rc = MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, comm_of(g), &req);
+  MPI_Type_free(&type);
+  if (rc != MPI_SUCCESS) {
+    free(tr);
+    return mpi_fail("send", rc);
+  }
+  lab_abandon_info info = {.ch = LAB_CH_DATA, .seq = -1, .is_send = 1};
+  if (guarded_wait(g, &req, "send", MPI_STATUS_IGNORE, &info) < 0) {
+    lab_dist_hold_memory(tr); /* the request may still read it until recovery settles it */
+    return -1;
+  }
+  free(tr);
   return 0;
 }
 
 static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   if (count_check("recv", count) < 0) return -1;
-  MPI_Datatype t = mpi_type(dt);
-  if (!work && lab_dist_guarded()) {
-    MPI_Status st;
-    MPI_Request req;
-    int rc = MPI_Irecv(buf, (int)count, t, peer, tag, comm_of(g), &req);
-    if (rc != MPI_SUCCESS) return mpi_fail("recv", rc);
-    lab_abandon_info info = {.ch = LAB_CH_DATA, .seq = -1, .is_send = 0};
-    if (guarded_wait(g, &req, "recv", &st, &info) < 0) return -1;
-    return recv_count_check(&st, t, count);
-  }
-  if (!work) {
-    MPI_Status st;
-    int rc = MPI_Recv(buf, (int)count, t, peer, tag, comm_of(g), &st);
+  MPI_Datatype type;
+  if (work) {
+    lab_backend_work *w = new_work();
+    if (!w) return lab_fail("recv", "out of memory");
+    w->is_recv = 1;
+    w->peer = peer;
+    w->count = count;
+    w->dt = dt;
+    w->buf = buf;
+    if (p2p_type(buf, count, dt, &w->trailer, &type) < 0) {
+      free(w);
+      return -1;
+    }
+    int rc = MPI_Irecv(MPI_BOTTOM, 1, type, peer, tag, comm_of(g), &w->req);
+    MPI_Type_free(&type);
     if (rc != MPI_SUCCESS) {
-      int cls = 0;
-      MPI_Error_class(rc, &cls);
-      if (cls == MPI_ERR_TRUNCATE)
-        return lab_fail("recv", "the message from rank %d holds more than the %lld elements of "
-                        "the receiving tensor", peer, (long long)count);
+      free(w);
       return mpi_fail("recv", rc);
     }
-    return recv_count_check(&st, t, count);
+    *work = w;
+    return 0;
   }
-  lab_backend_work *w = new_work();
-  if (!w) return lab_fail("recv", "out of memory");
-  w->expect_count = count;
-  w->type = t;
-  int rc = MPI_Irecv(buf, (int)count, t, peer, tag, comm_of(g), &w->req);
+  MPI_Status st;
+  if (!lab_dist_guarded()) {
+    p2p_trailer tr = {0};
+    if (p2p_type(buf, count, dt, &tr, &type) < 0) return -1;
+    int rc = MPI_Recv(MPI_BOTTOM, 1, type, peer, tag, comm_of(g), &st);
+    MPI_Type_free(&type);
+    return p2p_check(rc, &st, buf, count, dt, &tr, peer);
+  }
+  /* guarded: MPI may write the trailer until an abandoned request is cancelled: held */
+  p2p_trailer *tr = calloc(1, sizeof *tr);
+  if (!tr) return lab_fail("recv", "out of memory");
+  if (p2p_type(buf, count, dt, tr, &type) < 0) {
+    free(tr);
+    return -1;
+  }
+  MPI_Request req;
+  int rc = MPI_Irecv(MPI_BOTTOM, 1, type, peer, tag, comm_of(g), &req);
+  MPI_Type_free(&type);
   if (rc != MPI_SUCCESS) {
-    free(w);
+    free(tr);
     return mpi_fail("recv", rc);
   }
-  *work = w;
-  return 0;
+  lab_abandon_info info = {.ch = LAB_CH_DATA, .seq = -1, .is_send = 0};
+  recv_poll poll = {&req, &st, MPI_SUCCESS};
+  if (lab_guard_wait(g, "recv", recv_test_fn, &poll) < 0) { /* given up: recovery completes or cancels it */
+    if (req != MPI_REQUEST_NULL) {
+      lab_mpi_abandon(g, req, &info);
+      lab_dist_note_abandoned();
+    }
+    lab_dist_hold_memory(tr);
+    return -1;
+  }
+  rc = p2p_check(poll.mpi_rc, &st, buf, count, dt, tr, peer);
+  free(tr);
+  return rc;
 }
 
 static int m_barrier(lab_group *g) {
@@ -342,23 +492,22 @@ static int m_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
   return rc == MPI_SUCCESS ? 0 : mpi_fail("check", rc);
 }
 
-static int finish_status(lab_backend_work *w, MPI_Status *st) {
-  if (w->expect_count > 0 || w->type) return recv_count_check(st, w->type, w->expect_count);
-  return 0;
-}
-
 static int m_wait(lab_backend_work *w) {
   MPI_Status st;
   int rc = MPI_Wait(&w->req, &st);
-  if (rc != MPI_SUCCESS) return mpi_fail("wait", rc);
-  return finish_status(w, &st);
+  if (w->is_recv) return p2p_check(rc, &st, w->buf, w->count, w->dt, &w->trailer, w->peer);
+  return rc == MPI_SUCCESS ? 0 : mpi_fail("wait", rc);
 }
 
 static int m_test(lab_backend_work *w, int *done) {
   MPI_Status st;
   int rc = MPI_Test(&w->req, done, &st);
+  if (w->is_recv && (*done || rc != MPI_SUCCESS)) {
+    *done = 1; /* a failed receive (truncated) is complete */
+    return p2p_check(rc, &st, w->buf, w->count, w->dt, &w->trailer, w->peer);
+  }
   if (rc != MPI_SUCCESS) return mpi_fail("test", rc);
-  return *done ? finish_status(w, &st) : 0;
+  return 0;
 }
 
 static void m_free_work(lab_backend_work *w) {
