@@ -13,4 +13,12 @@ int lab_get_num_threads(void);
 const char *lab_blas_corename(void);
 const char *lab_blas_better_coretype(void);
 
+/* Whether OpenMP's idle threads should sleep at once instead of spinning (libgomp spins for
+ * about 300,000 iterations by default before it sleeps): when the cores are shared, either by
+ * this node's ranks (local_ranks x threads per rank > cores) or by other work (a load average
+ * of at least the number of cores), a spinning thread takes the core a working thread of this
+ * or another process is waiting for. threads_per_rank <= 0 means the default split
+ * (cores / local_ranks). Returns 1 for passive, 0 for the default. */
+int lab_threads_should_wait_passively(int local_ranks, int threads_per_rank);
+
 #endif

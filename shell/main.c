@@ -159,18 +159,35 @@ static int finish_batch(int failed) {
   return any ? 1 : 0;
 }
 
-/* Re-executes this program with OPENBLAS_CORETYPE set when OpenBLAS misjudged the CPU
- * (see lab_blas_better_coretype); exec keeps the pid, so it is safe under mpirun too. */
-static void fix_blas_coretype(char **argv) {
-  if (getenv("OPENBLAS_CORETYPE")) return;
-  const char *better = lab_blas_better_coretype();
-  if (!better) return;
-  setenv("OPENBLAS_CORETYPE", better, 1);
-  execv("/proc/self/exe", argv);
+/* Settings that OpenBLAS and libgomp read only when they load, so they are put into the
+ * environment and the program re-executed (exec keeps the pid, so it is safe under mpirun
+ * too); a value the user set is kept:
+ * - OPENBLAS_CORETYPE when OpenBLAS misjudged the CPU (see lab_blas_better_coretype);
+ * - OMP_WAIT_POLICY=PASSIVE when the cores are shared (by this node's ranks, counted from
+ *   the launcher's environment before MPI starts, or by other work; see
+ *   lab_threads_should_wait_passively): a spinning idle thread would take the core a working
+ *   one waits for. Measured in the commit that added it. */
+static void fix_loader_env(char **argv) {
+  int again = 0;
+  const char *better = getenv("OPENBLAS_CORETYPE") ? NULL : lab_blas_better_coretype();
+  if (better) {
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    again = 1;
+  }
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
+    const char *ranks = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!ranks) ranks = getenv("MPI_LOCALNRANKS");
+    const char *threads = getenv("LLMLAB_THREADS");
+    if (lab_threads_should_wait_passively(ranks ? atoi(ranks) : 1, threads ? atoi(threads) : 0)) {
+      setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+      again = 1;
+    }
+  }
+  if (again) execv("/proc/self/exe", argv);
 }
 
 int main(int argc, char **argv) {
-  fix_blas_coretype(argv);
+  fix_loader_env(argv);
   options o;
   if (parse(argc, argv, &o) < 0) return 2;
   if (o.n > 0 && !launched_by_mpi()) return launch_under_mpirun(o.n, argc, argv, o.n_index, o.n_args) < 0 ? 1 : 0;

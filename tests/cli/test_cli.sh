@@ -50,5 +50,15 @@ out="$("$LLMLAB" "$root/scripts/train_gpt.lua" task=copy steps=4 d_model=16 n_la
 [ "$(grep -c '^{.*"loss": [0-9.]*.*"step": [0-9]*.*}$' "$TMP/m.jsonl")" = 4 ] && echo "$out" | grep -q "accuracy on 256 fresh examples"
 check "train_gpt.lua writes one JSON line per step and reports accuracy" $?
 
+# OpenMP's idle threads sleep instead of spinning when the cores are shared: more threads than
+# cores here (LLMLAB_THREADS), or other work; a wait policy the user set is kept
+more=$(( $(nproc) + 1 ))
+out="$(LLMLAB_THREADS=$more "$LLMLAB" -e 'print(os.getenv("OMP_WAIT_POLICY"))')"
+[ "$out" = "PASSIVE" ]; check "more threads than cores: OMP_WAIT_POLICY=PASSIVE" $?
+out="$(OMP_WAIT_POLICY=active LLMLAB_THREADS=$more "$LLMLAB" -e 'print(os.getenv("OMP_WAIT_POLICY"), os.getenv("GOMP_SPINCOUNT"))')"
+[ "$out" = "$(printf 'active\tnil')" ]; check "the user's OMP_WAIT_POLICY is kept" $?
+out="$(LLMLAB_THREADS=$more "$LLMLAB" -n 2 -e 'io.write(os.getenv("OMP_WAIT_POLICY"), "\n")' | sort -u)"
+[ "$out" = "PASSIVE" ]; check "every rank of -n 2 sleeps when its threads exceed the cores" $?
+
 echo "$fails failures"
 [ $fails -eq 0 ]
