@@ -84,6 +84,7 @@ int lab_split(lab_tensor *t, int64_t size, int dim, lab_tensor ***out) {
   if (dim < 0 || dim >= t->ndim) return lab_fail("split", "dim %d out of range for a tensor of %d dimensions", dim + 1, t->ndim);
   if (size <= 0) return lab_fail("split", "split size must be positive, got %lld", (long long)size);
   int64_t len = t->shape[dim];
+  if (size > len) size = len > 0 ? len : 1; /* one piece, as torch.split; len + size must not wrap */
   int count = (int)((len + size - 1) / size);
   if (count == 0) count = 1;
   lab_tensor **v = calloc((size_t)count, sizeof *v);

@@ -19,6 +19,14 @@ local pp = {}
 -- Splits a list of layers into n consecutive stages, as evenly as the count allows, or
 -- with opts.sizes = {layers of stage 1, ..., of stage n} (uneven, summing to #layers).
 function pp.partition(layers, n, opts)
+  if type(layers) ~= "table" or lab.is_tensor(layers) then
+    error(string.format("rank %d: pp.partition: layers must be a list of modules, got %s", lab.dist.rank(),
+      lab.is_tensor(layers) and "a tensor" or type(layers)), 2)
+  end
+  if math.type(n) ~= "integer" or n < 1 or n > math.max(#layers, 1) then
+    error(string.format("rank %d: pp.partition: n must be an integer between 1 and the number of layers (%d), got %s",
+      lab.dist.rank(), #layers, tostring(n)), 2)
+  end
   local sizes = opts and opts.sizes
   if sizes then
     local total = 0

@@ -20,9 +20,12 @@ T.test("factories refuse sizes whose product overflows or exceeds 2^48 bytes", f
   T.raises(function() return lab.zeros(-1) end, R .. "zeros: negative size -1 in dim 1")
   T.raises(function() return lab.arange(0, 1e300) end, R .. "arange:", "more than a tensor may hold")
   T.raises(function() return lab.arange(0, 0 / 0) end, R .. "arange:")
-  -- the bound is exactly 2^48 bytes: the size check passes it and allocation then fails or not
-  T.eq(lab.zeros(0, 1 << 62):numel(), 0, "a zero size makes any other size empty")
-  T.eq(lab.zeros(1 << 12, 0, 1 << 60):numel(), 0, "zero between huge sizes")
+  -- an empty tensor's other sizes are multiplied too (strides, reductions): they must fit
+  -- (fuzz finding numel_overflow_zero_dim: lab.empty(8, 2^62, 0) overflowed in lab_numel)
+  T.raises(function() return lab.empty(8, 1 << 62, 0) end, R .. "empty: shape [8, 4611686018427387904, 0] needs about 2^65 elements", "not counting the 0")
+  T.raises(function() return lab.zeros(0, 1 << 62) end, R .. "zeros: shape [0, 4611686018427387904]", "not counting the 0")
+  T.eq(lab.zeros(1 << 12, 0, 1 << 20):numel(), 0, "zero between sane sizes")
+  T.eq(lab.zeros(1 << 12, 0, 1 << 20):sum(1).shape[2], 1 << 20, "and reductions over it")
 end)
 
 T.test("views and expand refuse sizes that cannot exist", function()
