@@ -298,6 +298,85 @@ T.test("cost: hand-derived bytes and FLOPs, and its mistakes", function()
   T.raises(function() c { method = "sft", params = 5, mixed_precision = true, dtype = "bf16" } end, pre, "mixed_precision")
 end)
 
+-- ---- layouts: DDP against one rank with the whole batch, ZeRO against DDP, every parameter ----
+local E = require("equivalence")
+local cfgE = { vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 }
+local function fresh()
+  lab.manual_seed(21)
+  return lab.nn.GPT(cfgE)
+end
+local task1 = lab.data.add_task(1)
+local function pairs_for(step, r)
+  lab.manual_seed(300 + 10 * step + r)
+  return task1.preference_pairs(4)
+end
+
+T.test("DPO under DDP equals one rank with every rank's pairs; under ZeRO-1/2/3, DDP; every parameter", function()
+  local STEPS = 3
+  local function run(policy, optimizer, ref)
+    local dpo = P.DPO { policy = policy, reference = ref, beta = 0.5, optimizer = optimizer }
+    for s = 1, STEPS do dpo:step(pairs_for(s, rank)) end
+  end
+  -- SGD for DDP against one rank: Adam's normalisation would magnify the reduction order
+  local twin = fresh()
+  local tdpo = P.DPO { policy = twin, reference = P.reference(twin), beta = 0.5,
+    optimizer = lab.optim.SGD(twin:parameters(), { lr = 0.5 }) }
+  for s = 1, STEPS do
+    local cs, rs = {}, {}
+    for r = 0, world - 1 do
+      local pp = pairs_for(s, r)
+      cs[#cs + 1], rs[#rs + 1] = pp.chosen, pp.rejected
+    end
+    tdpo:step({ chosen = lab.cat(cs, 1), rejected = lab.cat(rs, 1), prompt_len = task1.prompt_len })
+  end
+  local m = fresh()
+  run(lab.ddp.wrap(m, { bucket_mb = 0.001 }), lab.optim.SGD(m:parameters(), { lr = 0.5 }), P.reference(m))
+  E.check(T, "dpo ddp", E.entries(m), twin, { grads = false, rtol = 1e-5, atol = 1e-7 })
+  T.ok(lab.max_abs_diff(m.wte.weight, fresh().wte.weight) > 1e-3, "DPO changed the weights")
+  -- ZeRO's engine owns AdamW: against DDP with AdamW. The key part of qkv.bias gets a
+  -- gradient of rounding noise only (softmax ignores a shift of every key), which Adam
+  -- scales to steps of up to lr: the two reduction orders leave it 6e-6 apart after 3 steps
+  -- at 4 ranks, so atol = 1e-5, far below the 1e-2 steps the parameters take
+  local a = fresh()
+  run(lab.ddp.wrap(a, { bucket_mb = 0.001 }), lab.optim.AdamW(a:parameters(), { lr = 1e-2 }), P.reference(a))
+  for stage = 1, 3 do
+    local ref = P.reference(fresh())
+    local engine = lab.zero.wrap(fresh(), { stage = stage, lr = 1e-2, bucket_mb = 0.001 })
+    run(engine, engine, ref)
+    E.check(T, "dpo zero-" .. stage, E.zero_entries(engine), a, { grads = false, rtol = 1e-5, atol = 1e-5 })
+  end
+end)
+
+T.test("GRPO under ZeRO-1/2/3 equals GRPO under DDP (same samples), every parameter", function()
+  -- a dense reward (how many 3s the answer has), so a random model gets advantages
+  local function threes(_, completion)
+    local n = 0
+    for _, t in ipairs(completion) do if t == 3 then n = n + 1 end end
+    return n
+  end
+  local function run(policy, optimizer, ref)
+    local grpo = P.GRPO { policy = policy, reference = ref, optimizer = optimizer, reward = threes, group_size = 4,
+      max_new_tokens = 2, beta = 0.1 }
+    local s
+    for k = 1, 2 do
+      lab.manual_seed(500 + 10 * k + rank) -- each rank its prompts and samples, the same in every layout
+      s = grpo:step(task1.prompts(3))
+    end
+    return s
+  end
+  local m = fresh()
+  local s = run(lab.ddp.wrap(m, { bucket_mb = 0.001 }), lab.optim.AdamW(m:parameters(), { lr = 1e-2 }), P.reference(m))
+  T.ok(s.informative > 0, "some groups had different rewards")
+  for stage = 1, 3 do
+    local ref = P.reference(fresh())
+    local engine = lab.zero.wrap(fresh(), { stage = stage, lr = 1e-2, bucket_mb = 0.001 })
+    run(engine, engine, ref)
+    E.check(T, "grpo zero-" .. stage, E.zero_entries(engine), m, { grads = false, rtol = 1e-5, atol = 1e-5 }) -- as DPO's
+  end
+  -- and the policy moved (so the comparison compares something)
+  T.ok(lab.max_abs_diff(m.wte.weight, fresh().wte.weight) > 1e-4, "GRPO changed the weights")
+end)
+
 T.test("mistakes are named with the op, the values and the rank", function()
   local pre = "rank " .. rank .. ": "
   lab.manual_seed(4)
