@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "runtime/dist/devcomm.h"
+#include "runtime/error.h"
 
 static int plan(int n, const char *const *keys, int built, char *why) {
   static char k[16][LAB_GPU_KEY];
@@ -94,13 +95,53 @@ static void test_paths(void **state) {
   assert_int_equal(lab_coll_path_of(c0, c0, LAB_DEVPLAN_UNDECIDED), LAB_PATH_STAGED);
 }
 
+/* routing on a group whose plan is known: the staging note is said once, a tensor on another
+ * GPU than the group's communicator is refused naming both, and a send before any collective
+ * stages (making the communicator needs every member) */
+static void test_route(void **state) {
+  (void)state;
+  lab_group g;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "world");
+  g.rank = 1; /* rank 0 of the group prints the note; this test keeps stderr quiet */
+  g.size = 2;
+  g.device_plan = LAB_DEVPLAN_STAGED;
+  snprintf(g.device_why, sizeof g.device_why, "world ranks 0 and 1 share GPU h/0000:19:00.0");
+  lab_device c0 = {LAB_DEV_CUDA, 0}, c1 = {LAB_DEV_CUDA, 1}, cpu = {LAB_DEV_CPU, 0};
+  lab_coll_path path = LAB_PATH_HOST;
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, c0, c0, 0, &path), 0);
+  assert_int_equal(path, LAB_PATH_STAGED);
+  assert_int_equal(g.device_said, 1);
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, cpu, cpu, 0, &path), 0);
+  assert_int_equal(path, LAB_PATH_HOST);
+
+  g.device_plan = LAB_DEVPLAN_NCCL;
+  g.device_index = 0;
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, c0, c0, 0, &path), 0);
+  assert_int_equal(path, LAB_PATH_DEVICE);
+  assert_int_equal(lab_devcomm_route("send", &g, c0, c0, 1, &path), 0);
+  assert_int_equal(path, LAB_PATH_STAGED); /* no communicator yet */
+  lab_clear_error();
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, c1, c1, 0, &path), -1);
+  assert_non_null(strstr(lab_last_error(), "the NCCL communicator of world is on cuda:0 but the tensor is on cuda:1"));
+
+  char buf[320];
+  assert_string_equal(lab_devcomm_describe(&g, c0, buf, sizeof buf), "nccl (cuda:0)");
+  assert_string_equal(lab_devcomm_describe(&g, cpu, buf, sizeof buf), "mpi");
+  g.device_plan = LAB_DEVPLAN_STAGED;
+  assert_string_equal(lab_devcomm_describe(&g, c0, buf, sizeof buf),
+                      "mpi, staged through host memory: world ranks 0 and 1 share GPU h/0000:19:00.0");
+  g.rank = -1;
+  assert_string_equal(lab_devcomm_describe(&g, c0, buf, sizeof buf), "none: this rank is not a member of world");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_ranks_one_gpu_stage),  cmocka_unit_test(test_eight_gpus_of_a_node_take_nccl),
       cmocka_unit_test(test_same_bus_on_two_nodes_is_two_gpus),
       cmocka_unit_test(test_four_ranks_two_gpus_names_the_first_pair),
       cmocka_unit_test(test_no_gpu_or_no_nccl_stage), cmocka_unit_test(test_world_of_one),
-      cmocka_unit_test(test_paths),
+      cmocka_unit_test(test_paths), cmocka_unit_test(test_route),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
