@@ -46,7 +46,8 @@ static const char *help_text =
     "  :help            this text\n"
     "  :quit, Ctrl-D    end every rank\n"
     "Ctrl-C interrupts the running chunk on every rank (also inside collective waits) or\n"
-    "clears the line at the prompt. Tab completes globals and fields (lab.dist.<TAB>).\n";
+    "clears the line (or the unfinished chunk) at the prompt. Ctrl-T while a chunk runs shows\n"
+    "every rank's traceback and collective. Tab completes globals and fields (lab.dist.<TAB>).\n";
 
 char *with_rank_prefix(int rank, const char *msg) {
   char head[32];
@@ -140,6 +141,11 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "interrupted!");
   }
   stepper_pause_if_asked(L); /* another rank stopped in the stepper: join it */
+  if (lab_board_info_pending()) { /* Ctrl-T on rank 0: show where this rank is */
+    luaL_traceback(L, L, NULL, 0);
+    lab_board_answer_info(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
   lua_Debug d;
   if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d) && d.currentline > 0) {
     char site[128];
@@ -148,8 +154,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   }
 }
 
-/* rank 0 reads its terminal while a chunk runs: Ctrl-C interrupts, other keys are kept
- * for readline (typed ahead) */
+/* rank 0 reads its terminal while a chunk runs: Ctrl-C interrupts, Ctrl-T shows every rank,
+ * other keys are kept for readline (typed ahead); meanwhile it prints the watchdog's report */
 static volatile int watching, running;
 static pthread_t watcher;
 static char typeahead[4096];
@@ -168,17 +174,40 @@ static void say_interrupt_pending(void) {
   free(report);
 }
 
+/* Ctrl-T: every busy rank writes its traceback into the board (from its hook, or from the
+ * collective it waits in); the board is printed when all have, or after a second. */
+static void show_every_rank(void) {
+  lab_board_request_info();
+  double end = lab_now() + 1.0;
+  struct timespec nap = {0, 10000000};
+  while (!lab_board_info_answered() && lab_now() < end) nanosleep(&nap, NULL);
+  char *report = lab_board_info_report();
+  fprintf(term.out, "^T every rank:%s\n", report ? report : "");
+  fflush(term.out);
+  free(report);
+}
+
+/* the watchdog's one report, from the board at one moment, while the chunk still runs */
+static void report_stalls(void) {
+  char *report = lab_board_stalled(lab_board_watchdog());
+  if (!report) return;
+  fprintf(term.out, "%s\n", report);
+  fflush(term.out);
+  free(report);
+}
+
 static void *watch_terminal(void *arg) {
   (void)arg;
   double interrupted_at = 0;
   int said = 0;
   while (watching) {
     struct pollfd p[2] = {{.fd = fileno(term.in), .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
-    int ready = poll(p, 2, interrupted_at > 0 ? 100 : 1000);
+    int ready = poll(p, 2, 100);
     if (interrupted_at > 0 && !said && lab_board_interrupt_requested() && lab_now() - interrupted_at > 1.0) {
       say_interrupt_pending();
       said = 1;
     }
+    report_stalls();
     if (ready <= 0) continue;
     if (p[1].revents) {
       char sink[16];
@@ -190,6 +219,8 @@ static void *watch_terminal(void *arg) {
     if (c == 3) {
       lab_board_request_interrupt();
       if (interrupted_at == 0) interrupted_at = lab_now();
+    } else if (c == 20) {
+      show_every_rank();
     }
     else if (typeahead_len < sizeof typeahead) typeahead[typeahead_len++] = c;
   }
@@ -212,6 +243,7 @@ static void start_watching(void) {
   if (lab_ctl_rank() != 0 || !term.relayed) return;
   if (wake_pipe[0] < 0 && pipe(wake_pipe) < 0) return;
   terminal_run_mode(&term);
+  lab_board_set_monitored(1);
   watching = 1;
   pthread_create(&watcher, NULL, watch_terminal, NULL);
 }
@@ -221,6 +253,7 @@ static void stop_watching(void) {
   watching = 0;
   if (write(wake_pipe[1], "x", 1) < 0) {}
   pthread_join(watcher, NULL);
+  lab_board_set_monitored(0);
 }
 
 /* ---- reading ---- */

@@ -1,4 +1,5 @@
 /* The activity board over MPI shared memory (MPI_Win_allocate_shared on the node). */
+#define _GNU_SOURCE
 #include "board.h"
 
 #include <mpi.h>
@@ -16,8 +17,12 @@ typedef struct {
   volatile double since;
   volatile int interrupt; /* used in slot 0 only: the node-wide Ctrl-C */
   volatile int pause_epoch; /* slot 0 only: raised by a rank that stops in the debugger */
+  volatile int info_epoch;  /* slot 0 only: raised by Ctrl-T: every busy rank writes its trace */
+  volatile int monitored;   /* slot 0 only: rank 0 prints the watchdog's report itself */
+  volatile int answered;    /* the info epoch this rank's trace answers */
   char what[160];
   char site[120];
+  char trace[1536];         /* this rank's Lua traceback when it last answered Ctrl-T */
 } slot;
 
 static slot *slots; /* slots[local rank] */
@@ -91,6 +96,82 @@ int lab_board_interrupt_requested(void) {
 
 void lab_board_clear_interrupt(void) {
   if (slots) __atomic_store_n(&slots[0].interrupt, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- Ctrl-T: every rank's traceback and collective ---- */
+
+void lab_board_request_info(void) {
+  if (slots) __atomic_add_fetch(&slots[0].info_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
+int lab_board_info_pending(void) {
+  return slots && __atomic_load_n(&slots[0].info_epoch, __ATOMIC_ACQUIRE) != slots[me].answered;
+}
+
+void lab_board_answer_info(const char *trace) {
+  if (!slots) return;
+  slot *s = &slots[me];
+  snprintf(s->trace, sizeof s->trace, "%s", trace ? trace : "");
+  __atomic_store_n(&s->answered, __atomic_load_n(&slots[0].info_epoch, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+}
+
+int lab_board_info_answered(void) {
+  if (!slots) return 1;
+  int epoch = __atomic_load_n(&slots[0].info_epoch, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < nslots; i++) {
+    slot *s = &slots[i];
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != LAB_IDLE && __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE) != epoch)
+      return 0;
+  }
+  return 1;
+}
+
+char *lab_board_info_report(void) {
+  char *head = lab_board_report();
+  if (!head || !slots) return head;
+  int epoch = __atomic_load_n(&slots[0].info_epoch, __ATOMIC_ACQUIRE);
+  size_t cap = strlen(head) + (size_t)nslots * (sizeof fallback.trace + 64) + 1, len = strlen(head);
+  char *out = realloc(head, cap);
+  if (!out) return head;
+  for (int i = 0; i < nslots; i++) {
+    slot *s = &slots[i];
+    if (s->state == LAB_IDLE || s->answered != epoch || !s->trace[0]) continue;
+    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d %s", world_of_local ? world_of_local[i] : i, s->trace);
+    if (len >= cap) break;
+  }
+  return out;
+}
+
+/* ---- the watchdog's one report, composed where the board is read at one moment ---- */
+
+void lab_board_set_monitored(int on) {
+  if (slots) __atomic_store_n(&slots[0].monitored, on, __ATOMIC_RELEASE);
+}
+int lab_board_monitored(void) { return slots ? __atomic_load_n(&slots[0].monitored, __ATOMIC_ACQUIRE) : 0; }
+
+char *lab_board_stalled(double seconds) {
+  static double *reported; /* the `since` of each slot's wait already reported */
+  if (!slots || seconds <= 0) return NULL;
+  if (!reported) reported = calloc((size_t)nslots, sizeof *reported);
+  if (!reported) return NULL;
+  double now = lab_now();
+  int stalled = -1;
+  for (int i = 0; i < nslots && stalled < 0; i++) {
+    slot *s = &slots[i];
+    if (s->state == LAB_IN_COLLECTIVE && now - s->since > seconds && s->since != reported[i]) stalled = i;
+  }
+  if (stalled < 0) return NULL;
+  for (int i = 0; i < nslots; i++) /* one report per stall: every wait now seen is covered */
+    if (slots[i].state == LAB_IN_COLLECTIVE) reported[i] = slots[i].since;
+  char *board = lab_board_report();
+  char *out = NULL;
+  slot *s = &slots[stalled];
+  if (asprintf(&out, "watchdog: rank %d has waited %.1f s in %s at %s; a rank never arrived. What every rank is doing:%s",
+               world_of_local ? world_of_local[stalled] : stalled, now - s->since, s->what, s->site[0] ? s->site : "?",
+               board ? board : "") < 0)
+    out = NULL;
+  free(board);
+  return out;
 }
 
 void lab_board_set_watchdog(double seconds) { watchdog_s = seconds; }

@@ -34,6 +34,23 @@ int lab_board_served(void);
 int lab_board_pause_pending(void);
 int lab_board_pause_now(const char *where);
 
+/* Ctrl-T (as BSD's SIGINFO): rank 0 raises the info epoch; every busy rank writes its Lua
+ * traceback (from its hook, or the call's traceback from inside a collective wait) into its
+ * slot; rank 0 prints the board with them. Idle ranks need not answer. */
+void lab_board_request_info(void);
+int lab_board_info_pending(void);
+void lab_board_answer_info(const char *trace);
+int lab_board_info_answered(void); /* every busy rank has answered the latest request */
+char *lab_board_info_report(void);  /* malloc'ed */
+
+/* The watchdog's one report: rank 0 (monitored = 1) reads the board at one moment and prints
+ * it while the chunk still runs; waits that give up then name only themselves. stalled returns
+ * the report (malloc'ed) the first time a rank has waited longer than seconds in one collective,
+ * else NULL. */
+void lab_board_set_monitored(int on);
+int lab_board_monitored(void);
+char *lab_board_stalled(double seconds);
+
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);
 double lab_board_watchdog(void);

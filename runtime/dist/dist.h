@@ -78,6 +78,7 @@ int lab_dist_checked(void);
  * Lua traceback shown when ranks disagree. */
 void lab_dist_set_call_site(const char *site);
 void lab_dist_set_traceback(const char *traceback);
+const char *lab_dist_call_traceback(void); /* the last call's traceback (checked mode), or "" */
 /* Guarded mode (the REPL and the stepper): blocking collectives wait by polling, so that a
  * Ctrl-C or the watchdog can end the wait with an error instead of a hang. */
 void lab_dist_set_guarded(int on);

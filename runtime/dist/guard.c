@@ -26,8 +26,15 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
       lab_group_poison(g);
       return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
     }
+    if (lab_board_info_pending()) lab_board_answer_info(lab_dist_call_traceback()); /* Ctrl-T */
     double wd = lab_board_watchdog();
-    if (wd > 0 && lab_now() - t0 > wd) {
+    /* when rank 0 prints the board (at wd), give it half a second to see this wait in it */
+    if (wd > 0 && lab_now() - t0 > wd + 0.5 && lab_board_monitored()) {
+      lab_group_poison(g);
+      return lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived (the report above shows every rank)",
+                      wd, g->name);
+    }
+    if (wd > 0 && lab_now() - t0 > wd && !lab_board_monitored()) {
       char *report = lab_board_report();
       lab_group_poison(g);
       lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived. What every rank is doing:%s", wd,

@@ -72,12 +72,17 @@ static void test_planted_desync_and_hang(void **state) {
   assert_true(expect(&s, "rank 0: all_reduce(4 x f32, op=sum) at stdin:1", 5));
   assert_true(expect(&s, "rank 1: broadcast(4 x f32, root=0) at stdin:1", 5));
   assert_true(expect(&s, "stack traceback:", 5));
+  assert_true(expect(&s, "> ", 10));
+  s.buf[s.len] = 0;
+  assert_null(strstr(strstr(s.buf, "disagree on the collective") + 1, "disagree on the collective")); /* once */
   type(&s, ":watchdog 2\r");
   type(&s, "if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(2)) end\r");
-  assert_true(expect(&s, "[1] error: ", 30));
-  assert_true(expect(&s, "watchdog: no progress for 2 s on world", 5));
+  /* one report, printed by rank 0 from the board while the chunk runs, then the error */
+  assert_true(expect(&s, "watchdog: rank 1 has waited 2.0 s in all_reduce(2 x f32) on world at stdin:1", 30));
   assert_true(expect(&s, "rank 0: idle", 5));
   assert_true(expect(&s, "rank 1: in all_reduce(2 x f32) on world at stdin:1", 5));
+  assert_true(expect(&s, "[1] error: ", 30));
+  assert_true(expect(&s, "watchdog: no progress for 2 s on world", 5));
   /* recovery completed the abandoned collective: no rebuilt world, and the session goes on */
   type(&s, "=lab.dist.all_reduce(lab.ones(1))[1]\r");
   char want[32];
@@ -85,6 +90,33 @@ static void test_planted_desync_and_hang(void **state) {
   assert_true(expect(&s, want, 20));
   type(&s, "\x04");
   assert_int_equal(finish(&s, 20), 0);
+}
+
+/* the watchdog's report appears once, from rank 0, while a rank still spins; Ctrl-T shows every
+ * rank's traceback and collective without stopping the chunk */
+static void test_one_report_and_ctrl_t(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, ":watchdog 2\r");
+  type(&s, "if lab.dist.rank() == 1 then local t = os.clock() while os.clock() - t < 4 do end end; "
+           "lab.dist.all_reduce(lab.ones(2))\r");
+  assert_true(expect(&s, "watchdog: rank ", 30));
+  assert_true(expect(&s, "rank 1: running Lua at stdin:1", 5)); /* still spinning when shown */
+  size_t report_at = s.mark;
+  type(&s, "\x14");
+  assert_true(expect(&s, "^T every rank:", 10));
+  char kept = s.buf[s.mark];
+  s.buf[s.mark] = 0; /* the same stall is reported once, not once per waiting rank */
+  assert_null(strstr(s.buf + report_at, "What every rank is doing"));
+  s.buf[s.mark] = kept;
+  assert_true(expect(&s, "rank 1 stack traceback:", 10));
+  assert_true(expect(&s, "error: ", 30)); /* the chunk ends after both */
+  assert_true(expect(&s, "> ", 20));
+  type(&s, ":watchdog 30\r=1+1\r");
+  assert_true(expect(&s, "] 2", 20));
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 30), 0);
 }
 
 static void test_ctrl_c_interrupts_every_rank(void **state) {
@@ -177,6 +209,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_targeting_and_commands),
       cmocka_unit_test(test_completion_run_and_long_output),
       cmocka_unit_test(test_planted_desync_and_hang),
+      cmocka_unit_test(test_one_report_and_ctrl_t),
       cmocka_unit_test(test_ctrl_c_interrupts_every_rank),
       cmocka_unit_test(test_stepping_a_lab_to_its_end),
   };
