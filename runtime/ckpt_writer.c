@@ -168,7 +168,10 @@ int lab_ckpt_job_wait(lab_ckpt_job *job) {
   if (!job->started) return 0;
   pthread_join(job->thread, NULL);
   job->started = 0;
-  if (job->status != 0) return lab_fail("ckpt", "%s", job->err);
+  if (job->status != 0) { /* the thread's message already reads "ckpt: ..." */
+    const char *msg = strncmp(job->err, "ckpt: ", 6) == 0 ? job->err + 6 : job->err;
+    return lab_fail("ckpt", "%s", msg);
+  }
   return 0;
 }
 
