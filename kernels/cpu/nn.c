@@ -5,6 +5,7 @@
 #include "fastmath.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DISPATCH(ct, NAME, ...)                                                               \
@@ -12,6 +13,11 @@
     if ((ct) == LAB_F64) NAME##_d(__VA_ARGS__);                                               \
     else NAME##_f(__VA_ARGS__);                                                               \
   } while (0)
+
+/* The norms' backward sums dw (and db) over rows: rows are taken in chunks of NORM_CHUNK, in
+ * parallel, each into its own partial sums (double), which are then added in chunk order, so
+ * the result is the same for any number of threads. */
+#define NORM_CHUNK 32
 
 /* ---- layer norm ---- */
 #define LAYER_NORM(T, S)                                                                      \
@@ -40,27 +46,53 @@
   }                                                                                           \
   static void layer_norm_bwd_##S(const T *g, const T *x, const T *w, const T *mean,           \
                                  const T *rstd, T *dx, T *dw, T *db, int64_t rows, int64_t D) { \
-    for (int64_t r = 0; r < rows; r++) {                                                      \
-      const T *gr = g + r * D, *xr = x + r * D;                                               \
-      T m = mean[r], rs = rstd[r];                                                            \
-      double sum_gw = 0, sum_gwn = 0;                                                         \
-      for (int64_t i = 0; i < D; i++) {                                                       \
-        T n = (xr[i] - m) * rs;                                                               \
-        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
-        sum_gw += gw;                                                                         \
-        sum_gwn += gw * n;                                                                    \
-        if (dw) dw[i] += gr[i] * n;                                                           \
-        if (db) db[i] += gr[i];                                                               \
-      }                                                                                       \
-      if (!dx) continue;                                                                      \
-      T a = (T)(sum_gw / (double)D), c = (T)(sum_gwn / (double)D);                            \
-      T *dxr = dx + r * D;                                                                    \
-      for (int64_t i = 0; i < D; i++) {                                                       \
-        T n = (xr[i] - m) * rs;                                                               \
-        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
-        dxr[i] = (gw - a - n * c) * rs;                                                       \
+    /* dw, db: sums over rows, taken per chunk of rows in parallel and added in chunk order */ \
+    int64_t nch = (rows + NORM_CHUNK - 1) / NORM_CHUNK;                                       \
+    double *part = (dw || db) && nch > 0 ? calloc((size_t)(nch * 2 * D), sizeof(double)) : NULL; \
+    int serial = (dw || db) && nch > 0 && !part; /* no memory for the partial sums */         \
+    _Pragma("omp parallel for schedule(static) if (!serial)")                                 \
+    for (int64_t c = 0; c < nch; c++) {                                                       \
+      double *pw = part ? part + c * 2 * D : NULL, *pb = pw ? pw + D : NULL;                  \
+      int64_t r1 = (c + 1) * NORM_CHUNK < rows ? (c + 1) * NORM_CHUNK : rows;                 \
+      for (int64_t r = c * NORM_CHUNK; r < r1; r++) {                                         \
+        const T *gr = g + r * D, *xr = x + r * D;                                             \
+        T m = mean[r], rs = rstd[r];                                                          \
+        double sum_gw = 0, sum_gwn = 0;                                                       \
+        for (int64_t i = 0; i < D; i++) {                                                     \
+          T n = (xr[i] - m) * rs;                                                             \
+          T gw = gr[i] * (w ? w[i] : (T)1);                                                   \
+          sum_gw += gw;                                                                       \
+          sum_gwn += gw * n;                                                                  \
+          if (pw) {                                                                           \
+            pw[i] += gr[i] * n;                                                               \
+            pb[i] += gr[i];                                                                   \
+          } else if (serial) {                                                                \
+            if (dw) dw[i] += gr[i] * n;                                                       \
+            if (db) db[i] += gr[i];                                                           \
+          }                                                                                   \
+        }                                                                                     \
+        if (!dx) continue;                                                                    \
+        T a = (T)(sum_gw / (double)D), cc = (T)(sum_gwn / (double)D);                         \
+        T *dxr = dx + r * D;                                                                  \
+        for (int64_t i = 0; i < D; i++) {                                                     \
+          T n = (xr[i] - m) * rs;                                                             \
+          T gw = gr[i] * (w ? w[i] : (T)1);                                                   \
+          dxr[i] = (gw - a - n * cc) * rs;                                                    \
+        }                                                                                     \
       }                                                                                       \
     }                                                                                         \
+    if (!part) return;                                                                        \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t i = 0; i < D; i++) {                                                         \
+      double sw = 0, sb = 0;                                                                  \
+      for (int64_t c = 0; c < nch; c++) {                                                     \
+        sw += part[c * 2 * D + i];                                                            \
+        sb += part[c * 2 * D + D + i];                                                        \
+      }                                                                                       \
+      if (dw) dw[i] += (T)sw;                                                                 \
+      if (db) db[i] += (T)sb;                                                                 \
+    }                                                                                         \
+    free(part);                                                                               \
   }
 LAYER_NORM(float, f)
 LAYER_NORM(double, d)
@@ -92,19 +124,37 @@ void lab_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *
   }                                                                                           \
   static void rms_norm_bwd_##S(const T *g, const T *x, const T *w, const T *rstd, T *dx,      \
                                T *dw, int64_t rows, int64_t D) {                              \
-    for (int64_t r = 0; r < rows; r++) {                                                      \
-      const T *gr = g + r * D, *xr = x + r * D;                                               \
-      T rs = rstd[r];                                                                         \
-      double dot = 0;                                                                         \
-      for (int64_t i = 0; i < D; i++) {                                                       \
-        T gw = gr[i] * (w ? w[i] : (T)1);                                                     \
-        dot += gw * xr[i];                                                                    \
-        if (dw) dw[i] += gr[i] * xr[i] * rs;                                                  \
+    /* dw: a sum over rows, taken per chunk of rows in parallel and added in chunk order */   \
+    int64_t nch = (rows + NORM_CHUNK - 1) / NORM_CHUNK;                                       \
+    double *part = dw && nch > 0 ? calloc((size_t)(nch * D), sizeof(double)) : NULL;          \
+    int serial = dw && nch > 0 && !part;                                                      \
+    _Pragma("omp parallel for schedule(static) if (!serial)")                                 \
+    for (int64_t c = 0; c < nch; c++) {                                                       \
+      double *pw = part ? part + c * D : NULL;                                                \
+      int64_t r1 = (c + 1) * NORM_CHUNK < rows ? (c + 1) * NORM_CHUNK : rows;                 \
+      for (int64_t r = c * NORM_CHUNK; r < r1; r++) {                                         \
+        const T *gr = g + r * D, *xr = x + r * D;                                             \
+        T rs = rstd[r];                                                                       \
+        double dot = 0;                                                                       \
+        for (int64_t i = 0; i < D; i++) {                                                     \
+          T gw = gr[i] * (w ? w[i] : (T)1);                                                   \
+          dot += gw * xr[i];                                                                  \
+          if (pw) pw[i] += gr[i] * xr[i] * rs;                                                \
+          else if (serial) dw[i] += gr[i] * xr[i] * rs;                                       \
+        }                                                                                     \
+        if (!dx) continue;                                                                    \
+        T cc = (T)(dot / (double)D) * rs * rs * rs;                                           \
+        for (int64_t i = 0; i < D; i++) dx[r * D + i] = gr[i] * (w ? w[i] : (T)1) * rs - xr[i] * cc; \
       }                                                                                       \
-      if (!dx) continue;                                                                      \
-      T c = (T)(dot / (double)D) * rs * rs * rs;                                              \
-      for (int64_t i = 0; i < D; i++) dx[r * D + i] = gr[i] * (w ? w[i] : (T)1) * rs - xr[i] * c; \
     }                                                                                         \
+    if (!part) return;                                                                        \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t i = 0; i < D; i++) {                                                         \
+      double sw = 0;                                                                          \
+      for (int64_t c = 0; c < nch; c++) sw += part[c * D + i];                                \
+      dw[i] += (T)sw;                                                                         \
+    }                                                                                         \
+    free(part);                                                                               \
   }
 RMS_NORM(float, f)
 RMS_NORM(double, d)
@@ -241,12 +291,19 @@ void lab_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, voi
   for (int64_t i = 0; i < n; i++) memcpy((char *)out + (size_t)i * row, (const char *)weight + (size_t)idx[i] * row, row);
 }
 
+/* In parallel over blocks of columns: each element still adds its rows in id order, so the
+ * result is the serial one for any number of threads (repeated ids accumulate). */
 #define EMB_BWD(T, S)                                                                         \
   static void emb_bwd_##S(const T *g, const int64_t *idx, T *dw, int64_t n, int64_t D) {      \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      T *row = dw + idx[i] * D;                                                               \
-      const T *gr = g + i * D;                                                                \
-      for (int64_t j = 0; j < D; j++) row[j] += gr[j];                                        \
+    const int64_t block = 64;                                                                 \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t j0 = 0; j0 < D; j0 += block) {                                               \
+      int64_t j1 = j0 + block < D ? j0 + block : D;                                           \
+      for (int64_t i = 0; i < n; i++) {                                                       \
+        T *row = dw + idx[i] * D;                                                             \
+        const T *gr = g + i * D;                                                              \
+        for (int64_t j = j0; j < j1; j++) row[j] += gr[j];                                    \
+      }                                                                                       \
     }                                                                                         \
   }
 EMB_BWD(float, f)

@@ -126,6 +126,42 @@ T.test("linear: empty inner dim gives the bias; half types take the composed pat
   T.ok(not ok and msg:match("linear: weight must be %[out_features, in_features%], got %[4%]"), tostring(msg))
 end)
 
+T.test("norm and embedding backward: threaded, the same for any thread count, equal to the composed ops", function()
+  local threads = lab.threads()
+  local function grads(nthreads)
+    lab.set_threads(nthreads)
+    lab.manual_seed(3)
+    -- 100 rows: three full chunks of rows and a partial one; repeated ids in the embedding
+    local x, w, b = lab.randn(4, 25, 40):requires_grad_(), lab.randn(40):requires_grad_(), lab.randn(40):requires_grad_()
+    local rw = lab.randn(40):requires_grad_()
+    local E = lab.randn(7, 80):requires_grad_()
+    local ids = lab.randint(0, 7, { 4, 25 })
+    local y = lab.layer_norm(x, w, b) * 1.5 + lab.rms_norm(x, rw)
+    local gy = lab.randn(4, 25, 40)
+    y:backward(gy)
+    lab.embedding(ids, E):backward(lab.randn(4, 25, 80))
+    return { x.grad, w.grad, b.grad, rw.grad, E.grad }, { x = x, w = w, b = b, rw = rw, gy = gy }
+  end
+  local one, inputs = grads(1)
+  local two = grads(2)
+  lab.set_threads(threads)
+  for i, what in ipairs({ "dx", "layer_norm dw", "layer_norm db", "rms_norm dw", "embedding dW" }) do
+    T.ok((one[i] - two[i]):abs():max():item() == 0, what .. ": 1 and 2 threads agree bitwise")
+  end
+  -- the reference: layer_norm and rms_norm written with elementary differentiable ops
+  local x = inputs.x:detach():requires_grad_()
+  local w, b, rw = inputs.w:detach():requires_grad_(), inputs.b:detach():requires_grad_(), inputs.rw:detach():requires_grad_()
+  local mu = x:mean(3, true)
+  local var = ((x - mu) * (x - mu)):mean(3, true)
+  local ln = (x - mu) / (var + 1e-5):sqrt() * w + b
+  local rms = x / ((x * x):mean(3, true) + 1e-6):sqrt() * rw
+  local ref_y = ln * 1.5 + rms
+  ref_y:backward(inputs.gy)
+  for i, ref in ipairs({ x.grad, w.grad, b.grad, rw.grad }) do
+    T.ok(lab.allclose(one[i], ref, 1e-4, 1e-4), "against the composed ops, gradient " .. i)
+  end
+end)
+
 T.test("gradients accumulate into leaves until cleared", function()
   local x = lab.ones(3):requires_grad_();
   (x * 2):sum():backward();
