@@ -41,6 +41,12 @@ int lab_cu_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *
 int lab_cu_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S, lab_cuda_stream s);
 int lab_cu_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale,
                             lab_cuda_stream s);
+/* FlashAttention-2 (flash_attention.cu, flash_attention_bwd.cu): bf16/f16, D = Dv = 64 or 128;
+ * pointers 16-byte aligned (cudaErrorMisalignedAddress otherwise); the backward's a->work holds
+ * lab_flash_work_bytes (the f32 dq sums and the row dots of dout and out) */
+int lab_cu_flash_supports(lab_dtype dt, int64_t D, int64_t Dv);
+int lab_cu_flash_fwd(const lab_flash_args *a, lab_cuda_stream s);
+int lab_cu_flash_bwd(const lab_flash_args *a, lab_cuda_stream s);
 int lab_cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                  double eps, double wd, int64_t step, lab_cuda_stream s);
 

@@ -248,6 +248,16 @@ static void cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int
   report("adamw", lab_cu_adamw(ct, p, g, m, v, n, lr, b1, b2, eps, wd, step, S));
 }
 
+/* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64 or 128 */
+static int cu_flash_result(const char *what, int e) {
+  if (e == cudaErrorMisalignedAddress)
+    return lab_fail("sdpa", "flash %s on cuda needs 16-byte aligned q, k, v (a view that starts inside a row?): "
+                    "pass :clone() or use impl='math'", what);
+  return e ? fail_cuda("sdpa", (cudaError_t)e) : 0;
+}
+static int cu_flash_fwd(const lab_flash_args *a) { return cu_flash_result("forward", lab_cu_flash_fwd(a, S)); }
+static int cu_flash_bwd(const lab_flash_args *a) { return cu_flash_result("backward", lab_cu_flash_bwd(a, S)); }
+
 /* ---- matrix products through cuBLASLt ----
  * Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's buffer goes first. */
 
@@ -342,6 +352,9 @@ static const lab_device_ops cuda_ops = {
     .causal_mask = cu_causal_mask,
     .softmax_bwd_rows = cu_softmax_bwd_rows,
     .adamw = cu_adamw,
+    .flash_supports = lab_cu_flash_supports,
+    .flash_fwd = cu_flash_fwd,
+    .flash_bwd = cu_flash_bwd,
 };
 
 const lab_device_ops *lab_cuda_device_ops(void) { return &cuda_ops; }
