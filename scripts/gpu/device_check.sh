@@ -56,6 +56,10 @@ if [ -x "$SAN" ]; then
     > "$OUT/sanitizer.txt" 2>&1
   echo "memcheck exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.txt") clean summaries)"
   tail -5 "$OUT/sanitizer.txt"
+  (cd tests/gpu && timeout 60 "$SAN" --tool memcheck --error-exitcode 9 "$ROOT/build-gpu/llmlab" test_flash_attention.lua) \
+    > "$OUT/sanitizer_flash.txt" 2>&1
+  echo "memcheck (FlashAttention kernels) exit $?"
+  tail -3 "$OUT/sanitizer_flash.txt"
 else
   echo "compute-sanitizer not found"
 fi
@@ -64,6 +68,10 @@ step "benchmarks: bf16 GEMM (lab, cuBLASLt from C, torch.matmul)"
 timeout 60 build-gpu/gpu_gemm_cublaslt 4096 8192 | tee "$OUT/gemm_cublaslt.txt"
 timeout 60 build-gpu/llmlab scripts/bench/gpu_gemm.lua 4096 8192 | tee "$OUT/gemm_lab.txt"
 timeout 60 python3 scripts/bench/gpu_gemm_torch.py 4096 8192 | tee "$OUT/gemm_torch.txt"
+
+step "benchmarks: attention, seq 512-16k, D 64/128 (lab flash vs lab math vs torch SDPA flash/cuDNN)"
+timeout 75 build-gpu/llmlab scripts/bench/gpu_attention.lua | tee "$OUT/attention_lab.txt"
+timeout 45 python3 scripts/bench/gpu_attention_torch.py | tee "$OUT/attention_torch.txt"
 
 step "benchmarks: GPT-2 124M training tokens/s (lab vs PyTorch eager)"
 timeout 120 build-gpu/llmlab scripts/bench/gpu_gpt2.lua | tee "$OUT/gpt2_lab.txt"
