@@ -12,7 +12,9 @@
 
 static inline float lab_expf(float x) {
   const float hi = 88.3762626647949f, lo = -87.3365447504f;
-  float xc = x > hi ? hi : (x < lo ? lo : x);
+  /* NaN takes the path of 0 (its result is replaced below): converting floor(NaN) to int
+   * and shifting the negative result is undefined (UBSan, found by tests/fuzz) */
+  float xc = x > hi ? hi : (x < lo ? lo : (x != x ? 0.0f : x));
   float n = floorf(xc * 1.44269504088896341f + 0.5f);
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;

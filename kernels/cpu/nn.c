@@ -288,6 +288,7 @@ void lab_cross_entropy_bwd(lab_dtype ct, const void *logits, const int64_t *targ
 void lab_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out,
                        int64_t n, int64_t D) {
   size_t row = lab_dtype_size(ct) * (size_t)D;
+  if (row == 0) return; /* a [V, 0] weight has no data pointer to copy from (UBSan: memcpy from NULL) */
   for (int64_t i = 0; i < n; i++) memcpy((char *)out + (size_t)i * row, (const char *)weight + (size_t)idx[i] * row, row);
 }
 

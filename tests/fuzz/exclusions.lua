@@ -17,17 +17,18 @@ end
 
 -- crashes: match(name, repro) -> true to skip the call
 X.crashes = {
-  { id = "size-overflow",
-    why = "issue 11, 'Size overflow is accepted': shapes whose element or byte count overflows int64 "
-      .. "(UBSan: runtime/tensor.c signed overflow; then 0-byte storage and a segfault). robust, item 1",
-    match = function(name, repro)
-      return has_absurd(repro) and (name:find("^lab%.") ~= nil or any_of(name, { ":view", ":reshape", ":expand",
-        ":narrow", ":select", ":slice", ":split", ":chunk", "op index", "op newindex" }))
-    end },
-  { id = "save_npy-empty",
-    why = "save_npy of a 0-element tensor passes NULL to fwrite (UBSan, runtime/npy.c:144): "
-      .. "/work/wt/briefs/fuzz_findings/save_npy_empty.md, robust",
-    match = function(name) return name == ":save_npy" end },
+  { id = "zero-size-absurd",
+    why = "a 0-element shape with an absurd size before the 0: lab_numel's product overflows "
+      .. "(UBSan, runtime/tensor.c:161): /work/wt/briefs/fuzz_findings/numel_overflow_zero_dim.md, robust",
+    match = function(_, repro) return has_absurd(repro) and repro:find("[(,{] ?0[,)}]") ~= nil end },
+  { id = "split-huge",
+    why = "split/chunk with a section size near 2^63: start + size overflows in runtime/join.c:87 "
+      .. "(UBSan): /work/wt/briefs/fuzz_findings/split_chunk_overflow.md, robust",
+    match = function(name, repro) return (name == ":split" or name == ":chunk") and has_absurd(repro) end },
+  { id = "pp.partition-huge",
+    why = "lab.pp.partition(layers, 2^62) loops over 2^62 stages (a hang): "
+      .. "/work/wt/briefs/fuzz_findings/pp_partition_hang.md, robust",
+    match = function(name, repro) return name == "lab.pp.partition" and has_absurd(repro) end },
 }
 
 -- errors without "rank N:" that are known (counted, not failed)

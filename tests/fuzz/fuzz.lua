@@ -191,6 +191,7 @@ end
 -- ---- one call ----
 local stats = { calls = 0, ok = 0, errors = 0, skipped = {}, unranked_known = {}, asymmetric = 0, p2p = 0 }
 local violations, vorder = {}, {}
+local time_by_name = {}
 local function violation(kind, name, msg, repro)
   local key = kind .. " " .. name .. " " .. tostring(msg):gsub("%d+", "N"):sub(1, 120)
   local v = violations[key]
@@ -263,7 +264,7 @@ end
 
 local function run_call(k, name, call, repro)
   for _, e in ipairs(X.crashes) do
-    if e.match(name, repro) then
+    if not e.off and e.match(name, repro) then
       stats.skipped[e.id] = (stats.skipped[e.id] or 0) + 1
       return
     end
@@ -273,6 +274,7 @@ local function run_call(k, name, call, repro)
   local t0 = lab.clock()
   local results = table.pack(pcall(call))
   local took = lab.clock() - t0
+  time_by_name[name] = (time_by_name[name] or 0) + took
   local ok = results[1]
   if world > 1 and lab.dist._agree_max(ok and 0 or 1) ~= (ok and 0 or 1) then
     stats.asymmetric = stats.asymmetric + 1
@@ -352,10 +354,10 @@ local function one_call(k)
     elseif op == "#" then f, repro = function() return #a end, "#(" .. ra .. ")"
     elseif op == "tostring" then f, repro = function() return tostring(a) end, "tostring(" .. ra .. ")"
     elseif op == "index" then
-      local i, ri = gen.I()
+      local i, ri = gen.D()
       f, repro = function() return a[i] end, "(" .. ra .. ")[" .. ri .. "]"
     elseif op == "newindex" then
-      local i, ri = gen.I()
+      local i, ri = gen.D()
       f, repro = function() a[i] = b end, "(" .. ra .. ")[" .. ri .. "] = " .. rb
     else
       local code = "return function(a, b) return a " .. op .. " b end"
@@ -408,6 +410,12 @@ if rank == 0 then
     stats.p2p, stats.asymmetric, #functions, lab.clock() - t_start, printed))
   if next(stats.skipped) then print("  skipped (exclusions.lua, known crashes): " .. sorted_counts(stats.skipped)) end
   if next(stats.unranked_known) then print("  errors without a rank, known (exclusions.lua): " .. sorted_counts(stats.unranked_known)) end
+  local names = {}
+  for n in pairs(time_by_name) do names[#names + 1] = n end
+  table.sort(names, function(a, b) return time_by_name[a] > time_by_name[b] end)
+  local top = {}
+  for i = 1, math.min(5, #names) do top[i] = string.format("%s %.1f s", names[i], time_by_name[names[i]]) end
+  print("  most time: " .. table.concat(top, ", "))
   for _, e in ipairs(generator_errors) do print("  building the arguments of call " .. e) end
   if recipe_errors > 0 then print(string.format("  %d tensor recipes raised (the fuzzer's own values)", recipe_errors)) end
 end

@@ -27,8 +27,12 @@ function V:chance(p) return self:int(1000000) <= p * 1000000 end
 function V:pick(list) return list[self:int(#list)] end
 
 -- ---- scalars ----
-local huge_ints = { 1 << 31, (1 << 32) + 2, 1 << 40, 1 << 50, 1 << 62, math.maxinteger, math.mininteger,
-  -(1 << 62), -(1 << 31) }
+-- huge integers for any argument: each is refused as a size (over 2^48 bytes) or negative,
+-- so none can make a call allocate gigabytes on a shared machine
+local huge_ints = { 1 << 50, 1 << 62, math.maxinteger, math.mininteger, -(1 << 62), -(1 << 31) }
+-- for dims and indices only: values that a 32-bit truncation turns into small valid ones
+-- (2^32 + 2 -> 2), but that as a size would be a real 16 GB tensor
+local truncating_ints = { 1 << 31, (1 << 32) + 2, (1 << 32) + 1 }
 local sizes_small = { 0, 1, 1, 2, 2, 3, 4, 5, 8 }
 -- absurd sizes: never between ~2^26 and 2^48 elements, so no call can legitimately try to
 -- allocate gigabytes on a shared machine; each of these must be refused
@@ -58,7 +62,7 @@ function V:dim()
   local r = self:int(10)
   if r <= 7 then return self:int(5) - 3 end        -- -2..2 (0 is invalid: dims are 1-based)
   if r == 8 then return self:pick({ 3, 4, 5, -4, -9 }) end
-  if r == 9 then return self:pick(huge_ints) end
+  if r == 9 then return self:pick(self:chance(0.5) and huge_ints or truncating_ints) end
   return self:pick({ 1.5, 0 / 0, 2.0 })
 end
 
