@@ -25,6 +25,10 @@ X.crashes = {
     why = "split/chunk with a section size near 2^63: start + size overflows in runtime/join.c:87 "
       .. "(UBSan): /work/wt/briefs/fuzz_findings/split_chunk_overflow.md, robust",
     match = function(name, repro) return (name == ":split" or name == ":chunk") and has_absurd(repro) end },
+  { id = "p2p-peer-truncated",
+    why = "issue 11 'Lua integers are truncated to C int': isend to rank 2^32 sends to rank 0, so "
+      .. "the matched irecv on rank 1 waits forever (a hang at 2 ranks); robust item 7",
+    match = function(name, repro) return name == "lab.dist.isend/irecv" and repro:find("isend%(a, 429496729%d") ~= nil end },
   { id = "pp.partition-huge",
     why = "lab.pp.partition(layers, 2^62) loops over 2^62 stages (a hang): "
       .. "/work/wt/briefs/fuzz_findings/pp_partition_hang.md, robust",

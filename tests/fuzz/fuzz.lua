@@ -203,13 +203,19 @@ local function violation(kind, name, msg, repro)
   v.n = v.n + 1
 end
 
+-- the call in progress, for run.sh to print when the process dies: one file kept open and
+-- rewritten in place (truncating and closing a file per call made ext4 flush it every time:
+-- 26 of 38 s of a 4000-call run)
 local last_call_file = "fuzz_last_call." .. rank
+local last_call = assert(io.open(last_call_file, "w"))
+local last_len = 0
 local function note(k, repro)
-  local f = io.open(last_call_file, "w")
-  if f then
-    f:write(string.format("call %d of `fuzz.lua seed=%d` on rank %d:\n%s\n", k, opts.seed, rank, repro))
-    f:close()
-  end
+  local text = string.format("call %d of `fuzz.lua seed=%d` on rank %d:\n%s\n", k, opts.seed, rank, repro)
+  local pad = last_len > #text and string.rep(" ", last_len - #text) or ""
+  last_call:seek("set", 0)
+  last_call:write(text, pad)
+  last_call:flush()
+  last_len = #text
   if opts.verbose ~= 0 then real_print(string.format("[%d] %d %s", rank, k, repro)) end
 end
 
@@ -391,6 +397,7 @@ for k = 1, opts.calls do
   if not ok and #generator_errors < 5 then generator_errors[#generator_errors + 1] = k .. ": " .. tostring(err) end
 end
 print = real_print
+last_call:close()
 os.remove(last_call_file)
 
 local function sorted_counts(t)

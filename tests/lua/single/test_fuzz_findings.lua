@@ -50,7 +50,7 @@ end)
 
 T.test("embedding with 0-wide rows (nn.c copied rows from a NULL weight)", function()
   local w = lab.randn(2, 0, { requires_grad = true })
-  local y = lab.embedding(lab.tensor({ 1, 2, 1 }, { dtype = "i64" }), w)
+  local y = lab.embedding(lab.tensor({ 0, 1, 0 }, { dtype = "i64" }), w)
   T.eq(table.concat(y.shape, ","), "3,0", "shape")
   y:sum():backward()
   T.eq(table.concat(w.grad.shape, ","), "2,0", "gradient shape")
