@@ -61,7 +61,9 @@ function Meta:cast(t)
   if amax * self.scale > self.fp8_max then -- saturated elements, for reports (only when some are)
     self.clipped = self.clipped + (t32:abs() * self.scale):gt(self.fp8_max):sum():item()
   end
-  return (t32 * self.scale):to(self.dtype), 1 / self.scale
+  local q = (t32 * self.scale):to(self.dtype)
+  self.bytes, self.numel = q:nbytes(), q:numel() -- the last cast's storage, for reports
+  return q, 1 / self.scale
 end
 
 -- one step's amax (already reduced over the group) into the history; the scale from it
