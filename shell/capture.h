@@ -1,12 +1,14 @@
-/* Capturing everything a rank writes to stdout while a chunk runs (print, io.write, C
- * printf alike) by pointing fd 1 at an anonymous file, so it can be sent to rank 0. */
+/* Capturing everything a rank writes to stdout and stderr while a chunk runs (print, io.write,
+ * io.stderr:write, C printf alike) by pointing fds 1 and 2 at one anonymous file, in the order
+ * written, so it can be sent to rank 0 (and read by rank 0 while the chunk runs). */
 #ifndef LAB_SHELL_CAPTURE_H
 #define LAB_SHELL_CAPTURE_H
 
 #include <stdint.h>
 
 typedef struct {
-  int saved_fd; /* the real stdout while capturing */
+  int saved_fd;  /* the real stdout while capturing */
+  int saved_err; /* the real stderr */
   int file_fd;  /* the anonymous file */
 } capture;
 

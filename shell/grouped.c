@@ -29,8 +29,14 @@ static void print_prefixed(FILE *out, const char *prefix, const char *text, int6
   while (i < len) {
     int64_t j = i;
     while (j < len && text[j] != '\n') j++;
+    /* a progress line rewritten with \r shows its last state, and never overwrites the label */
+    int64_t end = j;
+    if (end > i && text[end - 1] == '\r') end--;
+    int64_t start = i;
+    for (int64_t k = i; k < end; k++)
+      if (text[k] == '\r') start = k + 1;
     if (prefix) fprintf(out, "[%s] ", prefix);
-    fwrite(text + i, 1, (size_t)(j - i), out);
+    fwrite(text + start, 1, (size_t)(end - start), out);
     fputc('\n', out);
     i = j + 1;
   }

@@ -22,11 +22,13 @@
 #include "capture.h"
 #include "completion.h"
 #include "grouped.h"
+#include "live.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/clock.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "session.h"
+#include "show.h"
 #include "stepper.h"
 #include "terminal.h"
 
@@ -202,12 +204,13 @@ static void *watch_terminal(void *arg) {
   int said = 0;
   while (watching) {
     struct pollfd p[2] = {{.fd = fileno(term.in), .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
-    int ready = poll(p, 2, 100);
+    int ready = poll(p, 2, 50); /* live output within 0.2 s, stalls, pending Ctrl-C */
     if (interrupted_at > 0 && !said && lab_board_interrupt_requested() && lab_now() - interrupted_at > 1.0) {
       say_interrupt_pending();
       said = 1;
     }
     report_stalls();
+    live_poll(term.out);
     if (ready <= 0) continue;
     if (p[1].revents) {
       char sink[16];
@@ -351,8 +354,19 @@ void repl_report(const char *out, long long out_len, const char *err) {
   lab_ctl_gather(out ? out : "", out ? out_len : 0, &all_out, &out_lens);
   lab_ctl_gather(err_text ? err_text : "", err_text ? (int64_t)strlen(err_text) : 0, &all_err, &err_lens);
   if (rank == 0) {
+    int64_t o = 0; /* leave out what was shown while the chunk ran */
+    for (int r = 0; r < size; r++) {
+      int64_t skip = live_shown(r) < out_lens[r] ? live_shown(r) : out_lens[r];
+      memmove(all_out + o, all_out + o + skip, (size_t)(out_lens[r] - skip));
+      int64_t rest = 0;
+      for (int q = r + 1; q < size; q++) rest += out_lens[q];
+      memmove(all_out + o + out_lens[r] - skip, all_out + o + out_lens[r], (size_t)rest);
+      out_lens[r] -= skip;
+      o += out_lens[r];
+    }
     show(size, all_out, out_lens);
     show(size, all_err, err_lens);
+    live_end();
   }
   free(all_out);
   free(all_err);
@@ -378,6 +392,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   int64_t out_len = 0;
   char *out = NULL;
   /* rank 0 watches the keyboard until every rank is done, targeted or not */
+  if (rank == 0) live_begin(size);
   running = 1;
   start_watching();
   stepper_arm(L);
@@ -385,6 +400,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     if (rank == 0) err = strdup(perr);
   } else if (mine) {
     captured = capture_begin(&cap) == 0;
+    if (captured) lab_board_set_output(cap.file_fd); /* rank 0 shows it as it comes */
     lab_dist_set_default(g);
     lab_board_set(LAB_RUNNING, "", "");
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
@@ -400,6 +416,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     lua_sethook(L, NULL, 0, 0);
     lab_dist_set_default(NULL);
     lab_board_set(LAB_IDLE, "", "");
+    if (captured) lab_board_set_output(-1);
     if (captured) out = capture_end(&cap, &out_len);
   }
   /* a rank that is done still joins the pauses of a rank stopped in the stepper */
@@ -536,6 +553,9 @@ void repl_step_main(lua_State *L, const char *cmdline) {
 void repl_run(lua_State *L) {
   int rank = lab_ctl_rank();
   lab_dist_set_guarded(1);
+  show_install_print(L); /* tables print their contents, so equal ones group across ranks */
+  /* output is labelled by rank here: print_ranks prints each rank's line where it is */
+  if (luaL_dostring(L, "lab.dist.output_labelled = true") != LUA_OK) lua_pop(L, 1);
   const char *wd = getenv("LLMLAB_WATCHDOG");
   lab_board_set_watchdog(wd ? atof(wd) : 30.0);
   open_terminal_on_rank0(L);

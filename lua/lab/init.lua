@@ -134,8 +134,13 @@ function lab.dist.oversubscribed(group)
   return over[1] == 1, lab.dist.local_world(), lab.cores()
 end
 
--- rank 0 prints one line per rank, in rank order: "[r] text"
+-- rank 0 prints one line per rank, in rank order: "[r] text". In the REPL, whose output is
+-- already labelled and grouped by rank, each rank of the group prints its own line instead.
 function lab.dist.print_ranks(s, group)
+  if lab.dist.output_labelled then
+    if not group or group:rank() >= 0 then print(s) end
+    return
+  end
   local all = lab.dist.gather_strings(s, group)
   if lab.dist.rank() == 0 then
     for r, line in ipairs(all) do print(string.format("[%d] %s", r - 1, line)) end

@@ -20,6 +20,7 @@ typedef struct {
   volatile int info_epoch;  /* slot 0 only: raised by Ctrl-T: every busy rank writes its trace */
   volatile int monitored;   /* slot 0 only: rank 0 prints the watchdog's report itself */
   volatile int answered;    /* the info epoch this rank's trace answers */
+  volatile int out_fd;      /* the file this rank's output goes to during a chunk (its pid's fd), or -1 */
   char what[160];
   char site[120];
   char trace[1536];         /* this rank's Lua traceback when it last answered Ctrl-T */
@@ -96,6 +97,21 @@ int lab_board_interrupt_requested(void) {
 
 void lab_board_clear_interrupt(void) {
   if (slots) __atomic_store_n(&slots[0].interrupt, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- live output: where each rank's output goes while a chunk runs ---- */
+
+void lab_board_set_output(int fd) {
+  if (slots) __atomic_store_n(&slots[me].out_fd, fd + 1, __ATOMIC_RELEASE); /* 0 (zeroed memory): none */
+}
+
+int lab_board_slots(void) { return slots ? nslots : 0; }
+
+int lab_board_output_of(int i, int *world_rank, int *pid) {
+  if (!slots || i < 0 || i >= nslots) return -1;
+  *world_rank = world_of_local ? world_of_local[i] : i;
+  *pid = slots[i].pid;
+  return __atomic_load_n(&slots[i].out_fd, __ATOMIC_ACQUIRE) - 1;
 }
 
 /* ---- Ctrl-T: every rank's traceback and collective ---- */

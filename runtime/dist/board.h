@@ -34,6 +34,13 @@ int lab_board_served(void);
 int lab_board_pause_pending(void);
 int lab_board_pause_now(const char *where);
 
+/* Live output: a rank running a chunk publishes the descriptor its output is captured in (-1
+ * when done), so rank 0 can read it through /proc/<pid>/fd while the chunk runs. */
+void lab_board_set_output(int fd);
+int lab_board_slots(void);
+/* slot i's world rank, pid and output descriptor (or -1) */
+int lab_board_output_of(int i, int *world_rank, int *pid);
+
 /* Ctrl-T (as BSD's SIGINFO): rank 0 raises the info epoch; every busy rank writes its Lua
  * traceback (from its hook, or the call's traceback from inside a collective wait) into its
  * slot; rank 0 prints the board with them. Idle ranks need not answer. */
