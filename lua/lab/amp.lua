@@ -202,12 +202,22 @@ function MixedPrecision:step(opts)
 end
 
 -- what a checkpoint needs besides the optimizer: the scaler's state
+-- (and with FP8 every tensor's scale and amax history, so FP8 training resumes bit for bit)
 function MixedPrecision:scaler_state()
-  return { scale = self.scale, clean_steps = self.clean_steps, skipped = self.skipped, steps = self.steps }
+  return { scale = self.scale, clean_steps = self.clean_steps, skipped = self.skipped, steps = self.steps,
+    fp8 = self.fp8 and self.fp8:save_state() or nil }
+end
+
+-- raises naming what in a checkpoint's scaler state does not fit this run (checked before a
+-- load changes anything); FP8 state in a run without FP8, or none in an FP8 run, is fine:
+-- precision may change at a resume, the scales then start afresh
+function MixedPrecision:check_scaler_state(s)
+  if self.fp8 and s.fp8 ~= nil then self.fp8:check_state(s.fp8) end
 end
 
 function MixedPrecision:load_scaler_state(s)
   self.scale, self.clean_steps, self.skipped, self.steps = s.scale, s.clean_steps, s.skipped, s.steps
+  if self.fp8 and s.fp8 ~= nil then self.fp8:load_state(s.fp8) end
 end
 
 -- re-casts the 16-bit weights from the masters (after loading masters from a checkpoint)

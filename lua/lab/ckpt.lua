@@ -241,6 +241,7 @@ function ckpt.load(dir, st)
     if st.amp and not i0.amp then
       error(string.format("%s was saved without mixed precision (no fp32 masters)", path), 0)
     end
+    if st.amp then st.amp:check_scaler_state(i0.amp) end
     dests, meta = S.entries(st, true, src.optimizer)
     local unexpected = {}
     for key in pairs(src.shards) do

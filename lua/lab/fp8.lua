@@ -149,6 +149,52 @@ function Recipe:update(group)
   end
 end
 
+-- ---- checkpoints: every meta's scale and history, as JSON-able data ----
+-- (an infinite amax is stored as "inf": JSON has no infinity; NaN never enters a history)
+local function enc(a) return a == math.huge and "inf" or a end
+local function dec(a) return a == "inf" and math.huge or a end
+
+function Recipe:save_state()
+  local out = {}
+  for i, m in ipairs(self.metas) do
+    local h = {}
+    for k, a in ipairs(m.history) do h[k] = enc(a) end
+    out[i] = { name = m.name, scale = m.scale, amax = m.amax and enc(m.amax) or nil, pos = m.pos, history = h,
+      clipped = m.clipped }
+  end
+  return out
+end
+
+-- raises (a plain message; ckpt.load adds rank and path) unless list fits these metas
+function Recipe:check_state(list)
+  if type(list) ~= "table" or #list ~= #self.metas then
+    error(string.format("its FP8 state has %s scaled tensors, this model %d", type(list) == "table" and #list or "no",
+      #self.metas), 0)
+  end
+  for i, m in ipairs(self.metas) do
+    local e = list[i]
+    if type(e) ~= "table" or e.name ~= m.name then
+      error(string.format("FP8 tensor %d is %s in the checkpoint, %s in this model", i,
+        type(e) == "table" and tostring(e.name) or "missing", m.name), 0)
+    end
+    if type(e.scale) ~= "number" or not (e.scale > 0 and e.scale < math.huge) or type(e.history) ~= "table"
+      or #e.history > m.len or math.type(e.pos) ~= "integer" or e.pos < 0 or e.pos > #e.history then
+      error(string.format("FP8 state of %s is damaged or kept a longer amax history (%s steps) than this recipe (%d)",
+        m.name, type(e.history) == "table" and #e.history or "?", m.len), 0)
+    end
+  end
+end
+
+function Recipe:load_state(list)
+  self:check_state(list)
+  for i, m in ipairs(self.metas) do
+    local e = list[i]
+    m.history = {}
+    for k, a in ipairs(e.history) do m.history[k] = dec(a) end
+    m.scale, m.pos, m.amax, m.clipped, m.amax_step = e.scale, e.pos, e.amax and dec(e.amax), e.clipped or 0, nil
+  end
+end
+
 -- {name = {scale=, amax_history=, clipped=}} for reports
 function Recipe:state()
   local out = {}

@@ -2,7 +2,8 @@
 -- operands (e4m3 x and W, e5m2 gradients) with the scales delayed scaling says; the amax
 -- history and scale react to a planted outlier as Transformer Engine's recipe does; a GPT
 -- trained in FP8 follows the f32 run's loss (one rank alone, and data-parallel with the
--- amaxes reduced so every rank casts with the same scale); mistakes are named.
+-- amaxes reduced so every rank casts with the same scale); an FP8 checkpoint resumes bit for
+-- bit (scales and histories travel with it); mistakes are named.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
 local r, world = lab.dist.rank(), lab.dist.world_size()
@@ -169,6 +170,51 @@ T.test("a GPT trained in FP8 follows the f32 run's loss", function()
   T.eq(s[1], -s[2], "x scale equal on every rank")
   T.eq(s[3], -s[4], "gradient scale equal on every rank")
   T.ok(tostring(mp):find("FP8 hybrid", 1, true), tostring(mp))
+end)
+
+T.test("an FP8 checkpoint resumes bit for bit: scales and amax histories travel with it", function()
+  local common = require("ckpt_common")
+  local dir = common.tmpdir("fp8-ckpt")
+  local function fresh(len)
+    lab.manual_seed(1)
+    local m = lab.nn.GPT(cfg)
+    local mp = lab.amp.MixedPrecision(m, { dtype = "bf16", fp8 = lab.amp.DelayedScaling { amax_history_len = len or 4 },
+      optimizer = function(ps) return lab.optim.AdamW(ps, { lr = 3e-3 }) end })
+    return m, mp
+  end
+  local function run(m, mp, from, to, out)
+    for k = from, to do
+      lab.manual_seed(300 + k + 7 * r)
+      local ids = lab.randint(0, cfg.vocab, { 2, 16 })
+      local _, loss = m(ids, ids)
+      mp:zero_grad()
+      mp:backward(loss)
+      mp:step()
+      out[k] = loss:item()
+    end
+  end
+  local straight, resumed = {}, {}
+  local a, mpa = fresh()
+  run(a, mpa, 1, 6, straight) -- 6 steps: the 4-step histories have wrapped around
+  local b, mpb = fresh()
+  run(b, mpb, 1, 6, {})
+  lab.ckpt.save(dir, { model = b, amp = mpb, step = 6 })
+  run(a, mpa, 7, 9, straight)
+  local c, mpc = fresh()
+  T.ok(mpc.fp8.metas[1].scale ~= mpb.fp8.metas[1].scale, "a fresh recipe's scales differ before loading")
+  lab.ckpt.load(dir, { model = c, amp = mpc })
+  for i, m in ipairs(mpb.fp8.metas) do
+    local n = mpc.fp8.metas[i]
+    T.eq(n.scale, m.scale, m.name .. " scale")
+    T.eq(table.concat(n:amax_history(), ","), table.concat(m:amax_history(), ","), m.name .. " history")
+  end
+  run(c, mpc, 7, 9, resumed)
+  for k = 7, 9 do T.eq(resumed[k], straight[k], "loss of step " .. k) end
+  -- a recipe that keeps a shorter history cannot take this state: refused before anything changes
+  local d, mpd = fresh(2)
+  T.raises(function() lab.ckpt.load(dir, { model = d, amp = mpd }) end, "ckpt.load", "longer amax history",
+    "nothing was changed")
+  common.remove(dir)
 end)
 
 T.test("mistakes are named", function()
