@@ -61,6 +61,22 @@ T.test("norms, activations, embedding, cross-entropy, forward and backward (f32)
   for i = 1, #c do close(g[i], c[i], "output " .. i, 1e-4) end
 end)
 
+T.test("FP8 casts on the device equal the cpu's bit for bit (cvt.rn.satfinite vs kernels/cpu/fp8.c)", function()
+  -- ordinary values over both formats' ranges, and each class: zero, subnormal edges and
+  -- ties, max, the tie above max, overflow, infinities, NaN
+  local specials = { 0, -0.0, 2 ^ -9, 2 ^ -10, 1.5 * 2 ^ -10, 2 ^ -16, 2 ^ -17, 1.0625, 1.1875, 448, 464, 465, -1e9,
+    57344, 61440, 1 / 0, -1 / 0, 0 / 0 }
+  local x = lab.cat({ lab.randn(4099):mul(200), lab.randn(4099):mul(1e-3), lab.tensor(specials) })
+  for _, dt in ipairs({ "f8e4m3", "f8e5m2" }) do
+    local c, g = x:to(dt):to("f32"), x:to(G.dev):to(dt):cpu():to("f32")
+    T.eq(g.dtype, "f32")
+    local nan_c, nan_g = c:ne(c), g:ne(g)
+    T.eq(lab.max_abs_diff(nan_c:to("f32"), nan_g:to("f32")), 0, dt .. ": NaN in the same places")
+    local cf, gf = lab.where(nan_c, lab.zeros_like(c), c), lab.where(nan_g, lab.zeros_like(g), g)
+    T.eq(lab.max_abs_diff(cf, gf), 0, dt .. ": every other value equal")
+  end
+end)
+
 T.test("cuBLASLt against OpenBLAS", function()
   for _, dt in ipairs({ "f32", "f64", "bf16", "f16" }) do
     local a, b = lab.randn(3, 65, 127):to(dt), lab.randn(127, 33):to(dt)
