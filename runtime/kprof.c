@@ -158,6 +158,19 @@ static void t_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int6
   add(LAB_KP_OPTIMIZER, t);
 }
 
+static int t_flash_fwd(const lab_flash_args *a) {
+  stamp t = now();
+  int rc = plain->flash_fwd(a);
+  add(LAB_KP_ATTENTION, t);
+  return rc;
+}
+static int t_flash_bwd(const lab_flash_args *a) {
+  stamp t = now();
+  int rc = plain->flash_bwd(a);
+  add(LAB_KP_ATTENTION, t);
+  return rc;
+}
+
 void lab_kprof_reset(void) {
   for (int c = 0; c < LAB_KP_NCATS; c++) totals[c] = (lab_kp_total){0, 0, 0};
 }
@@ -194,6 +207,8 @@ void lab_kprof_enable(int on) {
   timed.causal_mask = t_causal_mask;
   timed.softmax_bwd_rows = t_softmax_bwd_rows;
   timed.adamw = t_adamw;
+  if (plain->flash_fwd) timed.flash_fwd = t_flash_fwd;
+  if (plain->flash_bwd) timed.flash_bwd = t_flash_bwd;
   lab_device_register(LAB_DEV_CPU, &timed);
 }
 

@@ -10,7 +10,7 @@
 
 typedef enum {
   LAB_KP_GEMM = 0,
-  LAB_KP_ATTENTION, /* the fused attention kernels, causal mask, softmax and its backward */
+  LAB_KP_ATTENTION, /* FlashAttention forward/backward, causal mask, softmax and its backward */
   LAB_KP_NORM,      /* layer norm, RMS norm */
   LAB_KP_ACTIVATION,
   LAB_KP_ELEMENTWISE, /* elementwise ops, reductions, copies, memsets, random numbers */
