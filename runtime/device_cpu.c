@@ -124,22 +124,11 @@ static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) 
 
 static void cpu_reduce(const lab_red_args *a) { lab_iter_run(&a->g, red_row, (void *)a); }
 
-/* ---- matrix products: one BLAS call per batch ---- */
+/* ---- matrix products: one BLAS call per product of a batch (kernels/cpu/gemm.c) ---- */
 
 static int cpu_gemm(const lab_gemm_args *a) {
-  size_t es = lab_dtype_size(a->ct);
-  for (int64_t bi = 0; bi < a->batches; bi++) {
-    if (lab_interrupt_requested()) break; /* Ctrl-C between the products of a batch */
-    const char *pa = (const char *)a->a + a->a_off[bi] * (int64_t)es;
-    const char *pb = (const char *)a->b + a->b_off[bi] * (int64_t)es;
-    char *pc = (char *)a->c + bi * a->m * a->ldc * (int64_t)es;
-    if (a->m == 0 || a->n == 0) continue;
-    if (a->k == 0) {
-      memset(pc, 0, (size_t)(a->m * a->ldc) * es);
-      continue;
-    }
-    lab_gemm(a->ct, a->trans_a, a->trans_b, a->m, a->n, a->k, a->alpha, pa, a->lda, pb, a->ldb, a->beta, pc, a->ldc);
-  }
+  lab_gemm_batch(a->ct, a->trans_a, a->trans_b, a->m, a->n, a->k, a->alpha, a->a, a->a_off, a->lda, a->b, a->b_off,
+                 a->ldb, a->beta, a->c, a->ldc, a->batches, lab_interrupt_requested);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <string.h>
 #include <strings.h>
 
 static int num_threads = 1;
@@ -55,5 +56,53 @@ void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int6
         }
         C[i * ldc + j] = (int64_t)(alpha * s) + (beta != 0 ? (int64_t)beta * C[i * ldc + j] : 0);
       }
+  }
+}
+
+/* one product of a batch; k == 0 leaves beta C, as BLAS does with alpha = 0 */
+static void one_of_batch(lab_dtype ct, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                         const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
+                         int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    memset(c, 0, (size_t)(m * ldc) * lab_dtype_size(ct));
+    return;
+  }
+  lab_gemm(ct, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void lab_gemm_batch(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                    double alpha, const void *a, const int64_t *a_off, int64_t lda, const void *b,
+                    const int64_t *b_off, int64_t ldb, double beta, void *c, int64_t ldc,
+                    int64_t batches, int (*stop)(void)) {
+  size_t es = lab_dtype_size(ct);
+  const char *A = a, *B = b;
+  char *C = c;
+  int threads = num_threads;
+  /* side by side when the batch fills the threads evenly, or is long, or each product is
+   * small (<= 2M multiply-adds: 128 x 128 x 128); OpenBLAS runs one thread inside a region */
+  int side = threads > 1 && batches >= threads &&
+             (batches % threads == 0 || batches >= 4 * threads || m * n * k <= (1 << 21));
+  if (!side) {
+    for (int64_t bi = 0; bi < batches; bi++) {
+      if (stop && stop()) break;
+      one_of_batch(ct, trans_a, trans_b, m, n, k, alpha, A + a_off[bi] * (int64_t)es, lda, B + b_off[bi] * (int64_t)es,
+                   ldb, beta, C + bi * m * ldc * (int64_t)es, ldc);
+    }
+    return;
+  }
+  int stopped = 0;
+#pragma omp parallel for schedule(static)
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int quit;
+#pragma omp atomic read
+    quit = stopped;
+    if (quit) continue;
+    if (stop && omp_get_thread_num() == 0 && stop()) {
+#pragma omp atomic write
+      stopped = 1;
+    }
+    one_of_batch(ct, trans_a, trans_b, m, n, k, alpha, A + a_off[bi] * (int64_t)es, lda, B + b_off[bi] * (int64_t)es,
+                 ldb, beta, C + bi * m * ldc * (int64_t)es, ldc);
   }
 }

@@ -9,6 +9,16 @@ void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int6
               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
               void *c, int64_t ldc);
 
+/* A batch of products C_b = alpha op(A_b) op(B_b) + beta C_b (element offsets a_off[b],
+ * b_off[b]; C_b at b * m * ldc). Many small products (attention's per-head ones) run side by
+ * side, each on one thread, instead of one after another on all threads: a small GEMM split
+ * across threads spends its time waiting at the split. The result is the same either way.
+ * stop (may be NULL) is polled between products: nonzero skips the rest (Ctrl-C). */
+void lab_gemm_batch(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                    double alpha, const void *a, const int64_t *a_off, int64_t lda, const void *b,
+                    const int64_t *b_off, int64_t ldb, double beta, void *c, int64_t ldc,
+                    int64_t batches, int (*stop)(void));
+
 /* OpenBLAS picks its kernels from the CPU model; on CPUs it does not know (virtual machines
  * report "Intel Xeon Processor") it falls back to its SSE3 "Prescott" kernels, 4-6x slower.
  * Returns the kernel family the CPU's features support (SkylakeX with AVX-512, Haswell with

@@ -194,6 +194,29 @@ T.test("joins and splits", function()
   T.values(ch[2][1], { 2, 3 })
 end)
 
+T.test("batched matmul: small products side by side on threads, each equal to its 2-D product", function()
+  local threads = lab.threads()
+  -- 32 small products (side by side on 2 threads, each on one: bitwise the 1-thread result),
+  -- 3 large ones (each on both threads: OpenBLAS may round differently), a broadcast B
+  for _, c in ipairs({ { { 8, 4, 16, 8 }, { 8, 4, 8, 12 }, true }, { { 3, 200, 96 }, { 3, 96, 160 } },
+                      { { 6, 5, 7 }, { 7, 3 }, true } }) do
+    local a, b = lab.randn(table.unpack(c[1])), lab.randn(table.unpack(c[2]))
+    lab.set_threads(2)
+    local two = a:matmul(b)
+    lab.set_threads(1)
+    local fa = a:reshape(-1, a.shape[a.ndim - 1], a.shape[a.ndim])
+    local fb = b.ndim == 2 and b or b:reshape(-1, b.shape[b.ndim - 1], b.shape[b.ndim])
+    local ft = two:reshape(-1, two.shape[two.ndim - 1], two.shape[two.ndim])
+    for i = 1, fa.shape[1] do
+      local want = fa:select(1, i):matmul(fb.ndim == 2 and fb or fb:select(1, i))
+      local d = (ft:select(1, i) - want):abs():max():item()
+      if c[3] then T.eq(d, 0, table.concat(c[1], "x") .. " product " .. i .. " bitwise")
+      else T.ok(d < 1e-4, table.concat(c[1], "x") .. " product " .. i .. ": " .. d) end
+    end
+    lab.set_threads(threads)
+  end
+end)
+
 T.test("matmul", function()
   local a = lab.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = "f32" })
   T.values(a:matmul(a), { { 7, 10 }, { 15, 22 } })
