@@ -10,6 +10,7 @@ nn.CausalSelfAttention = CausalSelfAttention
 function CausalSelfAttention:init(cfg)
   assert(cfg.d_model % cfg.n_head == 0, "d_model must be a multiple of n_head")
   self.d_model, self.n_head = cfg.d_model, cfg.n_head
+  self.attn_impl = cfg.attention -- nil: lab.sdpa's default (the FlashAttention kernel where it applies)
   self:add("qkv", nn.Linear(cfg.d_model, 3 * cfg.d_model))
   self:add("proj", nn.Linear(cfg.d_model, cfg.d_model))
   self:add("drop", nn.Dropout(cfg.dropout or 0))
@@ -20,7 +21,7 @@ function CausalSelfAttention:forward(x)
   local H = self.n_head
   local q, k, v = table.unpack(self.qkv(x):split(C, 3))
   local function heads(t) return t:view(B, T, H, C // H):transpose(2, 3) end -- [B, H, T, D]
-  local y = lab.sdpa(heads(q), heads(k), heads(v), { causal = true })
+  local y = lab.sdpa(heads(q), heads(k), heads(v), { causal = true, impl = self.attn_impl })
   y = y:transpose(2, 3):contiguous():view(B, T, C)
   return self.drop(self.proj(y))
 end
@@ -57,6 +58,7 @@ function Block:forward(x)
 end
 
 -- cfg: vocab, d_model, n_layer, n_head, seq_len, [d_ff], [dropout], [tied=true],
+-- [attention = 'flash'|'math': lab.sdpa's impl; default flash where the device has the kernel],
 -- [moe = {experts=, top_k=, every=, capacity_factor=, activation=, group=, ...}: see lab.moe]
 local GPT = nn.class("GPT")
 nn.GPT = GPT

@@ -5,6 +5,7 @@
 -- not grow with T x S; the default dispatch and the errors.
 package.path = (arg[0]:match("(.*/)") or "./") .. "../?.lua;" .. package.path
 local T = require("harness")
+local E = require("equivalence")
 lab.manual_seed(7)
 
 local function maxdiff(a, b) return (a:to("f64") - b:to("f64")):abs():max():item() end
@@ -159,6 +160,40 @@ T.test("memory: flash keeps no T x S scores (forward and backward), math does", 
   local pf, pm = peak("flash"), peak("math")
   T.ok(pm >= scores, string.format("math peak %d B holds the scores (%d B)", pm, scores))
   T.ok(pf < scores / 8, string.format("flash peak %d B, an eighth of the scores is %d B", pf, scores // 8))
+end)
+
+T.test("a GPT with the kernel (its default) trains as with math attention, every parameter", function()
+  local function model(impl)
+    lab.manual_seed(3)
+    local m = lab.nn.GPT { vocab = 50, d_model = 32, n_layer = 2, n_head = 4, seq_len = 70, attention = impl }
+    local ids = lab.randint(0, 50, { 3, 70 })
+    local _, loss = m:forward(ids, ids)
+    loss:backward()
+    return m, loss:item()
+  end
+  local flash, lf = model(nil)
+  local math_, lm = model("math")
+  T.near(lf, lm, 1e-5, "loss")
+  E.check(T, "GPT flash vs math", E.entries(flash), math_, { rtol = 1e-4, atol = 1e-6 })
+end)
+
+T.test("a GPT training step's memory grows linearly with T with the kernel, quadratically with math", function()
+  local function peak(Tn, impl)
+    lab.manual_seed(1)
+    local m = lab.nn.GPT { vocab = 64, d_model = 64, n_layer = 2, n_head = 4, seq_len = Tn, attention = impl }
+    local ids = lab.randint(0, 64, { 1, Tn })
+    collectgarbage()
+    collectgarbage()
+    local before = lab.mem.stats().current
+    lab.mem.reset_peak()
+    local _, loss = m:forward(ids, ids)
+    loss:backward()
+    return lab.mem.stats().peak - before
+  end
+  local f1, f2, m1, m2 = peak(512, nil), peak(1024, nil), peak(512, "math"), peak(1024, "math")
+  local msg = string.format("peak bytes T=512 -> 1024: kernel %d -> %d, math %d -> %d", f1, f2, m1, m2)
+  T.ok(f2 / f1 < 2.3, "kernel grows ~2x: " .. msg)
+  T.ok(m2 / m1 > 3, "math grows ~4x in its scores: " .. msg)
 end)
 
 T.test("default: flash where supported (f32, bf16, f16), math for f64", function()
