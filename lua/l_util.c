@@ -152,12 +152,15 @@ int ll_read_shape(lua_State *L, int idx, int64_t *shape, const char *op) {
     }
     return n;
   }
-  int top = lua_gettop(L);
-  for (int i = idx; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
+  int top = lua_gettop(L), i = idx;
+  for (; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
     if (n >= LAB_MAX_DIMS) return ll_error(L, "%s: at most %d dimensions supported", op, LAB_MAX_DIMS);
     if (!lua_isinteger(L, i)) ll_error(L, "%s: size %d is not an integer", op, n + 1);
     shape[n++] = lua_tointeger(L, i);
   }
+  /* the sizes end at the options table (or nothing): lab.zeros("x") was a 0-d tensor */
+  if (i <= top && !lua_isnil(L, i) && !lua_istable(L, i))
+    return ll_error(L, "%s: size %d must be an integer, got %s", op, n + 1, luaL_typename(L, i));
   return n;
 }
 

@@ -1,6 +1,9 @@
 -- Pure-Lua helpers of the `lab` module, loaded once after the C parts are registered.
 -- They read like what they do: print on one rank, compare tensors, format sizes.
 local lab = lab
+local errors = require("lab.errors")
+errors.install(_G) -- pcall, xpcall and coroutine.resume hand back errors that name the rank
+lab.errors = errors
 require("lab.autograd")
 lab.nn = require("lab.nn")
 lab.optim = require("lab.optim")
@@ -36,6 +39,9 @@ end
 
 -- largest |a - b| as a Lua number
 function lab.max_abs_diff(a, b)
+  errors.arg(lab.is_tensor(a) or type(a) == "number", "max_abs_diff", 1, "a tensor or number", a)
+  errors.arg(lab.is_tensor(b) == lab.is_tensor(a) and (lab.is_tensor(b) or type(b) == "number"), "max_abs_diff", 2,
+    lab.is_tensor(a) and "a tensor" or "a number", b)
   if lab.is_tensor(a) and lab.is_tensor(b) then
     return (a:to('f64') - b:to('f64')):abs():max():item()
   end
@@ -43,7 +49,12 @@ function lab.max_abs_diff(a, b)
 end
 
 -- |a - b| <= atol + rtol * |b| elementwise, as torch.allclose
-function lab.allclose(a, b, rtol, atol)
+function lab.allclose(a, b, rtol, atol, fname)
+  fname = fname or "allclose"
+  errors.tensor(fname, 1, a)
+  errors.tensor(fname, 2, b)
+  errors.arg(rtol == nil or type(rtol) == "number", fname, 3, "a number (rtol)", rtol)
+  errors.arg(atol == nil or type(atol) == "number", fname, 4, "a number (atol)", atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
   local a64, b64 = a:to('f64'), b:to('f64')
   local bad = (a64 - b64):abs():gt(b64:abs() * rtol + atol)
@@ -52,7 +63,8 @@ end
 
 -- raises a rank-prefixed error when a and b differ beyond tolerance
 function lab.assert_close(a, b, rtol, atol, what)
-  if not lab.allclose(a, b, rtol, atol) then
+  errors.arg(what == nil or type(what) == "string", "assert_close", 5, "a string (what)", what)
+  if not lab.allclose(a, b, rtol, atol, "assert_close") then
     error(string.format("rank %d: %s: tensors differ (max |a-b| = %.3g)", lab.dist.rank(),
       what or "assert_close", lab.max_abs_diff(a, b)), 0)
   end
@@ -62,6 +74,7 @@ end
 -- A check fails when it fails on any rank (the verdicts are all-reduced, so every rank
 -- agrees); finish raises if anything failed, so the lab's exit status tells.
 function lab.checker(width)
+  errors.arg(width == nil or math.type(width) == "integer", "checker", 1, "an integer (width)", width)
   local failures = 0
   local function check(what, ok)
     local bad = lab.tensor({ ok and 0 or 1 }, { dtype = "i32" })
@@ -80,6 +93,7 @@ end
 
 -- "1.50 MiB" for byte counts
 function lab.format_bytes(n)
+  errors.arg(type(n) == "number", "format_bytes", 1, "a number", n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
   local i = 1
   while n >= 1024 and i < #units do n = n / 1024; i = i + 1 end
@@ -89,6 +103,7 @@ end
 -- Every rank's string, in rank order, on every rank: the strings travel as byte tensors
 -- through all_gather (padded to the longest), which is all a collective can carry.
 function lab.dist.gather_strings(s, group)
+  errors.arg(type(s) == "string", "gather_strings", 1, "a string", s)
   local len = lab.tensor({ #s }, { dtype = "i64" })
   lab.dist.all_reduce(len, { op = "max", group = group })
   local n = len[1]
@@ -137,6 +152,7 @@ end
 -- rank 0 prints one line per rank, in rank order: "[r] text". In the REPL, whose output is
 -- already labelled and grouped by rank, each rank of the group prints its own line instead.
 function lab.dist.print_ranks(s, group)
+  errors.arg(type(s) == "string", "print_ranks", 1, "a string", s)
   if lab.dist.output_labelled then
     if not group or group:rank() >= 0 then print(s) end
     return
@@ -145,6 +161,15 @@ function lab.dist.print_ranks(s, group)
   if lab.dist.rank() == 0 then
     for r, line in ipairs(all) do print(string.format("[%d] %s", r - 1, line)) end
   end
+end
+
+-- public Lua functions name themselves in raw Lua errors (lua/lab/errors.lua)
+errors.wrap(lab, "lab.")
+errors.wrap(lab.dist, "lab.dist.")
+errors.wrap(lab.nn.Module, "Module:")
+for _, m in ipairs({ "nn", "optim", "data", "train", "ddp", "zero", "prof", "tp", "pp", "moe", "cp", "amp", "lora",
+  "posttrain", "ckpt", "mem" }) do
+  if type(lab[m]) == "table" then errors.wrap(lab[m], "lab." .. m .. ".") end
 end
 
 return lab

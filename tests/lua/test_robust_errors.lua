@@ -1,0 +1,66 @@
+-- Every error that reaches the user names the rank (issue 11: about 9,500 fuzzer errors were
+-- "bad argument #N to 'X'" without it, and 2,500 raw Lua errors came from lua/lab/*.lua, such
+-- as lab.assert_close(lab.ones(2), 5) giving "init.lua:42: attempt to index a number value").
+-- pcall, xpcall and coroutine.resume hand errors back with "rank N: " (lua/lab/errors.lua);
+-- lua/lab's public helpers check their arguments. Run at 1 and 2 ranks.
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local T = require("harness")
+local R = "rank " .. lab.dist.rank() .. ": "
+
+local function err_of(f, ...)
+  local ok, e = pcall(f, ...)
+  T.ok(not ok, "expected an error")
+  return tostring(e)
+end
+
+T.test("luaL_check* argument errors name the rank and the function", function()
+  local e = err_of(function() return string.rep() end)
+  T.ok(e:find(R, 1, true) == 1, "rank first: " .. e)
+  T.ok(e:find("bad argument #1 to 'rep'", 1, true) ~= nil, "function named: " .. e)
+  e = err_of(lab.manual_seed, "x")
+  T.ok(e:find(R, 1, true) == 1 and e:find("manual_seed", 1, true), "lab C function: " .. e)
+  e = err_of(function() return lab.ones(2):fill_("x") end)
+  T.ok(e:find(R, 1, true) == 1, "method: " .. e)
+end)
+
+T.test("lab's raw errors get the rank; the user's own errors are left as raised", function()
+  local e = err_of(function() return lab.moe.stats(nil) end)
+  -- named by the innermost public function it went through (stats calls lab.moe.layers)
+  T.ok(e:find(R .. "lab.moe.", 1, true) == 1 and e:find("lua/lab/moe.lua:", 1, true), "raw error in lua/lab: " .. e)
+  e = err_of(function() return lab.optim.clip_grad_norm({ lab.ones(2) }) end)
+  T.ok(e:find(R, 1, true) == 1 and e:find("clip_grad_norm", 1, true), "names the function: " .. e)
+  T.eq(err_of(error, "plain"), "plain", "a user's error() is theirs")
+  T.eq(err_of(function() error("stop", 0) end), "stop", "with level 0 too")
+  T.eq(err_of(function() error(R .. "already", 0) end), R .. "already", "a ranked message is left alone")
+  local ok, obj = pcall(error, { code = 7 })
+  T.ok(not ok and type(obj) == "table" and obj.code == 7, "error objects pass untouched")
+  local okx, ex = xpcall(function() return string.rep() end, function(m) return "handled: " .. m end)
+  T.ok(not okx and ex:find("handled: " .. R, 1, true) == 1, "xpcall's handler sees the rank: " .. tostring(ex))
+  local co = coroutine.create(function() return lab.zeros("x") end)
+  local okc, ec = coroutine.resume(co)
+  T.ok(not okc and tostring(ec):find(R .. "zeros: size 1 must be an integer, got string", 1, true), "coroutine.resume: " .. tostring(ec))
+  local w = coroutine.wrap(function() coroutine.yield(1) error("later") end)
+  T.eq(w(), 1, "yield across the wrapped pcall still works")
+  T.ok(select(2, pcall(w)):find("later", 1, true) ~= nil, "coroutine.wrap's error through pcall")
+  local w2 = coroutine.wrap(function() return string.rep() end)
+  T.ok(select(2, pcall(w2)):find(R, 1, true) == 1, "an argument error through coroutine.wrap and pcall")
+  -- yields inside pcall inside a coroutine
+  local co2 = coroutine.create(function() return pcall(function() coroutine.yield("y") return "done" end) end)
+  T.eq(select(2, coroutine.resume(co2)), "y", "yield inside pcall")
+  local _, ok2, v2 = coroutine.resume(co2)
+  T.ok(ok2 == true and v2 == "done", "pcall resumed to completion")
+end)
+
+T.test("lua/lab helpers raise argument errors, not raw Lua errors", function()
+  T.raises(function() lab.assert_close(lab.ones(2), 5) end, R .. "assert_close: bad argument #2 (a tensor expected, got 5)")
+  T.raises(function() lab.assert_close(nil, lab.ones(2)) end, R .. "assert_close: bad argument #1 (a tensor expected, got nil)")
+  T.raises(function() lab.allclose(lab.ones(2), lab.ones(2), "x") end, R .. "allclose: bad argument #3")
+  T.raises(function() lab.max_abs_diff(lab.ones(2), 5) end, R .. "max_abs_diff: bad argument #2 (a tensor expected, got 5)")
+  T.raises(function() lab.format_bytes("x") end, R .. "format_bytes: bad argument #1 (a number expected, got string)")
+  T.raises(function() lab.dist.print_ranks(5) end, R .. "print_ranks: bad argument #1 (a string expected, got 5)")
+  T.raises(function() lab.zeros(2, "x") end, R .. "zeros: size 2 must be an integer, got string")
+  T.eq(lab.max_abs_diff(3, 5), 2, "numbers still work")
+  lab.assert_close(lab.ones(2), lab.ones(2))
+end)
+
+T.finish()
