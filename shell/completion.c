@@ -68,6 +68,19 @@ static int candidates_p(lua_State *L) {
   push_path(L, text, blen);
   int v = lua_gettop(L);
   if (lua_istable(L, v)) collect_keys(L, v, text, blen, sep, prefix, out, &n, &cap);
+  if (lua_isuserdata(L, v) && sep == '.') { /* fields a tensor computes (not in any table) */
+    static const char *const fields[] = {"shape", "dtype", "ndim", "device", "grad", "grad_fn", "is_leaf", "requires_grad", NULL};
+    for (int i = 0; fields[i]; i++) {
+      if (strncmp(fields[i], prefix, strlen(prefix)) != 0) continue;
+      lua_getfield(L, v, fields[i]); /* raises inside the caller's pcall if it is not a tensor */
+      if (!lua_isnil(L, -1)) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s.%s", (int)blen, text, fields[i]);
+        add(out, &n, &cap, buf);
+      }
+      lua_pop(L, 1);
+    }
+  }
   if (lua_getmetatable(L, v)) {
     lua_getfield(L, -1, "methods"); /* tensors keep their methods here */
     if (lua_istable(L, -1)) collect_keys(L, -1, text, blen, sep, prefix, out, &n, &cap);
@@ -106,11 +119,24 @@ static char *generator(const char *text, int st) {
   return matches[next_match++]; /* readline frees what it receives */
 }
 
+/* the REPL's own commands, offered when the line starts with ':' */
+static const char *const commands[] = {":help", ":quit", ":ranks", ":run", ":step", ":watchdog", ":who", NULL};
+static size_t next_command;
+
+static char *command_generator(const char *text, int st) {
+  if (st == 0) next_command = 0;
+  while (commands[next_command]) {
+    const char *c = commands[next_command++];
+    if (strncmp(c, text, strlen(text)) == 0) return strdup(c);
+  }
+  return NULL;
+}
+
 static char **complete(const char *text, int start, int end) {
-  (void)start;
   (void)end;
   rl_attempted_completion_over = 1; /* no file names */
   rl_completion_append_character = '\0';
+  if (start == 0 && text[0] == ':') return rl_completion_matches(text, command_generator);
   return rl_completion_matches(text, generator);
 }
 

@@ -83,7 +83,9 @@ static int parse_ranks(const char *spec, int *member, int n, char *err, size_t e
       p = end;
     }
     if (a < 0 || b >= n || a > b) {
-      snprintf(err, errn, "ranks %ld-%ld are outside 0-%d", a, b, n - 1);
+      if (a == b) snprintf(err, errn, "rank %ld is outside 0-%d (this world has %d ranks)", a, n - 1, n);
+      else if (a > b) snprintf(err, errn, "the range %ld-%ld is empty (write the lower rank first)", a, b);
+      else snprintf(err, errn, "ranks %ld-%ld go outside 0-%d (this world has %d ranks)", a, b, n - 1, n);
       return -1;
     }
     for (long r = a; r <= b; r++) member[r] = any = 1;
@@ -95,6 +97,38 @@ static int parse_ranks(const char *spec, int *member, int n, char *err, size_t e
     return -1;
   }
   return 0;
+}
+
+/* The rank list after %on or :ranks: digits, commas and dashes, with spaces allowed around
+ * commas and dashes (%on 1, 2 code). Copies it without spaces into spec; returns where the
+ * code starts (after one space), or NULL when no list is there. */
+static const char *split_rank_list(const char *p, char *spec, size_t n) {
+  while (*p == ' ' || *p == '\t') p++;
+  size_t len = 0;
+  const char *q = p;
+  for (;;) {
+    while (*q >= '0' && *q <= '9') {
+      if (len + 1 < n) spec[len++] = *q;
+      q++;
+    }
+    const char *r = q;
+    while (*r == ' ' || *r == '\t') r++;
+    if ((*r == ',' || *r == '-') && len > 0 && spec[len - 1] >= '0' && spec[len - 1] <= '9') {
+      if (len + 1 < n) spec[len++] = *r;
+      q = r + 1;
+      while (*q == ' ' || *q == '\t') q++;
+      continue;
+    }
+    break;
+  }
+  spec[len] = 0;
+  if (strncmp(p, "all", 3) == 0 && (p[3] == 0 || p[3] == ' ' || p[3] == '\t')) {
+    snprintf(spec, n, "all");
+    q = p + 3;
+  }
+  if (!spec[0] || (*q && *q != ' ' && *q != '\t')) return NULL;
+  while (*q == ' ' || *q == '\t') q++;
+  return q;
 }
 
 /* the group of the targeted ranks; made once per target set, by every rank together */
@@ -293,10 +327,9 @@ static char *read_chunk(lua_State *L) {
     char *chunk = line;
     size_t code_at = 0;
     if (strncmp(chunk, "%on", 3) == 0 && (chunk[3] == ' ' || chunk[3] == '\t')) { /* code after the ranks */
-      const char *c = chunk + 3;
-      while (*c == ' ' || *c == '\t') c++;
-      while (*c && *c != ' ' && *c != '\t') c++;
-      code_at = (size_t)(c - chunk);
+      char spec[256];
+      const char *c = split_rank_list(chunk + 3, spec, sizeof spec);
+      code_at = c ? (size_t)(c - chunk) : len;
     }
     int discarded = 0;
     while (chunk[0] != '=' && chunk[0] != ':' && needs_more(L, chunk + code_at)) {
@@ -464,16 +497,18 @@ static char *message_for(char *chunk, int *quit) {
     fputs(help_text, term.out);
     return NULL;
   }
-  if (strncmp(chunk, ":ranks", 6) == 0) {
-    const char *spec = chunk + 6;
-    while (*spec == ' ') spec++;
-    if (!*spec) {
+  if (strncmp(chunk, ":ranks", 6) == 0 && (chunk[6] == 0 || chunk[6] == ' ' || chunk[6] == '\t')) {
+    const char *arg = chunk + 6;
+    while (*arg == ' ' || *arg == '\t') arg++;
+    if (!*arg) {
       fprintf(term.out, "default target: %s\n", default_target);
       return NULL;
     }
+    char spec[256], err[256] = "";
+    const char *rest = split_rank_list(arg, spec, sizeof spec);
     int *member = calloc((size_t)lab_ctl_size(), sizeof *member);
-    char err[256];
-    if (parse_ranks(spec, member, lab_ctl_size(), err, sizeof err) < 0) fprintf(term.out, "error: %s\n", err);
+    if (!rest || *rest) fprintf(term.out, "error: :ranks %s: cannot read the rank list (use e.g. :ranks 1,3 or :ranks 0-2 or :ranks all)\n", arg);
+    else if (parse_ranks(spec, member, lab_ctl_size(), err, sizeof err) < 0) fprintf(term.out, "error: :ranks %s: %s\n", arg, err);
     else snprintf(default_target, sizeof default_target, "%s", spec);
     free(member);
     return NULL;
@@ -482,8 +517,15 @@ static char *message_for(char *chunk, int *quit) {
     if (asprintf(&msg, "W%s\n", default_target) < 0) msg = NULL;
     return msg;
   }
-  if (strncmp(chunk, ":watchdog", 9) == 0) {
-    if (asprintf(&msg, "Call\nlab.dist.set_watchdog(%s)", chunk[9] ? chunk + 9 : "30") < 0) msg = NULL;
+  if (strncmp(chunk, ":watchdog", 9) == 0 && (chunk[9] == 0 || chunk[9] == ' ')) {
+    char *end = NULL;
+    double secs = chunk[9] ? strtod(chunk + 9, &end) : 30;
+    while (end && *end == ' ') end++;
+    if ((end && *end) || secs < 0 || secs != secs) {
+      fprintf(term.out, "error: %s: give the seconds a collective may wait (e.g. :watchdog 10; 0: never)\n", chunk);
+      return NULL;
+    }
+    if (asprintf(&msg, "Call\nlab.dist.set_watchdog(%.17g)", secs) < 0) msg = NULL;
     return msg;
   }
   if (strncmp(chunk, ":run ", 5) == 0) {
@@ -498,12 +540,16 @@ static char *message_for(char *chunk, int *quit) {
     fprintf(term.out, "unknown command %s (:help lists them)\n", chunk);
     return NULL;
   }
-  if (strncmp(chunk, "%on ", 4) == 0) {
-    char *spec = chunk + 4;
-    while (*spec == ' ') spec++;
-    char *code = spec;
-    while (*code && *code != ' ') code++;
-    if (*code) *code++ = 0;
+  if (strncmp(chunk, "%on", 3) == 0 && (chunk[3] == 0 || chunk[3] == ' ' || chunk[3] == '\t')) {
+    char spec[256], err[256] = "";
+    const char *code = split_rank_list(chunk + 3, spec, sizeof spec);
+    int *member = calloc((size_t)lab_ctl_size(), sizeof *member);
+    int bad = !code || parse_ranks(spec, member, lab_ctl_size(), err, sizeof err) < 0;
+    free(member);
+    if (!code) fprintf(term.out, "error: %%on: cannot read the rank list (use e.g. %%on 1,3 print(x) or %%on 0-2 code)\n");
+    else if (bad) fprintf(term.out, "error: %%on %s: %s\n", spec, err);
+    else if (!*code) fprintf(term.out, "error: %%on %s: no code to run (e.g. %%on %s print(lab.dist.rank()))\n", spec, spec);
+    if (bad || !*code) return NULL;
     if (asprintf(&msg, "C%s\n%s", spec, code) < 0) msg = NULL;
     return msg;
   }

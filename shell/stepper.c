@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "grouped.h"
 #include "runtime/dist/board.h"
+#include "runtime/dist/clock.h"
 #include "runtime/dist/control.h"
 #include "runtime/dist/dist.h"
 #include "repl.h"
@@ -18,11 +19,14 @@
 
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_CONTINUE, MODE_QUIT };
 
+#define PAUSE_GRACE_S 0.5 /* how long a running rank may go on to reach the place another stopped at */
+
 typedef struct breakpoint {
   int id;
   char file[256];
   int line;
   char cond[256];
+  int temporary; /* tbreak: deleted when first hit */
   struct breakpoint *next;
 } breakpoint;
 
@@ -118,11 +122,13 @@ static char *answer(lua_State *L, const char *cmd, int level) {
     luaL_pushresult(&b);
     out = strdup(lua_tostring(L, -1));
     lua_pop(L, 1);
-  } else if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) {
+  } else if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0 || strncmp(cmd, "l ", 2) == 0) {
     size_t cap = 4096, len = 0;
     out = malloc(cap);
     out[0] = 0;
-    for (int n = frame ? ar.currentline - 3 : 0; frame && n <= ar.currentline + 3; n++) {
+    int around = frame ? ar.currentline : 0; /* l N: around line N of the current file */
+    if (strncmp(cmd, "l ", 2) == 0 && atoi(cmd + 2) > 0) around = atoi(cmd + 2);
+    for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
       if (n < 1) continue;
       char text[512];
       source_line(ar.source, n, text, sizeof text);
@@ -178,16 +184,24 @@ static char *answer(lua_State *L, const char *cmd, int level) {
   return out;
 }
 
-static void add_breakpoint(const char *spec) {
+/* b file:line [cond], or b line [cond] in the file the rank is paused in (here) */
+static void add_breakpoint(const char *spec, const char *here, int temporary) {
   breakpoint *b = calloc(1, sizeof *b);
   if (!b) return;
   char file[256] = "";
   int line = 0, used = 0;
-  if (sscanf(spec, "%255[^:]:%d%n", file, &line, &used) < 2 || line <= 0) {
-    free(b);
-    if (lab_ctl_rank() == 0) fprintf(st.out, "usage: b file:line [condition]\n");
-    return;
+  while (*spec == ' ') spec++;
+  if (sscanf(spec, "%255[^: ]:%d%n", file, &line, &used) < 2 || line <= 0) {
+    line = 0;
+    if (sscanf(spec, "%d%n", &line, &used) == 1 && line > 0 && here && here[0]) {
+      snprintf(file, sizeof file, "%s", here);
+    } else {
+      free(b);
+      if (lab_ctl_rank() == 0) fprintf(st.out, "usage: b file:line [condition], or b line [condition] in this file\n");
+      return;
+    }
   }
+  b->temporary = temporary;
   const char *cond = spec + used;
   while (*cond == ' ') cond++;
   b->id = ++st.next_bp;
@@ -197,20 +211,36 @@ static void add_breakpoint(const char *spec) {
   b->next = st.bps;
   st.bps = b;
   if (lab_ctl_rank() == 0)
-    fprintf(st.out, "breakpoint %d at %s:%d%s%s\n", b->id, file, line, cond[0] ? " if " : "", cond);
+    fprintf(st.out, "%sbreakpoint %d at %s:%d%s%s\n", temporary ? "temporary " : "", b->id, file, line,
+            cond[0] ? " if " : "", cond);
 }
 
 static void delete_breakpoints(const char *arg) {
-  int id = atoi(arg);
+  int id = atoi(arg), gone = 0;
   for (breakpoint **p = &st.bps; *p;) {
     if (id == 0 || (*p)->id == id) {
       breakpoint *b = *p;
       *p = b->next;
       free(b);
+      gone++;
     } else {
       p = &(*p)->next;
     }
   }
+  if (lab_ctl_rank() != 0) return;
+  if (id == 0) fprintf(st.out, "deleted %d breakpoint%s\n", gone, gone == 1 ? "" : "s");
+  else if (gone) fprintf(st.out, "deleted breakpoint %d\n", id);
+  else fprintf(st.out, "no breakpoint %d\n", id);
+}
+
+/* every breakpoint goes, and numbers start at 1 again (a new :step session) */
+static void reset_breakpoints(void) {
+  while (st.bps) {
+    breakpoint *b = st.bps;
+    st.bps = b->next;
+    free(b);
+  }
+  st.next_bp = 0;
 }
 
 static void line_hook(lua_State *L, lua_Debug *ar);
@@ -242,6 +272,8 @@ static void pause_protocol(lua_State *L, const char *where) {
     snprintf(pos, sizeof pos, "%s", where);
   }
   strcat(pos, "\n");
+  char here[256] = ""; /* the paused file, for b LINE */
+  if (frame) snprintf(here, sizeof here, "%s", ar.short_src);
   lab_board_set(LAB_PAUSED, "", "");
   show_from_all(pos);
   for (;;) {
@@ -269,15 +301,17 @@ static void pause_protocol(lua_State *L, const char *where) {
       st.mode = MODE_QUIT;
     } else {
       resume = 0;
-      if (strncmp(cmd, "b ", 2) == 0) add_breakpoint(cmd + 2);
-      else if (strncmp(cmd, "delete", 6) == 0) delete_breakpoints(cmd + 6);
+      if (strncmp(cmd, "b ", 2) == 0 || strncmp(cmd, "break ", 6) == 0) add_breakpoint(strchr(cmd, ' '), here, 0);
+      else if (strncmp(cmd, "tbreak ", 7) == 0) add_breakpoint(cmd + 7, here, 1);
+      else if (strncmp(cmd, "delete", 6) == 0 && (cmd[6] == 0 || cmd[6] == ' ')) delete_breakpoints(cmd + 6);
       else if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "locals") == 0 || strcmp(cmd, "l") == 0 ||
-               strcmp(cmd, "list") == 0 || strncmp(cmd, "p ", 2) == 0) {
+               strcmp(cmd, "list") == 0 || strncmp(cmd, "l ", 2) == 0 || strncmp(cmd, "p ", 2) == 0) {
         char *a = answer(L, cmd, level);
         show_from_all(a);
         free(a);
       } else if (lab_ctl_rank() == 0) {
-        fprintf(st.out, "commands: n s finish c b file:line [cond] delete [n] l bt locals p expr q\n");
+        if (strcmp(cmd, "h") != 0 && strcmp(cmd, "help") != 0) fprintf(st.out, "unknown command '%s'. ", cmd);
+        fprintf(st.out, "commands: n s finish c b [file:]line [cond] tbreak delete [n] l [N] bt locals p expr q\n");
       }
       if (lab_ctl_rank() == 0) fflush(st.out);
     }
@@ -300,21 +334,36 @@ static void pause_protocol(lua_State *L, const char *where) {
   }
 }
 
+/* evaluates cond in the frame at level (its locals and upvalues, globals behind them) */
+static int condition_holds(lua_State *L, int level, const char *cond) {
+  char *cmd = NULL;
+  if (asprintf(&cmd, "p %s", cond) < 0) return 1;
+  int top = lua_gettop(L);
+  lua_Debug ar;
+  int holds = 1;
+  if (lua_getstack(L, level, &ar)) {
+    char *answer_text = answer(L, cmd, level); /* the same evaluation as p */
+    holds = answer_text && strncmp(answer_text, "error: ", 7) != 0 && strncmp(answer_text, "nil", 3) != 0 &&
+            strncmp(answer_text, "false", 5) != 0;
+    free(answer_text);
+  }
+  lua_settop(L, top);
+  free(cmd);
+  return holds;
+}
+
 static int breakpoint_hit(lua_State *L, lua_Debug *ar) {
-  for (breakpoint *b = st.bps; b; b = b->next) {
+  for (breakpoint **p = &st.bps; *p; p = &(*p)->next) {
+    breakpoint *b = *p;
     if (b->line != ar->currentline) continue;
     size_t fl = strlen(b->file), sl = strlen(ar->short_src);
     if (sl < fl || strcmp(ar->short_src + sl - fl, b->file) != 0) continue;
-    if (!b->cond[0]) return 1;
-    char *err = NULL;
-    char *code = NULL;
-    if (asprintf(&code, "return (%s)", b->cond) < 0) return 1;
-    int ok = luaL_loadbuffer(L, code, strlen(code), "=condition") == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK;
-    free(code);
-    free(err);
-    int hit = ok && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (hit) return 1;
+    if (b->cond[0] && !condition_holds(L, 0, b->cond)) continue;
+    if (b->temporary) {
+      *p = b->next;
+      free(b);
+    }
+    return 1;
   }
   return 0;
 }
@@ -326,7 +375,15 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "interrupted!");
   }
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
-  int pause = lab_board_pause_pending();
+  /* Another rank stopped. This one goes on for a moment so that it can reach the same place
+   * itself (a breakpoint, the end of `finish`, the next line of `n`): SPMD code then stops once
+   * with every rank there. Ranks that wait in a collective or are done join from there; one
+   * that is elsewhere stops at its next line after the grace. */
+  static double pending_since;
+  int pending = lab_board_pause_pending();
+  if (!pending) pending_since = 0;
+  else if (pending_since == 0) pending_since = lab_now();
+  int pause = pending && lab_now() - pending_since > PAUSE_GRACE_S;
   switch (st.mode) {
   case MODE_INTO: pause = 1; break;
   case MODE_OVER: pause = pause || stack_depth(L) - 1 <= st.target_depth; break;
@@ -447,6 +504,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
 
 void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   st.out = out;
+  reset_breakpoints();
   char *err = NULL;
   capture cap;
   int captured = 0;

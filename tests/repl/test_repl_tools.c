@@ -31,7 +31,7 @@ static void test_targeting_and_commands(void **state) {
   type(&s, ":help\r");
   assert_true(expect(&s, "%on 1,3 code", 10));
   type(&s, "%on 9 print(1)\r");
-  assert_true(expect(&s, "error: ranks 9-9 are outside", 10));
+  assert_true(expect(&s, "error: %on 9: rank 9 is outside", 10));
   type(&s, "\x04");
   assert_int_equal(finish(&s, 20), 0);
 }
