@@ -107,7 +107,7 @@ int luaopen_lab(lua_State *L) {
   luaL_setfuncs(L, misc, 0);
   lua_pushliteral(L, LLMLAB_VERSION);
   lua_setfield(L, -2, "version");
-  static const char *dtypes[] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool"};
+  static const char *dtypes[] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool", "f8e4m3", "f8e5m2"};
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
     lua_pushstring(L, dtypes[i]);
     lua_setfield(L, -2, dtypes[i]);
