@@ -2,7 +2,8 @@
 -- byte those of a synchronous save; what the writer thread writes is the state when save
 -- returned, whatever training does to the tensors meanwhile; a failure in any rank's writer
 -- thread raises on every rank at wait() or at the next save, leaving the previous checkpoint
--- loadable and no step directory half in place; load waits for a save in flight.
+-- loadable and no step directory half in place (also a failure from the OS, not injected:
+-- the step directory moved away mid-write); load waits for a save in flight.
 -- (A process killed during an async write: tests/lua/single/test_ckpt_crash.lua at every file
 -- operation on one rank, tests/lua/single/test_ckpt_async_kill.lua at 2 and 4 ranks.)
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
@@ -134,6 +135,20 @@ T.test("the failure surfaces at the next save too, which writes nothing; the one
   T.eq(lab.ckpt.load(dir .. "/next", { model = b, optimizer = bopt }).step, 3, "load waits for the save in flight")
   same_state(state_of(b, bopt), state_of(m, opt), "step 3's tensors")
   no_incomplete("next")
+end)
+
+T.test("a real I/O failure (the step directory moved away while the threads write) raises at wait everywhere", function()
+  local m, opt = fresh()
+  lab.ckpt.save(dir .. "/gone", { model = m, optimizer = opt, step = 1 })
+  step(m, opt, 1)
+  local p = lab.ckpt.save(dir .. "/gone", { model = m, optimizer = opt, step = 2, async = true })
+  -- rank 0 takes the directory away: a thread that has not yet created its files gets ENOENT,
+  -- one that has cannot rename them, and if every thread had already finished, rank 0's commit
+  -- cannot rename the directory into place: a failure from the OS in every case
+  if r == 0 then T.ok(os.rename(p .. ".incomplete", dir .. "/moved-away"), "moved the step directory") end
+  T.raises(function() lab.ckpt.wait() end, "rank " .. r .. ": ckpt.save", "No such file or directory")
+  local b, bopt = fresh()
+  T.eq(lab.ckpt.load(dir .. "/gone", { model = b, optimizer = bopt }).step, 1, "step 1 is still the latest")
 end)
 
 common.remove(dir)
