@@ -117,12 +117,12 @@ function GPT:forward(ids, targets)
   local x = self.drop(self.wte(ids) + self.wpe(pos))
   for _, block in self.blocks:iter() do x = block(x) end
   x = self.ln_f(x)
-  local B, C = x.shape[1], x.shape[3]
   local logits
   if self.head then -- through the module, so ZeRO-3 can gather its weight around the call
     logits = self.head(x)
-  else -- tied: the token embedding's weight serves as the output projection
-    logits = x:view(B * T, C):matmul(self.wte.weight:t()):view(B, T, self.cfg.vocab)
+  else -- tied: the token embedding's weight serves as the output projection (lab.linear: its
+    -- gradient comes out in the weight's layout, ready to add to the embedding's)
+    logits = lab.linear(x, self.wte.weight)
   end
   if targets then
     -- the loss in fp32 even when the model computes in 16 bits (as torch's autocast does):
