@@ -400,6 +400,32 @@ static int l_sdpa(lua_State *L) {
   return 1;
 }
 
+/* flash_block(q, k, v[, {causal=false, scale=}]) -> out, lse [..., T] (f32); no autograd */
+static int l_flash_block(lua_State *L) {
+  lab_tensor *q = ll_check_tensor(L, 1), *k = ll_check_tensor(L, 2), *v = ll_check_tensor(L, 3);
+  int opts = lua_istable(L, 4) ? 4 : 0;
+  lab_tensor *out, *lse;
+  int rc = lab_flash_block_fwd(q, k, v, ll_opt_bool(L, opts, "causal", 0), ll_opt_number(L, opts, "scale", 0), &out,
+                               &lse);
+  ll_push_tensor(L, rc < 0 ? NULL : out); /* raises the recorded error when NULL */
+  ll_push_tensor(L, lse);
+  return 2;
+}
+
+/* flash_block_backward(q, k, v, out, dout, lse[, {causal=false, scale=}]) -> dq, dk, dv */
+static int l_flash_block_backward(lua_State *L) {
+  lab_tensor *t[6];
+  for (int i = 0; i < 6; i++) t[i] = ll_check_tensor(L, i + 1);
+  int opts = lua_istable(L, 7) ? 7 : 0;
+  lab_tensor *dq, *dk, *dv;
+  int rc = lab_flash_block_bwd(t[0], t[1], t[2], t[3], t[4], t[5], ll_opt_bool(L, opts, "causal", 0),
+                               ll_opt_number(L, opts, "scale", 0), &dq, &dk, &dv);
+  ll_push_tensor(L, rc < 0 ? NULL : dq);
+  ll_push_tensor(L, dk);
+  ll_push_tensor(L, dv);
+  return 3;
+}
+
 /* ---- lab.autograd.Function ---- */
 
 /* node ctx: the Function table (with backward) and the ctx table, as registry refs */
@@ -586,7 +612,8 @@ void ll_register_autograd(lua_State *L) {
                                    {"is_grad_enabled", l_is_grad_enabled}, {"embedding", l_embedding},
                                    {"layer_norm", l_layer_norm}, {"linear", l_linear}, {"rms_norm", l_rms_norm},
                                    {"dropout", l_dropout}, {"cross_entropy", l_cross_entropy},
-                                   {"sdpa", l_sdpa}, {"gelu", m_gelu}, {"silu", m_silu},
+                                   {"sdpa", l_sdpa}, {"flash_block", l_flash_block},
+                                   {"flash_block_backward", l_flash_block_backward}, {"gelu", m_gelu}, {"silu", m_silu},
                                    {NULL, NULL}};
   luaL_setfuncs(L, funcs, 0);
   /* lab.autograd */

@@ -98,6 +98,74 @@ local function block_backward(q, k, v, dout, lse, dsum, scale, mask)
   return ds:matmul(k):mul_(scale), ds:transpose(3, 4):matmul(q):mul_(scale), dv
 end
 
+-- The same two steps on the FlashAttention kernels (lab.flash_block, kernels/cpu/flash_attention.c
+-- or kernels/cuda), used where the device has a kernel for the dtype: the blocks' T x T scores
+-- are never materialised. A block is cut into the CP chunks (c positions each, at multiples of
+-- c): a key chunk before a query chunk is fully visible, the same chunk is the causal
+-- diagonal (the kernel's mask), a later one is skipped.
+local function flash_ok(q)
+  local dev = q.device
+  if dev:sub(1, 4) == "cuda" then
+    return (q.dtype == "bf16" or q.dtype == "f16") and (q.shape[4] == 64 or q.shape[4] == 128)
+  end
+  return q.dtype == "f32" or q.dtype == "bf16" or q.dtype == "f16"
+end
+
+-- the chunks of a block: {at = first index along dim 3, first = its first position}
+local function chunks(pos, c)
+  local out = {}
+  for i = 1, #pos, c do out[#out + 1] = { at = i, first = pos[i] } end
+  return out
+end
+
+-- out and lse [B,H,Tq,1] of the queries at qpos against one K/V block at kpos
+local function flash_block_forward(q, k, v, scale, causal, qpos, kpos, c)
+  if not causal then
+    local o, l = lab.flash_block(q, k, v, { scale = scale })
+    return o, l:unsqueeze(4)
+  end
+  local outs, lses = {}, {}
+  for _, qc in ipairs(chunks(qpos, c)) do
+    local qa = q:narrow(3, qc.at, c)
+    local o, lse
+    for _, kc in ipairs(chunks(kpos, c)) do
+      if kc.first <= qc.first then
+        local ob, lb = lab.flash_block(qa, k:narrow(3, kc.at, c), v:narrow(3, kc.at, c),
+          { scale = scale, causal = kc.first == qc.first })
+        o, lse = merge(o, lse, ob, lb:unsqueeze(4))
+      end
+    end
+    if not o then -- this chunk sees no key of the block: weight 0 in the merge
+      o = lab.zeros(qa.shape[1], qa.shape[2], c, v.shape[4], { dtype = q.dtype, device = q.device })
+      lse = lab.full({ qa.shape[1], qa.shape[2], c, 1 }, -math.huge, { device = q.device })
+    end
+    outs[#outs + 1], lses[#lses + 1] = o, lse
+  end
+  return lab.cat(outs, 3), lab.cat(lses, 3)
+end
+
+-- dq, dk, dv of one block given the merged out, its lse [B,H,Tq,1] and dout
+local function flash_block_backward(q, k, v, out, dout, lse, scale, causal, qpos, kpos, c)
+  local l = lse:squeeze(4):to("f32")
+  out = out:to(q.dtype)
+  if not causal then return lab.flash_block_backward(q, k, v, out, dout, l, { scale = scale }) end
+  local dq = lab.zeros_like(q)
+  local dk, dv = lab.zeros_like(k), lab.zeros_like(v)
+  for _, qc in ipairs(chunks(qpos, c)) do
+    for _, kc in ipairs(chunks(kpos, c)) do
+      if kc.first <= qc.first then
+        local a, b = qc.at, kc.at
+        local gq, gk, gv = lab.flash_block_backward(q:narrow(3, a, c), k:narrow(3, b, c), v:narrow(3, b, c),
+          out:narrow(3, a, c), dout:narrow(3, a, c), l:narrow(3, a, c), { scale = scale, causal = kc.first == qc.first })
+        dq:narrow(3, a, c):add_(gq)
+        dk:narrow(3, b, c):add_(gk)
+        dv:narrow(3, b, c):add_(gv)
+      end
+    end
+  end
+  return dq, dk, dv
+end
+
 -- starts sending a to the next rank and receiving b's twin from the previous
 local function pass_on(g, a, nxt, prv, tag)
   local got = lab.empty(a.shape, { dtype = a.dtype })
@@ -108,7 +176,8 @@ local function wait_all(hs) for _, h in ipairs(hs) do h:wait() end end
 cp.timing = { compute = 0, wait = 0 } -- seconds in block compute vs waiting for blocks
 
 -- Ring attention: q, k, v [B, H, T/N, D] of this rank (positions from cp.positions);
--- opts: group, causal (true), zigzag (true), scale (1/sqrt(D)). Returns [B, H, T/N, D].
+-- opts: group, causal (true), zigzag (true), scale (1/sqrt(D)), impl ('flash' where the
+-- device has the kernel, or 'math'). Returns [B, H, T/N, D].
 function cp.ring_attention(q, k, v, opts)
   opts = opts or {}
   local g = opts.group or lab.dist.world_group()
@@ -119,6 +188,8 @@ function cp.ring_attention(q, k, v, opts)
   local pos = {}
   for j = 0, n - 1 do pos[j] = cp.positions(Tl * n, n, j, opts.zigzag) end
   local nxt, prv = (r + 1) % n, (r - 1 + n) % n
+  local chunk = (opts.zigzag ~= false and n > 1) and Tl // 2 or Tl -- positions per CP chunk
+  local flash = flash_ok(q) and opts.impl ~= "math" -- opts.impl = 'math': the materialised blocks
   local function mask_for(src)
     if not causal then return nil end
     return causal_mask(pos[r], pos[src])
@@ -136,7 +207,11 @@ function cp.ring_attention(q, k, v, opts)
         end
         local t0 = lab.clock()
         local mask = mask_for(src)
-        if mask ~= false then o, lse = merge(o, lse, block_forward(qq, kc, vc, scale, mask)) end
+        if mask ~= false and flash then
+          o, lse = merge(o, lse, flash_block_forward(qq, kc, vc, scale, causal, pos[r], pos[src], chunk))
+        elseif mask ~= false then
+          o, lse = merge(o, lse, block_forward(qq, kc, vc, scale, mask))
+        end
         local t1 = lab.clock()
         if hk then wait_all(hk); wait_all(hv) end
         cp.timing.compute, cp.timing.wait = cp.timing.compute + t1 - t0, cp.timing.wait + lab.clock() - t1
@@ -164,7 +239,11 @@ function cp.ring_attention(q, k, v, opts)
         local t0 = lab.clock()
         local mask = mask_for(src)
         local cdq, cdk, cdv
-        if mask ~= false then cdq, cdk, cdv = block_backward(qq, kc, vc, dout, lse, dsum, scale, mask) end
+        if mask ~= false and flash then
+          cdq, cdk, cdv = flash_block_backward(qq, kc, vc, o, dout, lse, scale, causal, pos[r], pos[src], chunk)
+        elseif mask ~= false then
+          cdq, cdk, cdv = block_backward(qq, kc, vc, dout, lse, dsum, scale, mask)
+        end
         local t1 = lab.clock()
         if pending then wait_all(pending.h) end -- this block's accumulators, from the previous rank
         local acc_k = pending and pending.k or lab.zeros_like(kc)

@@ -209,3 +209,104 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
                                     : " (cpu: f32, bf16 or f16)");
   return NULL;
 }
+
+/* ---- the kernels without autograd, for callers that merge blocks themselves ---- */
+
+/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype the device's kernels take */
+static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor *v, int64_t *dims) {
+  char a[128], b[128], c[128];
+  int ok = q->ndim >= 2 && q->ndim == k->ndim && k->ndim == v->ndim && q->dtype == k->dtype && k->dtype == v->dtype;
+  for (int d = 0; ok && d < q->ndim - 2; d++) ok = q->shape[d] == k->shape[d] && k->shape[d] == v->shape[d];
+  ok = ok && q->shape[q->ndim - 1] == k->shape[k->ndim - 1] && k->shape[k->ndim - 2] == v->shape[v->ndim - 2];
+  if (!ok)
+    return lab_fail(op, "q %s, k %s, v %s must be [..., T, D], [..., S, D], [..., S, Dv] of one dtype",
+                    lab_shape_str(q, a, sizeof a), lab_shape_str(k, b, sizeof b), lab_shape_str(v, c, sizeof c));
+  lab_device dev;
+  lab_tensor *qkv[3] = {q, k, v};
+  if (lab_common_device(op, 3, qkv, &dev) < 0) return -1;
+  const lab_device_ops *ops = lab_device_ops_of(dev.type);
+  dims[0] = 1;
+  for (int d = 0; d < q->ndim - 2; d++) dims[0] *= q->shape[d];
+  dims[1] = q->shape[q->ndim - 2], dims[2] = k->shape[k->ndim - 2];
+  dims[3] = q->shape[q->ndim - 1], dims[4] = v->shape[v->ndim - 1];
+  if (!ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, dims[3], dims[4]))
+    return lab_fail(op, "no FlashAttention kernel on %s for %s with head dims %lld and %lld", ops->name,
+                    lab_dtype_name(q->dtype), (long long)dims[3], (long long)dims[4]);
+  return 0;
+}
+
+int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_tensor **out,
+                        lab_tensor **lse) {
+  const char *op = "flash_block";
+  int64_t dims[5];
+  *out = *lse = NULL;
+  if (block_check(op, q, k, v, dims) < 0) return -1;
+  if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
+  lab_device dev = lab_device_of(q);
+  int64_t oshape[LAB_MAX_DIMS];
+  for (int d = 0; d < q->ndim; d++) oshape[d] = q->shape[d];
+  oshape[q->ndim - 1] = dims[4];
+  lab_tensor *qc = lab_contiguous(q), *kc = lab_contiguous(k), *vc = lab_contiguous(v);
+  lab_tensor *o = (qc && kc && vc) ? lab_tensor_empty_on(dev, q->dtype, q->ndim, oshape) : NULL;
+  lab_tensor *l = o ? lab_tensor_empty_on(dev, LAB_F32, q->ndim - 1, q->shape) : NULL; /* [..., T] */
+  int rc = -1;
+  if (l) {
+    lab_flash_args a = flash_args(q->dtype, dims, scale, causal);
+    a.q = lab_data(qc), a.k = lab_data(kc), a.v = lab_data(vc), a.out = lab_data(o), a.lse = lab_data(l);
+    rc = lab_ops_of(q)->flash_fwd(&a);
+  }
+  lab_tensor_release(qc);
+  lab_tensor_release(kc);
+  lab_tensor_release(vc);
+  if (rc < 0) {
+    lab_tensor_release(o);
+    lab_tensor_release(l);
+    return -1;
+  }
+  *out = o, *lse = l;
+  return 0;
+}
+
+int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor *out, lab_tensor *dout,
+                        lab_tensor *lse, int causal, double scale, lab_tensor **dq, lab_tensor **dk, lab_tensor **dv) {
+  const char *op = "flash_block_backward";
+  char a1[128], b1[128];
+  int64_t dims[5];
+  *dq = *dk = *dv = NULL;
+  if (block_check(op, q, k, v, dims) < 0) return -1;
+  int ok = out->ndim == q->ndim && dout->ndim == q->ndim && out->dtype == q->dtype && dout->dtype == q->dtype &&
+           lse->dtype == LAB_F32 && lab_numel(lse) == dims[0] * dims[1] &&
+           lab_numel(out) == dims[0] * dims[1] * dims[4] && lab_numel(dout) == lab_numel(out);
+  if (!ok)
+    return lab_fail(op, "out and dout must be [..., T, Dv] in q's dtype and lse [..., T] f32; got out %s, lse %s",
+                    lab_shape_str(out, a1, sizeof a1), lab_shape_str(lse, b1, sizeof b1));
+  lab_tensor *all[6] = {q, k, v, out, dout, lse};
+  lab_device dev;
+  if (lab_common_device(op, 6, all, &dev) < 0) return -1;
+  if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
+  lab_tensor *c[6] = {0};
+  int good = 1;
+  for (int i = 0; i < 6; i++) good = good && (c[i] = lab_contiguous(all[i])) != NULL;
+  int64_t wn = (int64_t)(lab_flash_work_bytes(dims[0], dims[1], dims[3]) / sizeof(float));
+  lab_tensor *work = good ? lab_tensor_empty_on(dev, LAB_F32, 1, &wn) : NULL;
+  lab_tensor *gq = work ? lab_tensor_empty_on(dev, q->dtype, q->ndim, q->shape) : NULL;
+  lab_tensor *gk = gq ? lab_tensor_empty_on(dev, k->dtype, k->ndim, k->shape) : NULL;
+  lab_tensor *gv = gk ? lab_tensor_empty_on(dev, v->dtype, v->ndim, v->shape) : NULL;
+  int rc = -1;
+  if (gv) {
+    lab_flash_args a = flash_args(q->dtype, dims, scale, causal);
+    a.q = lab_data(c[0]), a.k = lab_data(c[1]), a.v = lab_data(c[2]), a.o = lab_data(c[3]), a.dout = lab_data(c[4]);
+    a.lse = lab_data(c[5]), a.dq = lab_data(gq), a.dk = lab_data(gk), a.dv = lab_data(gv), a.work = lab_data(work);
+    rc = lab_ops_of(q)->flash_bwd(&a);
+  }
+  for (int i = 0; i < 6; i++) lab_tensor_release(c[i]);
+  lab_tensor_release(work);
+  if (rc < 0) {
+    lab_tensor_release(gq);
+    lab_tensor_release(gk);
+    lab_tensor_release(gv);
+    return -1;
+  }
+  *dq = gq, *dk = gk, *dv = gv;
+  return 0;
+}
