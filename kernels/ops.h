@@ -12,6 +12,7 @@
 typedef enum {
   LAB_ADD, LAB_SUB, LAB_MUL, LAB_DIV, LAB_POW, LAB_MAXIMUM, LAB_MINIMUM, LAB_REMAINDER,
   LAB_EQ, LAB_NE, LAB_LT, LAB_LE, LAB_GT, LAB_GE,
+  LAB_FLOOR_DIV, /* Lua's and Python's //: floor(a / b), integers stay integers */
   LAB_NBINARY
 } lab_binary_op;
 

@@ -65,6 +65,7 @@ BINARY(pow, LAB_POW)
 BINARY(maximum, LAB_MAXIMUM)
 BINARY(minimum, LAB_MINIMUM)
 BINARY(remainder, LAB_REMAINDER)
+BINARY(floor_divide, LAB_FLOOR_DIV)
 BINARY(eq, LAB_EQ)
 BINARY(ne, LAB_NE)
 BINARY(lt, LAB_LT)
@@ -379,7 +380,7 @@ static const luaL_Reg ops[] = {
     {"add", m_add},         {"add_", m_add_},     {"sub", m_sub},           {"sub_", m_sub_},
     {"mul", m_mul},         {"mul_", m_mul_},     {"div", m_div},           {"div_", m_div_},
     {"pow", m_pow},         {"pow_", m_pow_},     {"maximum", m_maximum},   {"maximum_", m_maximum_},
-    {"minimum", m_minimum}, {"minimum_", m_minimum_}, {"remainder", m_remainder}, {"remainder_", m_remainder_}, {"eq", m_eq},         {"eq_", m_eq_},
+    {"minimum", m_minimum}, {"minimum_", m_minimum_}, {"remainder", m_remainder}, {"remainder_", m_remainder_}, {"floor_divide", m_floor_divide}, {"floor_divide_", m_floor_divide_}, {"eq", m_eq},         {"eq_", m_eq_},
     {"ne", m_ne},           {"ne_", m_ne_},       {"lt", m_lt},             {"lt_", m_lt_},
     {"le", m_le},           {"le_", m_le_},       {"gt", m_gt},             {"gt_", m_gt_},
     {"ge", m_ge},           {"ge_", m_ge_},       {"neg", m_neg},           {"neg_", m_neg_},
@@ -397,7 +398,7 @@ static const luaL_Reg ops[] = {
 void ll_register_tensor_ops(lua_State *L) {
   luaL_setfuncs(L, ops, 0);
   static const luaL_Reg meta[] = {{"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul},
-                                  {"__div", m_div}, {"__pow", m_pow}, {"__mod", m_remainder}, {"__unm", mm_unm},
+                                  {"__div", m_div}, {"__pow", m_pow}, {"__mod", m_remainder}, {"__idiv", m_floor_divide}, {"__unm", mm_unm},
                                   {NULL, NULL}};
   lua_pushvalue(L, -2);
   luaL_setfuncs(L, meta, 0);

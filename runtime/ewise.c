@@ -11,7 +11,7 @@
 
 const char *lab_binary_name(lab_binary_op op) {
   static const char *n[LAB_NBINARY] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder",
-                                       "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+                                       "eq",  "ne",  "lt",  "le",  "gt",  "ge", "floor_divide"};
   return n[op];
 }
 
@@ -94,7 +94,7 @@ static lab_dtype binary_compute_type(lab_binary_op op, lab_dtype promoted) {
  * exponent of an integer pow ("Integers to negative integer powers are not allowed"). */
 static int check_integer_operand(lab_binary_op op, lab_dtype promoted, lab_dtype ct, lab_tensor *b) {
   if (lab_dtype_is_float(promoted)) return 0;
-  int divides = op == LAB_REMAINDER || (op == LAB_DIV && !lab_dtype_is_float(ct));
+  int divides = op == LAB_REMAINDER || op == LAB_FLOOR_DIV || (op == LAB_DIV && !lab_dtype_is_float(ct));
   if (!divides && op != LAB_POW) return 0;
   lab_tensor *i = lab_to_dtype(b, LAB_I64);
   lab_tensor *c = i ? lab_to_host(i) : NULL;

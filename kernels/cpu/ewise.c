@@ -55,7 +55,7 @@ static inline double floored_mod(double x, double y) {
   return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
 }
 
-#define BINARY_FLOAT(T, POW, MOD)                                                                   \
+#define BINARY_FLOAT(T, POW, MOD, FLOOR)                                                                   \
   switch (op) {                                                                                \
   case LAB_ADD: BINARY_LOOP(T, x[i] + y[i]); break;                                            \
   case LAB_SUB: BINARY_LOOP(T, x[i] - y[i]); break;                                            \
@@ -71,21 +71,23 @@ static inline double floored_mod(double x, double y) {
   case LAB_LE: BINARY_LOOP(T, x[i] <= y[i]); break;                                            \
   case LAB_GT: BINARY_LOOP(T, x[i] > y[i]); break;                                             \
   case LAB_GE: BINARY_LOOP(T, x[i] >= y[i]); break;                                            \
+  case LAB_FLOOR_DIV: BINARY_LOOP(T, FLOOR(x[i] / y[i])); break;                               \
   default: break;                                                                              \
   }
 
 void lab_binary_kernel(lab_binary_op op, lab_dtype ct, const void *a, const void *b, void *out,
                        int64_t n) {
   if (ct == LAB_F32) {
-    BINARY_FLOAT(float, powf, floored_modf);
+    BINARY_FLOAT(float, powf, floored_modf, floorf);
   } else if (ct == LAB_F64) {
-    BINARY_FLOAT(double, pow, floored_mod);
+    BINARY_FLOAT(double, pow, floored_mod, floor);
   } else {
     switch (op) {
     case LAB_ADD: BINARY_LOOP(int64_t, wrap_add(x[i], y[i])); break;
     case LAB_SUB: BINARY_LOOP(int64_t, wrap_sub(x[i], y[i])); break;
     case LAB_MUL: BINARY_LOOP(int64_t, wrap_mul(x[i], y[i])); break;
-    case LAB_DIV: BINARY_LOOP(int64_t, floor_div(x[i], y[i])); break; /* as Python's // */
+    case LAB_DIV: /* integer compute only for // (true division runs in float) */
+    case LAB_FLOOR_DIV: BINARY_LOOP(int64_t, floor_div(x[i], y[i])); break; /* as Python's // */
     case LAB_POW: BINARY_LOOP(int64_t, ipow(x[i], y[i])); break;
     case LAB_REMAINDER: BINARY_LOOP(int64_t, floor_mod(x[i], y[i])); break;
     case LAB_MAXIMUM: BINARY_LOOP(int64_t, x[i] > y[i] ? x[i] : y[i]); break;

@@ -45,6 +45,7 @@ template <typename CT> __device__ CT binary_f(int op, CT x, CT y) {
   case LAB_LT: return x < y;
   case LAB_LE: return x <= y;
   case LAB_GT: return x > y;
+  case LAB_FLOOR_DIV: return floor(x / y);
   default: return x >= y;
   }
 }
@@ -55,6 +56,7 @@ __device__ long long binary_i(int op, long long x, long long y) {
   case LAB_SUB: return (long long)((unsigned long long)x - (unsigned long long)y);
   case LAB_MUL: return wrap_mul(x, y);
   case LAB_DIV:
+  case LAB_FLOOR_DIV:
     if (y == 0) return 0;
     if (y == -1) return wrap_neg(x);
     return x / y - ((x % y != 0) && ((x < 0) != (y < 0)));

@@ -100,7 +100,8 @@ lab_tensor *lab_ad_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int ou
   lab_tensor *out = lab_binary(op, a, b, out_dtype);
   lab_tensor *in[2] = {a, b};
   if (!out || !lab_ag_needed(2, in)) return out;
-  if (op >= LAB_EQ && op <= LAB_GE) return out; /* comparisons have no gradient */
+  /* comparisons have no gradient; floor division's is zero almost everywhere (PyTorch) */
+  if ((op >= LAB_EQ && op <= LAB_GE) || op == LAB_FLOOR_DIV) return out;
   lab_node *n = lab_node_new(lab_binary_name(op), binary_bw, 2, in);
   if (!n) return ag_drop(out);
   n->i[0] = op;

@@ -2,7 +2,8 @@
 -- and the rank (issue 11): embedding ids out of range (id -1 read out of bounds and its
 -- backward ended in a double free), integer % by 0 and -1 (math.mininteger % -1 was SIGFPE),
 -- integer pow with a negative exponent (gave 0), clamp bounds an integer dtype cannot hold
--- (gave 0s), dropout p NaN. Integer arithmetic wraps as Lua's does. Run at 1 and 2 ranks.
+-- (gave 0s), dropout p NaN. Integer arithmetic wraps as Lua's does; // and % follow Lua's
+-- integer // and % (the reference is Lua itself). Run at 1 and 2 ranks.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
 local R = "rank " .. lab.dist.rank() .. ": "
@@ -37,6 +38,23 @@ T.test("integer remainder and division by -1 and 0", function()
   T.raises(function() t:remainder_(0) end, R .. "remainder: integer remainder by zero")
   T.eq(t[1], 5, "a refused in-place op leaves the tensor alone")
   T.near((lab.tensor({ 5.0 }) % 0)[1] ~= (lab.tensor({ 5.0 }) % 0)[1] and 1 or 0, 1, 0, "float % 0 is NaN, as PyTorch")
+end)
+
+T.test("// floor-divides as Lua's //, by -1 too; integer // 0 is an error", function()
+  local xs = { math.mininteger, math.mininteger + 1, -7, -1, 0, 1, 7, math.maxinteger }
+  local ys = { -3, -2, -1, 1, 2, 5 }
+  for _, y in ipairs(ys) do
+    local q, r = i64(xs) // y, i64(xs) % y
+    for k, x in ipairs(xs) do
+      T.eq(q[k], x // y, string.format("%d // %d", x, y))
+      T.eq(r[k], x % y, string.format("%d %% %d", x, y))
+    end
+  end
+  T.values(lab.tensor({ -7, 7 }, { dtype = "i32" }):floor_divide(-1), { 7, -7 }, 0, "i32 // -1")
+  T.raises(function() return i64({ 5 }) // 0 end, R .. "floor_divide: integer division by zero")
+  T.raises(function() return i64({ 5, 6 }):floor_divide(i64({ 2, 0 })) end, R .. "floor_divide: integer division by zero")
+  T.values(lab.tensor({ -7.5, 7.5 }) // 2, { -7.5 // 2, 7.5 // 2 }, 0, "floats floor-divide as Lua's //")
+  T.eq((lab.tensor({ 1.0 }) // 0)[1], 1.0 // 0, "float // 0 is inf, as in Lua")
 end)
 
 T.test("integer arithmetic wraps as Lua's integers do", function()
