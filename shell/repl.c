@@ -564,6 +564,10 @@ static char *read_for_stepper(const char *prompt) {
   if (was_watching) stop_watching();
   fflush(term.out);
   char *line = terminal_readline(&term, term.interactive ? prompt : "");
+  while (line && terminal_take_interrupt(&term)) { /* Ctrl-C clears the line; it is not a step */
+    free(line);
+    line = terminal_readline(&term, term.interactive ? prompt : "");
+  }
   if (line && line[0]) terminal_add_history(&term, line);
   if (was_watching) start_watching();
   return line;

@@ -60,6 +60,14 @@ int expect(session *s, const char *text, double timeout) {
   return 0;
 }
 
+void pump(session *s, double timeout) {
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  if (s->len + 1 >= sizeof s->buf || poll(&p, 1, (int)(timeout * 1000)) <= 0) return;
+  ssize_t n = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+  if (n > 0) s->len += (size_t)n;
+  s->buf[s->len] = 0;
+}
+
 void type(session *s, const char *keys) {
   size_t n = strlen(keys);
   assert_int_equal(write(s->fd, keys, n), (ssize_t)n);

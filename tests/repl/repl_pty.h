@@ -21,6 +21,8 @@ void spawn(session *s, char *const argv[]);
 /* Reads until `text` appears after the mark (then moves the mark past it); 1 if it did. */
 int expect(session *s, const char *text, double timeout);
 void type(session *s, const char *keys);
+/* Reads what arrives within timeout seconds, quietly. */
+void pump(session *s, double timeout);
 /* Waits for the process to exit; returns its status, or -1 after killing it. */
 int finish(session *s, double timeout);
 /* spawn llmlab -n N and wait for the prompt */
