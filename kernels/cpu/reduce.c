@@ -19,16 +19,18 @@ double lab_row_sum_f(lab_dtype ct, const void *x, int64_t n) {
   return s;
 }
 
+/* integer sums and products wrap as two's complement (as Lua's and PyTorch's integers do):
+ * unsigned arithmetic, since signed overflow is undefined */
 int64_t lab_row_sum_i(const int64_t *x, int64_t n) {
-  int64_t s = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i];
-  return s;
+  uint64_t s = 0;
+  for (int64_t i = 0; i < n; i++) s += (uint64_t)x[i];
+  return (int64_t)s;
 }
 
 int64_t lab_row_prod_i(const int64_t *x, int64_t n) {
-  int64_t s = 1;
-  for (int64_t i = 0; i < n; i++) s *= x[i];
-  return s;
+  uint64_t s = 1;
+  for (int64_t i = 0; i < n; i++) s *= (uint64_t)x[i];
+  return (int64_t)s;
 }
 
 double lab_row_prod_f(lab_dtype ct, const void *x, int64_t n) {

@@ -65,14 +65,16 @@ __global__ void reduce_kernel(lab_red_args a, int64_t outputs) {
       continue;
     }
     if (a.ct == LAB_I64 && (a.op == LAB_R_SUM || a.op == LAB_R_PROD)) {
-      long long acc = a.op == LAB_R_SUM ? 0 : 1;
+      // unsigned: integer sums and products wrap as two's complement (kernels/cpu/reduce.c)
+      unsigned long long acc = a.op == LAB_R_SUM ? 0 : 1;
       if (a.op == LAB_R_SUM) {
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += lab_load<long long>(line + j * a.stride, a.in_t);
-        acc = lab_block_sum<long long>(acc);
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+          acc += (unsigned long long)lab_load<long long>(line + j * a.stride, a.in_t);
+        acc = lab_block_sum<unsigned long long>(acc);
       } else if (threadIdx.x == 0) { // products are short in practice; one thread keeps order
-        for (int64_t j = 0; j < n; j++) acc *= lab_load<long long>(line + j * a.stride, a.in_t);
+        for (int64_t j = 0; j < n; j++) acc *= (unsigned long long)lab_load<long long>(line + j * a.stride, a.in_t);
       }
-      if (threadIdx.x == 0) lab_store<long long>(p[0], a.out_t, acc);
+      if (threadIdx.x == 0) lab_store<long long>(p[0], a.out_t, (long long)acc);
       __syncthreads();
       continue;
     }

@@ -63,6 +63,8 @@ T.test("integer arithmetic wraps as Lua's integers do", function()
   T.eq((i64({ math.maxinteger }) * 3)[1], math.maxinteger * 3, "maxinteger * 3")
   T.eq((-i64({ math.mininteger }))[1], -math.mininteger, "-mininteger")
   T.eq(i64({ math.mininteger }):abs()[1], math.mininteger, "abs(mininteger), as PyTorch")
+  T.eq(i64({ math.maxinteger, 7 }):prod():item(), math.maxinteger * 7, "prod wraps (fuzz: UBSan in reduce.c)")
+  T.eq(i64({ math.maxinteger, 2 }):sum():item(), math.maxinteger + 2, "sum wraps")
   local r = 1
   for _ = 1, 41 do r = r * 3 end
   T.eq((i64({ 3 }) ^ 41)[1], r, "3^41 wraps as repeated Lua multiplication")
