@@ -68,6 +68,27 @@ static void restore_modes(void) {
   raw_now = 0;
 }
 
+/* Whatever ends the job (mpirun killed: it sends SIGTERM to every rank first; a hang-up; a
+ * crash), the terminal gets its modes back: tcsetattr is async-signal-safe. */
+static int mode_fd = -1;
+static void restore_and_die(int sig) {
+  if (mode_fd >= 0) tcsetattr(mode_fd, TCSANOW, &original_modes);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void restore_on_fatal_signals(int fd) {
+  mode_fd = fd;
+  const int sigs[] = {SIGTERM, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = restore_and_die;
+    sa.sa_flags = SA_RESETHAND;
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sigs[i], &sa, NULL);
+  }
+}
+
 /* While a chunk runs the keys stay raw too: Ctrl-C must arrive as a byte (and not as a
  * SIGINT to mpirun, the foreground job, which would kill the job). The output of the
  * chunk is written with \r\n by the REPL, so cooked output is not needed. */
@@ -117,6 +138,7 @@ void terminal_open(terminal *t) {
       /* rank 0 is not in the foreground group: changing the terminal's modes would stop it */
       signal(SIGTTOU, SIG_IGN);
       have_original = tcgetattr(fd, &original_modes) == 0;
+      if (have_original) restore_on_fatal_signals(fd);
       rl_prep_term_function = relay_prep;
       rl_deprep_term_function = relay_deprep;
       rl_bind_key(3, ctrl_c_key);
@@ -142,6 +164,7 @@ void terminal_close(terminal *t) {
     write_history(history_path);
   }
   if (t->relayed) restore_modes();
+  mode_fd = -1;
   if (t->tty_fd >= 0) fclose(t->out);
   current = NULL;
 }

@@ -82,6 +82,7 @@ int finish(session *s, double timeout) {
     if (poll(&p, 1, 50) > 0 && read(s->fd, sink, sizeof sink) <= 0) { /* pty closed */ }
     pid_t r = waitpid(s->pid, &st, WNOHANG);
     if (r == s->pid) {
+      s->have_modes = tcgetattr(s->fd, &s->modes) == 0; /* the pty keeps the modes it was left in */
       close(s->fd);
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }

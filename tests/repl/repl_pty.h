@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <termios.h>
 
 typedef struct {
   pid_t pid;
@@ -11,6 +12,8 @@ typedef struct {
   char buf[1 << 17];
   size_t len;
   size_t mark; /* expect() searches from here */
+  struct termios modes; /* the terminal's modes when the session ended (finish) */
+  int have_modes;
 } session;
 
 extern const char *llmlab_path;

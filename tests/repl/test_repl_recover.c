@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <termios.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -48,11 +49,9 @@ static void session_still_works(session *s) {
   assert_true(expect(s, "[0-1] 2.0", 20));
   type(s, "\x04");
   assert_int_equal(finish(s, 30), 0);
-  struct termios t;
-  if (tcgetattr(s->fd, &t) == 0) { /* the modes llmlab found (canonical, echoing) are back */
-    assert_true(t.c_lflag & ICANON);
-    assert_true(t.c_lflag & ECHO);
-  }
+  assert_true(s->have_modes); /* the modes llmlab found (canonical, echoing) are back */
+  assert_true(s->modes.c_lflag & ICANON);
+  assert_true(s->modes.c_lflag & ECHO);
 }
 
 static void test_stepper_quit_while_others_wait(void **state) {
@@ -100,13 +99,13 @@ static void test_watchdog_inside_on_group(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  /* the first targeted rank spins 4 s; the other times out after 2 s */
+  /* the first targeted rank spins 5 s (wall clock); the other times out after 2 s */
   const char *target = nranks >= 4 ? "1,3" : "0,1", *shown = nranks >= 4 ? "1,3" : "0-1";
   const char *spinner = nranks >= 4 ? "1" : "0";
   char cmd[512], want[64];
   type(&s, ":watchdog 2\r");
   snprintf(cmd, sizeof cmd,
-           "%%on %s if lab.dist.rank() == %s then local t = os.clock() while os.clock() - t < 4 do end end; "
+           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 5 do end end; "
            "lab.dist.all_reduce(lab.ones(2))\r", target, spinner);
   type(&s, cmd);
   assert_true(expect(&s, "watchdog: no progress for 2 s on group", 40));
@@ -122,6 +121,21 @@ static void test_watchdog_inside_on_group(void **state) {
   session_still_works(&s);
 }
 
+/* mpirun killed while a chunk runs: rank 0 gives the terminal its modes back as it dies */
+static void test_terminal_back_when_mpirun_is_killed(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, "while true do end\r");
+  usleep(1000000);
+  kill(s.pid, SIGTERM); /* llmlab -n runs mpirun in its place: this is mpirun */
+  int code = finish(&s, 30);
+  assert_true(code != -1); /* it ended */
+  assert_true(s.have_modes);
+  assert_true(s.modes.c_lflag & ICANON);
+  assert_true(s.modes.c_lflag & ECHO);
+}
+
 int main(int argc, char **argv) {
   pty_setup(argc, argv);
   if (argc > 2) ranks = argv[2];
@@ -130,6 +144,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_stepper_quit_while_others_wait),
       cmocka_unit_test(test_continue_then_ctrl_c),
       cmocka_unit_test(test_watchdog_inside_on_group),
+      cmocka_unit_test(test_terminal_back_when_mpirun_is_killed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
