@@ -38,8 +38,10 @@ lab.dist.set_watchdog(watchdog0)
 
 -- ---- the pools: values earlier calls returned, with the recipe that made them ----
 local pool = { tensors = {}, objects = {}, modules = {} }
+local pooled = setmetatable({}, { __mode = "k" }) -- every object the pools hold
 local function remember(list, v, r, cap)
   if #r > 400 then return end
+  if type(v) == "table" or type(v) == "userdata" then pooled[v] = true end
   if #list < cap then list[#list + 1] = { v = v, r = r } else list[G:int(cap)] = { v = v, r = r } end
 end
 
@@ -155,8 +157,9 @@ function gen.G()
   if #pool.objects > 0 and G:chance(0.3) then
     for _ = 1, 4 do
       local e = G:pick(pool.objects)
-      local ok, s = pcall(tostring, e.v)
-      if ok and type(s) == "string" and s:find("^ProcessGroup") then return e.v, e.r end
+      -- by metatable name, not tostring: printing a module that contains itself never ends
+      local mt = getmetatable(e.v)
+      if type(mt) == "table" and rawget(mt, "__name") == "lab.dist.Group" then return e.v, e.r end
     end
   end
   if G:chance(0.7) then return lab.dist.world_group(), "lab.dist.world_group()" end
@@ -268,9 +271,9 @@ local function restore_globals()
   lab.dist.set_checked(false)
 end
 
-local function run_call(k, name, call, repro)
+local function run_call(k, name, call, repro, args)
   for _, e in ipairs(X.crashes) do
-    if not e.off and e.match(name, repro) then
+    if not e.off and e.match(name, repro, args or {}, pooled) then
       stats.skipped[e.id] = (stats.skipped[e.id] or 0) + 1
       return
     end
@@ -383,7 +386,7 @@ local function one_call(k)
       "(" .. ro .. ")(" .. arglist(recs, n) .. ")")
   end
   return run_call(k, "object:" .. m, function() return o[m](o, table.unpack(args, 1, n)) end,
-    "(" .. ro .. "):" .. m .. "(" .. arglist(recs, n) .. ")")
+    "(" .. ro .. "):" .. m .. "(" .. arglist(recs, n) .. ")", args)
 end
 
 -- ---- the run ----

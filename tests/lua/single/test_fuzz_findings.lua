@@ -56,4 +56,14 @@ T.test("embedding with 0-wide rows (nn.c copied rows from a NULL weight)", funct
   T.eq(table.concat(w.grad.shape, ","), "2,0", "gradient shape")
 end)
 
+T.test("integer sum and prod wrap as Lua's integers do (reduce.c overflowed int64)", function()
+  local M = math.maxinteger
+  local x = lab.tensor({ M, M, M }, { dtype = "i64" })
+  T.eq(x:prod():item(), M * M * M, "prod of three maxintegers")
+  T.eq(x:sum():item(), M + M + M, "sum of three maxintegers")
+  local e = lab.tensor({ M }, { dtype = "i64" }):expand(3)
+  T.eq(e:prod():item(), M * M * M, "prod over an expanded view")
+  T.eq(lab.tensor({ M, 1 }, { dtype = "i64" }):sum():item(), math.mininteger, "maxinteger + 1")
+end)
+
 T.finish()
