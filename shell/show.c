@@ -149,6 +149,14 @@ void show_value(lua_State *L, int idx) {
   free(t.s);
 }
 
+void show_value_short(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  text t = {0};
+  add_value(L, &t, idx, 0, 1);
+  lua_pushlstring(L, t.s ? t.s : "", t.len);
+  free(t.s);
+}
+
 static int show_print(lua_State *L) {
   int n = lua_gettop(L);
   for (int i = 1; i <= n; i++) {

@@ -8,6 +8,8 @@
 
 /* Pushes the compact text of the value at idx. */
 void show_value(lua_State *L, int idx);
+/* The same as an element of a table shows: strings quoted, a tensor by its first line. */
+void show_value_short(lua_State *L, int idx);
 /* Replaces the global print with one that shows tables compactly (the REPL's sessions). */
 void show_install_print(lua_State *L);
 

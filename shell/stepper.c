@@ -16,6 +16,7 @@
 #include "runtime/dist/dist.h"
 #include "repl.h"
 #include "session.h"
+#include "show.h"
 
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_CONTINUE, MODE_QUIT };
 
@@ -109,10 +110,10 @@ static char *answer(lua_State *L, const char *cmd, int level) {
     luaL_buffinit(L, &b);
     const char *name;
     for (int i = 1; frame && (name = lua_getlocal(L, &ar, i)); i++) {
-      if (name[0] != '(') {
-        const char *v = luaL_tolstring(L, -1, NULL);
-        lua_pushfstring(L, "%s = %s\n", name, v);
-        lua_remove(L, -2); /* the tolstring result */
+      if (name[0] != '(') { /* strings quoted, tensors by their first line, tables compact */
+        show_value_short(L, -1);
+        lua_pushfstring(L, "%s = %s\n", name, lua_tostring(L, -1));
+        lua_remove(L, -2); /* the shown text */
         lua_remove(L, -2); /* the local */
         luaL_addvalue(&b);
       } else {
@@ -384,8 +385,10 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
   if (!pending) pending_since = 0;
   else if (pending_since == 0) pending_since = lab_now();
   int pause = pending && lab_now() - pending_since > PAUSE_GRACE_S;
+  /* s stops in the user's code, not inside the library (lua/lab/...), as pdb skips its own */
+  int in_library = strstr(ar->source, "/lua/lab/") != NULL;
   switch (st.mode) {
-  case MODE_INTO: pause = 1; break;
+  case MODE_INTO: pause = pause || !in_library; break;
   case MODE_OVER: pause = pause || stack_depth(L) - 1 <= st.target_depth; break;
   case MODE_FINISH: pause = pause || stack_depth(L) - 1 < st.target_depth; break;
   case MODE_CONTINUE: pause = pause || breakpoint_hit(L, ar); break;

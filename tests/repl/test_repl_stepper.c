@@ -30,7 +30,9 @@ static void test_stepper_and_parsing(void **state) {
              "for i = 1, 5 do\n"
              "  total = total + i\n"
              "end\n"
-             "print('total', total)\n");
+             "print('total', total)\n"
+             "local name, x = 'adam', lab.ones(3)\n"
+             "print(name)\n");
   fclose(f);
   snprintf(cmd, sizeof cmd, ":step %s\r", path);
   type(&s, cmd);
@@ -56,8 +58,13 @@ static void test_stepper_and_parsing(void **state) {
   assert_true(expect(&s, want, 30));
   type(&s, cmd); /* a new session numbers its breakpoints from 1 again */
   assert_true(expect(&s, "(step) ", 30));
-  type(&s, "b 5\r");
+  type(&s, "b 7\r");
   assert_true(expect(&s, "breakpoint 1 at ", 10));
+  type(&s, "c\r");
+  assert_true(expect(&s, "loop.lua:7", 30));
+  type(&s, "locals\r"); /* strings quoted, a tensor by its first line */
+  assert_true(expect(&s, "name = \"adam\"", 20));
+  assert_true(expect(&s, "x = ", 20));
   type(&s, "q\r");
   assert_true(expect(&s, "stopped", 30));
   assert_true(expect(&s, "> ", 10));
