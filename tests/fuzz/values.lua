@@ -28,11 +28,12 @@ function V:pick(list) return list[self:int(#list)] end
 
 -- ---- scalars ----
 -- huge integers for any argument: each is refused as a size (over 2^48 bytes) or negative,
--- so none can make a call allocate gigabytes on a shared machine
-local huge_ints = { 1 << 50, 1 << 62, math.maxinteger, math.mininteger, -(1 << 62), -(1 << 31) }
+-- so none can make a call allocate gigabytes on a shared machine (not even as an arange
+-- bound: arange(0.5, -2^31, -1.5) is a real 5.7 GB tensor, which the ASan lane once made)
+local huge_ints = { 1 << 50, 1 << 62, math.maxinteger, math.mininteger, -(1 << 62) }
 -- for dims and indices only: values that a 32-bit truncation turns into small valid ones
 -- (2^32 + 2 -> 2), but that as a size would be a real 16 GB tensor
-local truncating_ints = { 1 << 31, (1 << 32) + 2, (1 << 32) + 1 }
+local truncating_ints = { 1 << 31, -(1 << 31), (1 << 32) + 2, (1 << 32) + 1 }
 local sizes_small = { 0, 1, 1, 2, 2, 3, 4, 5, 8 }
 -- absurd sizes: never between ~2^26 and 2^48 elements, so no call can legitimately try to
 -- allocate gigabytes on a shared machine; each of these must be refused
