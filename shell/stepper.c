@@ -384,9 +384,10 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
   int pending = lab_board_pause_pending();
   if (!pending) pending_since = 0;
   else if (pending_since == 0) pending_since = lab_now();
-  int pause = pending && lab_now() - pending_since > PAUSE_GRACE_S;
-  /* s stops in the user's code, not inside the library (lua/lab/...), as pdb skips its own */
+  /* s stops in the user's code, not inside the library (lua/lab/...), as pdb skips its own;
+   * a rank joining another's stop also waits until it is back in the user's code */
   int in_library = strstr(ar->source, "/lua/lab/") != NULL;
+  int pause = pending && lab_now() - pending_since > PAUSE_GRACE_S && !in_library;
   switch (st.mode) {
   case MODE_INTO: pause = pause || !in_library; break;
   case MODE_OVER: pause = pause || stack_depth(L) - 1 <= st.target_depth; break;
