@@ -165,22 +165,25 @@ function Recipe:save_state()
   return out
 end
 
--- raises (a plain message; ckpt.load adds rank and path) unless list fits these metas
+-- raises "rank N: amp.DelayedScaling:check_state: ..." unless list fits these metas (ckpt.load
+-- replaces the rank with its own report naming every rank and the path)
 function Recipe:check_state(list)
+  local function bad(fmt, ...)
+    error(string.format("rank %d: amp.DelayedScaling:check_state: " .. fmt, rank(), ...), 0)
+  end
   if type(list) ~= "table" or #list ~= #self.metas then
-    error(string.format("its FP8 state has %s scaled tensors, this model %d", type(list) == "table" and #list or "no",
-      #self.metas), 0)
+    bad("its FP8 state has %s scaled tensors, this model %d", type(list) == "table" and #list or "no", #self.metas)
   end
   for i, m in ipairs(self.metas) do
     local e = list[i]
     if type(e) ~= "table" or e.name ~= m.name then
-      error(string.format("FP8 tensor %d is %s in the checkpoint, %s in this model", i,
-        type(e) == "table" and tostring(e.name) or "missing", m.name), 0)
+      bad("FP8 tensor %d is %s in the checkpoint, %s in this model", i, type(e) == "table" and tostring(e.name) or "missing",
+        m.name)
     end
     if type(e.scale) ~= "number" or not (e.scale > 0 and e.scale < math.huge) or type(e.history) ~= "table"
       or #e.history > m.len or math.type(e.pos) ~= "integer" or e.pos < 0 or e.pos > #e.history then
-      error(string.format("FP8 state of %s is damaged or kept a longer amax history (%s steps) than this recipe (%d)",
-        m.name, type(e.history) == "table" and #e.history or "?", m.len), 0)
+      bad("FP8 state of %s is damaged or kept a longer amax history (%s steps) than this recipe (%d)", m.name,
+        type(e.history) == "table" and #e.history or "?", m.len)
     end
   end
 end

@@ -67,7 +67,23 @@ function Module:buffer(name, t)
   return t
 end
 
+-- true if `m` is `self` or contains it: a module inside itself makes every walk (printing,
+-- parameters, state_dict) loop forever
+local function contains(m, target, seen)
+  if m == target then return true end
+  if seen[m] then return false end
+  seen[m] = true
+  for _, c in ipairs(m:children()) do
+    if contains(c, target, seen) then return true end
+  end
+  return false
+end
+
 function Module:add(name, m)
+  if nn.is_module(m) and contains(m, self, {}) then
+    error(string.format("rank %d: %s.add: a module cannot contain itself (cycle through '%s')", lab.dist.rank(),
+      getmetatable(self).__name or "Module", tostring(name)), 0)
+  end
   if self._kinds[name] == nil then self._names[#self._names + 1] = name end
   self._kinds[name] = "module"
   self[name] = m
@@ -300,8 +316,8 @@ function ModuleList:init(mods)
   for _, m in ipairs(mods or {}) do self:append(m) end
 end
 function ModuleList:append(m)
+  self:add(tostring(self.n + 1), m) -- counted once added: a refused append leaves no gap
   self.n = self.n + 1
-  self:add(tostring(self.n), m)
   return self
 end
 function ModuleList:at(i) return self[tostring(i)] end

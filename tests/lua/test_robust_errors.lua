@@ -63,4 +63,22 @@ T.test("lua/lab helpers raise argument errors, not raw Lua errors", function()
   lab.assert_close(lab.ones(2), lab.ones(2))
 end)
 
+T.test("fuzz findings: FP8 state errors name the rank; a module cannot contain itself", function()
+  T.raises(function() lab.amp.DelayedScaling({}):check_state(5) end,
+    R .. "amp.DelayedScaling:check_state: its FP8 state has no scaled tensors, this model 0")
+  T.raises(function() lab.amp.DelayedScaling({}):load_state({ 1, 2 }) end, R .. "amp.DelayedScaling:check_state: its FP8 state has 2")
+  local m = lab.nn.ModuleList({ lab.nn.Linear(3, 2) })
+  T.raises(function() m:append(m) end, R .. "ModuleList.add: a module cannot contain itself (cycle through '2')")
+  local a, b = lab.nn.ModuleList(), lab.nn.ModuleList()
+  a:append(b)
+  T.raises(function() b:append(a) end, R .. "ModuleList.add: a module cannot contain itself")
+  T.eq(#m:parameters(), 2, "the refused append left the list as it was")
+  m:append(lab.nn.Linear(2, 2))
+  T.ok(m:at(2) ~= nil and m.n == 2, "the next append takes the next index")
+  T.ok(tostring(m):find("Linear", 1, true) ~= nil, "and it still prints")
+  local shared = lab.nn.Linear(2, 2)
+  local s = lab.nn.Sequential({ shared, shared }) -- the same child twice is not a cycle
+  T.eq(#s:parameters(), 2, "a shared child is fine")
+end)
+
 T.finish()
