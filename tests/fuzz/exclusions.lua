@@ -19,8 +19,8 @@ end
 -- arguments for object methods; pooled: the set of objects earlier calls returned)
 X.crashes = {
   -- (fixed on main and removed: size-overflow and zero-size-absurd, save_npy-empty, split-huge,
-  -- pp.partition-huge, p2p-peer-truncated; module-cycle: a module appended into itself now
-  -- fails with "rank N: ...: C stack overflow" when printed or walked, instead of hanging)
+  -- pp.partition-huge, p2p-peer-truncated; module-cycle: Module:add refuses a child that
+  -- contains the module, 91dc5ce)
 }
 
 -- errors without "rank N:" that are known (counted, not failed)
