@@ -35,8 +35,12 @@ field() { sed -n "s/.*[ ]$1=\([0-9.]*\).*/\1/p"; }
 steps_of() { case $1 in tiny) echo 20 ;; base) echo 6 ;; big) echo 2 ;; long) echo 3 ;; esac; }
 # PyTorch's OpenBLAS gets the AVX-512 kernels where the CPU has them (it misdetects some CPUs)
 grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=SkylakeX
+# and the wait policy llmlab gives itself (shell/main.c): on cores shared with other work
+# (load average >= cores) idle OpenMP threads sleep; spinning there costs PyTorch several x
+torch_wait=${OMP_WAIT_POLICY:-}
+if [ -z "$torch_wait" ] && awk -v c="$(nproc)" '{ exit !($1 >= c) }' /proc/loadavg; then torch_wait=PASSIVE; fi
 
-echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) =="
+echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); PyTorch's OMP_WAIT_POLICY: ${torch_wait:-libgomp default} =="
 echo "== FMA peak (GFLOP/s: wall total, per CPU-second of one thread) =="
 for t in 1 2; do echo "threads=$t $("$bin/scripts/bench/fma_peak" $t)"; done | tee "$tmp/peak"
 peak_cpu=$(awk '{ if ($3 > m) m = $3 } END { print m }' "$tmp/peak")
@@ -45,11 +49,11 @@ peak1=$(awk '/threads=1/ { print $2 }' "$tmp/peak"); peak2=$(awk '/threads=2/ { 
 torch_run() { # config threads steps
   if [ "${SEARCH:-0}" = 1 ]; then
     for variant in pthread openmp; do for ob in 1 2; do
-      LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-$variant OPENBLAS_NUM_THREADS=$ob \
+      env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-$variant OPENBLAS_NUM_THREADS=$ob ${torch_wait:+OMP_WAIT_POLICY=$torch_wait} \
         $py "$peer" speed "$2" "$3" "$1" | sed "s/$/ blas=$variant/"
     done; done
   else
-    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OPENBLAS_NUM_THREADS=$2 \
+    env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OPENBLAS_NUM_THREADS=$2 ${torch_wait:+OMP_WAIT_POLICY=$torch_wait} \
       $py "$peer" speed "$2" "$3" "$1"
   fi
 }
