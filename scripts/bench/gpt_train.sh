@@ -86,7 +86,7 @@ for c in $configs; do
     pkw=$([ $t = 1 ] && echo "$peak1" || echo "$peak2")
     awk -v c="$c" -v t=$t -v lc="$lc" -v lt="$lt" -v tc="$tc" -v tt="$tt" -v f="$flop" -v tok="$tok" \
         -v pk="$peak_cpu" -v pkw="$pkw" -v lr="$lr" -v tr="$tr" 'BEGIN {
-      gcpu = f * tok / lc / 1000   # GFLOP per CPU-second
+      gcpu = f * tok / lc   # MFLOP per CPU-ms = GFLOP per CPU-second
       gwall = f * lt / 1000
       printf "%-4s %d thread(s): llmlab %.0f tok/s, %.1f CPU ms/step; PyTorch %.0f tok/s, %.1f CPU ms/step; ratio %.2fx by CPU time, %.2fx by wall; peak share %.0f%% by CPU time (%.1f GFLOP/CPU-s), %.0f%% by wall (%.1f GFLOP/s); peak RSS llmlab %s MiB, PyTorch %s MiB\n",
         c, t, lt, lc, tt, tc, tc / lc, lt / tt, 100 * gcpu / pk, gcpu, 100 * gwall / pkw, gwall, lr, tr }'
