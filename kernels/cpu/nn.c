@@ -273,8 +273,10 @@ void lab_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, 
     for (int64_t r = 0; r < N; r++) {                                                         \
       const T *xr = x + r * C;                                                                \
       T m = xr[0];                                                                            \
+      _Pragma("omp simd reduction(max : m)")                                                 \
       for (int64_t i = 1; i < C; i++) m = xr[i] > m ? xr[i] : m;                              \
-      double se = 0, sx = 0;                                                                  \
+      double se = 0, sx = 0; /* vector partial sums (omp simd), not one serial chain */        \
+      _Pragma("omp simd reduction(+ : se, sx)")                                              \
       for (int64_t i = 0; i < C; i++) {                                                       \
         se += EXP(xr[i] - m);                                                                 \
         sx += xr[i];                                                                          \
