@@ -65,8 +65,35 @@ lab_tensor *lab_ad_transpose(lab_tensor *t, int d0, int d1) {
 }
 
 /* narrow/select: the gradient lands in a zero tensor of the input's shape.
- * i[0..8] input shape, i[9] dim, i[10] start, i[11] length (-1: select) */
+ * i[0..8] input shape, i[9] dim, i[10] start, i[11] length (-1: select)
+ * A tensor split into parts (q, k, v out of one projection) sends one such gradient per part
+ * to the same producer: each a zero-filled full-size tensor, added into the producer's pending
+ * gradient one after another (at the GPT's qkv, three memsets and two adds of [B, T, 3C] per
+ * layer for three [B, T, C] gradients). When the producer already holds a pending gradient
+ * that only the engine references (its tensor and storage each held once, no autograd of its
+ * own, contiguous), this part's gradient is added into its slot there instead and nothing is
+ * sent: the first part still allocates, the others add their third where they added it all. */
+static int slice_into_pending(lab_node *n, lab_tensor *g) {
+  lab_node *to = n->next[0].node;
+  lab_tensor *p = to ? to->pending : NULL;
+  /* contiguous: a gradient that is a broadcast view (stride 0) has elements sharing memory
+   * and must not be written through */
+  if (!p || p->refcount != 1 || p->storage->refcount != 1 || p->ag || !lab_is_contiguous(p) ||
+      p->dtype != g->dtype || p->dtype != (lab_dtype)n->in_dtype[0] || p->ndim != (int)n->i[0] ||
+      lab_device_of(p).type != lab_device_of(g).type || lab_device_of(p).index != lab_device_of(g).index)
+    return 0;
+  for (int d = 0; d < p->ndim; d++)
+    if (p->shape[d] != n->i[1 + d]) return 0;
+  int dim = (int)n->i[9];
+  lab_tensor *slot = n->i[11] < 0 ? lab_select(p, dim, n->i[10]) : lab_narrow(p, dim, n->i[10], n->i[11]);
+  int rc = slot ? lab_binary_(LAB_ADD, slot, g) : -1;
+  lab_tensor_release(slot);
+  return rc < 0 ? -1 : 1;
+}
+
 static int slice_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  int done = slice_into_pending(n, g);
+  if (done != 0) return done < 0 ? -1 : 0;
   lab_tensor *z = lab_tensor_zeros_on(lab_device_of(g), (lab_dtype)n->in_dtype[0], (int)n->i[0], &n->i[1]);
   if (!z) return -1;
   int dim = (int)n->i[9];
