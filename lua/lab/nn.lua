@@ -321,6 +321,35 @@ function ModuleList:append(m)
   return self
 end
 function ModuleList:at(i) return self[tostring(i)] end
+
+-- model.blocks[1] as in PyTorch's ModuleList: an integer (or an integral float, or a negative
+-- one counting from the end) reads the child named "1". The names stay strings, so
+-- named_parameters ("blocks.1.attn...") and state_dict keys do not change. Past the end is nil,
+-- which is what ipairs (it honours __index) stops at.
+local function child_name(self, k)
+  if math.type(k) == "float" then k = math.tointeger(k) end
+  if math.type(k) ~= "integer" then return nil end
+  if k < 0 then k = rawget(self, "n") + 1 + k end
+  return tostring(k)
+end
+function ModuleList.__index(self, k)
+  local name = child_name(self, k)
+  if name then return rawget(self, name) end
+  return ModuleList[k]
+end
+-- blocks[i] = m replaces child i (1..n); appending stays :append, so the list has no holes
+function ModuleList.__newindex(self, k, v)
+  local name = child_name(self, k)
+  if not name then return rawset(self, k, v) end
+  local i = tonumber(name)
+  if i < 1 or i > self.n then
+    error(string.format("rank %d: ModuleList: index %s is outside 1..%d (use :append to add one)",
+      lab.dist.rank(), tostring(k), self.n), 0)
+  end
+  nn.check_module(v, "ModuleList[" .. tostring(k) .. "]")
+  self:add(name, v)
+end
+function ModuleList:__len() return self.n end
 function ModuleList:iter()
   local i = 0
   return function()

@@ -78,7 +78,9 @@ static void test_planted_desync_and_hang(void **state) {
   type(&s, ":watchdog 2\r");
   type(&s, "if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(2)) end\r");
   /* one report, printed by rank 0 from the board while the chunk runs, then the error */
-  assert_true(expect(&s, "watchdog: rank 1 has waited 2.0 s in all_reduce(2 x f32) on world at stdin:1", 30));
+  /* the seconds waited are 2.0 on an idle machine, 2.1 or more under load */
+  assert_true(expect(&s, "watchdog: rank 1 has waited 2.", 30));
+  assert_true(expect(&s, " s in all_reduce(2 x f32) on world at stdin:1", 1));
   assert_true(expect(&s, "rank 0: idle", 5));
   assert_true(expect(&s, "rank 1: in all_reduce(2 x f32) on world at stdin:1", 5));
   assert_true(expect(&s, "[1] error: ", 30));
