@@ -87,6 +87,8 @@ static int candidates_p(lua_State *L) {
     lua_pop(L, 1);
     lua_getfield(L, -1, "__index");
     if (lua_istable(L, -1)) collect_keys(L, -1, text, blen, sep, prefix, out, &n, &cap);
+    /* an __index function (ModuleList's integer keys): the class itself holds the methods */
+    else if (lua_isfunction(L, -1)) collect_keys(L, -2, text, blen, sep, prefix, out, &n, &cap);
     lua_pop(L, 2);
   }
   return 0;

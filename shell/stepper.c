@@ -1,10 +1,14 @@
 /* The stepper. Every pause is one exchange on the control channel in which every rank
  * takes part: positions (and the output since the last pause) go to rank 0, rank 0
- * broadcasts a command, every rank answers; resuming commands end the exchange. */
+ * broadcasts a command, every rank answers; resuming commands end the exchange. Each rank
+ * then runs until its own stop (its next line, its frame's return, a breakpoint), joins a
+ * stop of another rank from a collective wait or from the end of its work, or, after a grace,
+ * from wherever it runs. */
 #define _GNU_SOURCE
 #include "stepper.h"
 
 #include <lauxlib.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,11 +20,18 @@
 #include "runtime/dist/dist.h"
 #include "repl.h"
 #include "session.h"
-#include "show.h"
+#include "stepper_frames.h"
 
-enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_CONTINUE, MODE_QUIT };
+enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_UNTIL, MODE_CONTINUE, MODE_QUIT };
 
-#define PAUSE_GRACE_S 0.5 /* how long a running rank may go on to reach the place another stopped at */
+/* How long a running rank may go on when another has stopped before it is pulled into that
+ * stop: after c, long enough to reach the same breakpoint itself (SPMD code then stops once,
+ * every rank there); after n, s, finish or until each rank stops where its own command ends,
+ * and the long grace only keeps a rank that never gets there from holding the others. */
+#define PAUSE_GRACE_S 1.0
+#define STEP_GRACE_S 10.0
+
+#define MAX_DISPLAYS 32
 
 typedef struct breakpoint {
   int id;
@@ -35,8 +46,18 @@ static struct {
   lua_State *L;
   int active;
   int mode, target_depth;
+  int until_line;         /* until: stop past this line of the frame... */
+  const void *until_fn;   /* ...when it is this function (the same depth may be another call) */
+  int skip_lib;           /* n, s, finish, until step over lua/lab/ files (s! does not) */
+  int base, frame;        /* the paused frame's stack level (1 inside a wait) and up's offset */
+  const char *where;      /* where a rank without a Lua frame is (a wait, the end) */
   breakpoint *bps;
   int next_bp;
+  struct {
+    int id;
+    char expr[256];
+  } displays[MAX_DISPLAYS];
+  int ndisplays, next_display;
   capture cap;
   int capturing;
   char *(*read_line)(const char *prompt);
@@ -57,22 +78,15 @@ static int stack_depth(lua_State *L) {
   return d;
 }
 
-/* the text of line n of a file (cached per file is not worth it at human speed) */
-static void source_line(const char *src, int n, char *buf, size_t size) {
-  buf[0] = 0;
-  if (!src || src[0] != '@') return;
-  FILE *f = fopen(src + 1, "r");
-  if (!f) return;
-  char line[480];
-  for (int i = 1; fgets(line, sizeof line, f); i++)
-    if (i == n) {
-      line[strcspn(line, "\r\n")] = 0;
-      const char *p = line;
-      while (*p == ' ' || *p == '\t') p++;
-      snprintf(buf, size, "%s", p);
-      break;
-    }
-  fclose(f);
+/* rank 0 prints a line of its own (a confirmation, help) */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  if (lab_ctl_rank() != 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(st.out, fmt, ap);
+  va_end(ap);
+  fflush(st.out);
 }
 
 /* ---- the exchange ---- */
@@ -96,96 +110,9 @@ static void show_from_all(const char *mine) {
   free(lens);
 }
 
-/* what a rank answers to p, locals, bt, l (malloc'ed text) */
-static char *answer(lua_State *L, const char *cmd, int level) {
-  char *out = NULL;
-  lua_Debug ar;
-  int frame = lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar);
-  if (strcmp(cmd, "bt") == 0) {
-    luaL_traceback(L, L, NULL, level);
-    out = strdup(lua_tostring(L, -1));
-    lua_pop(L, 1);
-  } else if (strcmp(cmd, "locals") == 0) {
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    const char *name;
-    for (int i = 1; frame && (name = lua_getlocal(L, &ar, i)); i++) {
-      if (name[0] != '(') { /* strings quoted, tensors by their first line, tables compact */
-        show_value_short(L, -1);
-        lua_pushfstring(L, "%s = %s\n", name, lua_tostring(L, -1));
-        lua_remove(L, -2); /* the shown text */
-        lua_remove(L, -2); /* the local */
-        luaL_addvalue(&b);
-      } else {
-        lua_pop(L, 1);
-      }
-    }
-    luaL_pushresult(&b);
-    out = strdup(lua_tostring(L, -1));
-    lua_pop(L, 1);
-  } else if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0 || strncmp(cmd, "l ", 2) == 0) {
-    size_t cap = 4096, len = 0;
-    out = malloc(cap);
-    out[0] = 0;
-    int around = frame ? ar.currentline : 0; /* l N: around line N of the current file */
-    if (strncmp(cmd, "l ", 2) == 0 && atoi(cmd + 2) > 0) around = atoi(cmd + 2);
-    for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
-      if (n < 1) continue;
-      char text[512];
-      source_line(ar.source, n, text, sizeof text);
-      len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar.currentline ? "->" : "  ", n, text);
-      if (len >= cap) break;
-    }
-  } else if (strncmp(cmd, "p ", 2) == 0) {
-    /* evaluate with the paused frame's locals and upvalues visible, globals behind them */
-    lua_newtable(L);
-    int env = lua_gettop(L);
-    if (frame) {
-      lua_getinfo(L, "f", &ar);
-      int fn = lua_gettop(L);
-      const char *name;
-      for (int i = 1; (name = lua_getupvalue(L, fn, i)); i++) lua_setfield(L, env, name);
-      for (int i = 1; (name = lua_getlocal(L, &ar, i)); i++) {
-        if (name[0] != '(') lua_setfield(L, env, name);
-        else lua_pop(L, 1);
-      }
-      lua_pop(L, 1);
-    }
-    lua_newtable(L);
-    lua_pushglobaltable(L);
-    lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, env);
-    const char *expr = cmd + 2;
-    char *code = NULL;
-    if (asprintf(&code, "return %s", expr) < 0) code = NULL;
-    int rc = code ? luaL_loadbuffer(L, code, strlen(code), "=p") : LUA_ERRMEM;
-    free(code);
-    int base = lua_gettop(L);
-    if (rc == LUA_OK) {
-      lua_pushvalue(L, env);
-      lua_setupvalue(L, -2, 1);
-      rc = lua_pcall(L, 0, LUA_MULTRET, 0);
-    }
-    /* every value, tab-separated as print does (p step, rank) */
-    int nres = lua_gettop(L) - base + 1; /* the function slot holds the first result or the error */
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    if (rc != LUA_OK) luaL_addstring(&b, "error: ");
-    for (int i = 0; i < nres; i++) {
-      if (i) luaL_addchar(&b, '\t');
-      luaL_tolstring(L, base + i, NULL);
-      luaL_addvalue(&b);
-    }
-    if (nres == 0) luaL_addstring(&b, "(no value)");
-    luaL_addchar(&b, '\n');
-    luaL_pushresult(&b);
-    out = strdup(lua_tostring(L, -1));
-    lua_settop(L, env - 1);
-  }
-  return out;
-}
+/* ---- breakpoints ---- */
 
-/* b file:line [cond], or b line [cond] in the file the rank is paused in (here) */
+/* b file:line [cond], or b line [cond] in the file of the selected frame (here) */
 static void add_breakpoint(const char *spec, const char *here, int temporary) {
   breakpoint *b = calloc(1, sizeof *b);
   if (!b) return;
@@ -198,7 +125,7 @@ static void add_breakpoint(const char *spec, const char *here, int temporary) {
       snprintf(file, sizeof file, "%s", here);
     } else {
       free(b);
-      if (lab_ctl_rank() == 0) fprintf(st.out, "usage: b file:line [condition], or b line [condition] in this file\n");
+      say("usage: b file:line [condition], or b line [condition] in this file\n");
       return;
     }
   }
@@ -211,9 +138,16 @@ static void add_breakpoint(const char *spec, const char *here, int temporary) {
   snprintf(b->cond, sizeof b->cond, "%s", cond);
   b->next = st.bps;
   st.bps = b;
-  if (lab_ctl_rank() == 0)
-    fprintf(st.out, "%sbreakpoint %d at %s:%d%s%s\n", temporary ? "temporary " : "", b->id, file, line,
-            cond[0] ? " if " : "", cond);
+  say("%sbreakpoint %d at %s:%d%s%s\n", temporary ? "temporary " : "", b->id, file, line, cond[0] ? " if " : "", cond);
+}
+
+static void list_breakpoints(void) {
+  if (!st.bps) say("no breakpoints\n");
+  for (int id = 1; id <= st.next_bp; id++) /* in the order they were set */
+    for (breakpoint *b = st.bps; b; b = b->next)
+      if (b->id == id)
+        say("%sbreakpoint %d at %s:%d%s%s\n", b->temporary ? "temporary " : "", b->id, b->file, b->line,
+            b->cond[0] ? " if " : "", b->cond);
 }
 
 static void delete_breakpoints(const char *arg) {
@@ -228,13 +162,12 @@ static void delete_breakpoints(const char *arg) {
       p = &(*p)->next;
     }
   }
-  if (lab_ctl_rank() != 0) return;
-  if (id == 0) fprintf(st.out, "deleted %d breakpoint%s\n", gone, gone == 1 ? "" : "s");
-  else if (gone) fprintf(st.out, "deleted breakpoint %d\n", id);
-  else fprintf(st.out, "no breakpoint %d\n", id);
+  if (id == 0) say("deleted %d breakpoint%s\n", gone, gone == 1 ? "" : "s");
+  else if (gone) say("deleted breakpoint %d\n", id);
+  else say("no breakpoint %d\n", id);
 }
 
-/* every breakpoint goes, and numbers start at 1 again (a new :step session) */
+/* every breakpoint and display goes, and numbers start at 1 again (a new :step session) */
 static void reset_breakpoints(void) {
   while (st.bps) {
     breakpoint *b = st.bps;
@@ -242,6 +175,166 @@ static void reset_breakpoints(void) {
     free(b);
   }
   st.next_bp = 0;
+  st.ndisplays = st.next_display = 0;
+}
+
+/* ---- displays: expressions every rank shows at every stop ---- */
+
+/* every rank's values of display `only` (0: all) in the selected frame, each display grouped
+ * by itself ([0-3] 1: step = 4, then [0] 2: loss = ... per rank where they differ) */
+static void show_displays(lua_State *L, int only) {
+  for (int i = 0; i < st.ndisplays; i++) {
+    if (only && st.displays[i].id != only) continue;
+    char *mine = NULL;
+    if (frame_exists(L, st.base + st.frame)) { /* a rank that is done has nothing to show */
+      char *v = frame_eval(L, st.base + st.frame, st.displays[i].expr, NULL);
+      if (asprintf(&mine, "%d: %s = %s\n", st.displays[i].id, st.displays[i].expr, v ? v : "?") < 0) mine = NULL;
+      free(v);
+    }
+    show_from_all(mine);
+    free(mine);
+  }
+}
+
+static void add_display(lua_State *L, const char *expr) {
+  while (*expr == ' ') expr++;
+  if (!expr[0]) { /* display: show them all now */
+    if (st.ndisplays == 0) say("no displays\n");
+    else show_displays(L, 0);
+    return;
+  }
+  if (st.ndisplays == MAX_DISPLAYS) {
+    say("display: already %d expressions; undisplay one first\n", MAX_DISPLAYS);
+    return;
+  }
+  int i = st.ndisplays++;
+  st.displays[i].id = ++st.next_display;
+  snprintf(st.displays[i].expr, sizeof st.displays[i].expr, "%s", expr);
+  show_displays(L, st.displays[i].id);
+}
+
+static void undisplay(const char *arg) {
+  int id = atoi(arg), gone = 0, kept = 0;
+  for (int i = 0; i < st.ndisplays; i++) {
+    if (id == 0 || st.displays[i].id == id) gone++;
+    else st.displays[kept++] = st.displays[i];
+  }
+  st.ndisplays = kept;
+  if (id == 0) say("deleted %d display%s\n", gone, gone == 1 ? "" : "s");
+  else if (gone) say("deleted display %d\n", id);
+  else say("no display %d\n", id);
+}
+
+/* ---- commands at a pause ---- */
+
+static const char *help_text =
+    "Every rank carries out each command; positions and answers are grouped by rank.\n"
+    "  n(ext)               the next line in this frame (calls run through)\n"
+    "  s(tep)               into calls too (not into the library, lua/lab/*.lua)\n"
+    "  s!                   into calls, library code included\n"
+    "  finish               until this frame returns (each rank: its own frame)\n"
+    "  until [N]            until a line past this one (or line N) in this frame, or its return\n"
+    "  c(ontinue)           until a breakpoint;  q(uit) stops the script\n"
+    "  b [file:]line [cond] a breakpoint (cond sees the frame's locals);  b lists them\n"
+    "  tbreak [file:]line   a breakpoint deleted when first hit;  delete [n] (all without n)\n"
+    "  up [n], down [n]     select an older / newer frame for p, locals, l, b LINE, n, finish\n"
+    "  p expr[, expr]       values in the selected frame;  locals its locals;  bt the stack\n"
+    "  l [N]                source around the frame's line (or line N)\n"
+    "  display [expr]       show expr at every stop (no expr: show them now);  undisplay [n]\n";
+
+static int is_cmd(const char *cmd, const char *a, const char *b) {
+  size_t la = strlen(a), lb = b ? strlen(b) : 0;
+  return (strncmp(cmd, a, la) == 0 && (cmd[la] == 0 || cmd[la] == ' ')) ||
+         (b && strncmp(cmd, b, lb) == 0 && (cmd[lb] == 0 || cmd[lb] == ' '));
+}
+
+static const char *arg_of(const char *cmd) {
+  const char *a = strchr(cmd, ' ');
+  if (!a) return "";
+  while (*a == ' ') a++;
+  return a;
+}
+
+/* up/down: every rank moves its selected frame and shows where it is now */
+static void move_frame(lua_State *L, int by) {
+  int want = st.frame + by;
+  const char *note = "";
+  if (want < 0) {
+    want = 0;
+    note = "(newest frame) ";
+  }
+  while (want > 0 && !frame_exists(L, st.base + want)) {
+    want--;
+    note = "(oldest frame) ";
+  }
+  st.frame = want;
+  char pos[1024], text[1200];
+  frame_position(L, st.base + st.frame, st.frame == 0 ? st.where : NULL, pos, sizeof pos);
+  snprintf(text, sizeof text, "%sframe %d: %s\n", note, st.frame, pos);
+  show_from_all(text);
+}
+
+static const void *function_at(lua_State *L, int level) {
+  lua_Debug ar;
+  if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;
+  const void *fn = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return fn;
+}
+
+/* Carries out one command on this rank; returns 1 when it resumes the script. */
+static int run_command(lua_State *L, const char *cmd) {
+  int level = st.base + st.frame;
+  int depth = stack_depth(L) - 1 - level; /* the selected frame's depth as the line hook counts it */
+  int user_frame = !frame_in_library(L, level);
+  if (is_cmd(cmd, "n", "next") || cmd[0] == 0) {
+    st.mode = MODE_OVER;
+    st.target_depth = depth;
+    st.skip_lib = user_frame;
+  } else if (is_cmd(cmd, "s", "step") || strcmp(cmd, "s!") == 0) {
+    st.mode = MODE_INTO;
+    st.skip_lib = cmd[1] != '!';
+  } else if (is_cmd(cmd, "finish", NULL)) {
+    st.mode = MODE_FINISH;
+    st.target_depth = depth;
+    st.skip_lib = user_frame;
+  } else if (is_cmd(cmd, "until", "unt")) {
+    lua_Debug ar;
+    int line = lua_getstack(L, level, &ar) && lua_getinfo(L, "l", &ar) ? ar.currentline : 0;
+    int n = atoi(arg_of(cmd));
+    st.mode = MODE_UNTIL;
+    st.target_depth = depth;
+    st.until_line = n > 0 ? n - 1 : line; /* until N: the first line at or past N */
+    st.until_fn = function_at(L, level);
+    st.skip_lib = user_frame;
+  } else if (is_cmd(cmd, "c", "continue")) {
+    st.mode = MODE_CONTINUE;
+  } else if (is_cmd(cmd, "q", "quit")) {
+    st.mode = MODE_QUIT;
+  } else {
+    char here[256] = ""; /* the selected frame's file, for b LINE */
+    lua_Debug ar;
+    if (lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar)) snprintf(here, sizeof here, "%s", ar.short_src);
+    if (strcmp(cmd, "b") == 0 || strcmp(cmd, "break") == 0) list_breakpoints();
+    else if (is_cmd(cmd, "b", "break")) add_breakpoint(arg_of(cmd), here, 0);
+    else if (is_cmd(cmd, "tbreak", NULL)) add_breakpoint(arg_of(cmd), here, 1);
+    else if (is_cmd(cmd, "delete", NULL)) delete_breakpoints(arg_of(cmd));
+    else if (is_cmd(cmd, "up", "u")) move_frame(L, atoi(arg_of(cmd)) > 0 ? atoi(arg_of(cmd)) : 1);
+    else if (is_cmd(cmd, "down", "d")) move_frame(L, -(atoi(arg_of(cmd)) > 0 ? atoi(arg_of(cmd)) : 1));
+    else if (is_cmd(cmd, "display", NULL)) add_display(L, arg_of(cmd));
+    else if (is_cmd(cmd, "undisplay", NULL)) undisplay(arg_of(cmd));
+    else if (is_cmd(cmd, "h", "help")) say("%s", help_text);
+    else {
+      /* bt shows the whole stack, from the paused frame; the rest answer in the selected one */
+      char *a = frame_answer(L, cmd, is_cmd(cmd, "bt", "where") || strcmp(cmd, "w") == 0 ? st.base : level);
+      if (a) show_from_all(a);
+      else say("unknown command '%s' (h for help). commands: n s s! finish until c q b tbreak delete up down "
+               "p locals l bt display undisplay\n", cmd);
+      free(a);
+    }
+    return 0;
+  }
+  return 1;
 }
 
 static void line_hook(lua_State *L, lua_Debug *ar);
@@ -258,25 +351,17 @@ static void pause_protocol(lua_State *L, const char *where) {
   } else {
     show_from_all(NULL);
   }
-  lua_Debug ar;
-  char pos[1024] = "(finished)";
   /* in the line hook level 0 is the paused function; inside a collective's wait level 0
    * is the C function and the Lua caller is level 1 */
-  int level = where ? 1 : 0;
-  int frame = lua_getstack(L, level, &ar) && lua_getinfo(L, "Sln", &ar);
-  if (frame) {
-    char text[512];
-    source_line(ar.source, ar.currentline, text, sizeof text);
-    snprintf(pos, sizeof pos, "%s:%d%s%s  %s%s%s", ar.short_src, ar.currentline, ar.name ? " in " : "",
-             ar.name ? ar.name : "", text, where ? "   <- " : "", where ? where : "");
-  } else if (where) {
-    snprintf(pos, sizeof pos, "%s", where);
-  }
+  st.base = where ? 1 : 0;
+  st.frame = 0;
+  st.where = where;
+  char pos[1024];
+  frame_position(L, st.base, where, pos, sizeof pos - 1);
   strcat(pos, "\n");
-  char here[256] = ""; /* the paused file, for b LINE */
-  if (frame) snprintf(here, sizeof here, "%s", ar.short_src);
   lab_board_set(LAB_PAUSED, "", "");
   show_from_all(pos);
+  if (st.ndisplays) show_displays(L, 0);
   for (;;) {
     char *cmd = NULL;
     int64_t len = 0;
@@ -286,39 +371,11 @@ static void pause_protocol(lua_State *L, const char *where) {
       len = (int64_t)strlen(cmd);
     }
     lab_ctl_bcast(&cmd, &len);
-    int depth = stack_depth(L) - 1;
-    int resume = 1;
-    if (strcmp(cmd, "n") == 0 || strcmp(cmd, "next") == 0 || cmd[0] == 0) {
-      st.mode = MODE_OVER;
-      st.target_depth = depth;
-    } else if (strcmp(cmd, "s") == 0 || strcmp(cmd, "step") == 0) {
-      st.mode = MODE_INTO;
-    } else if (strcmp(cmd, "finish") == 0) {
-      st.mode = MODE_FINISH;
-      st.target_depth = depth;
-    } else if (strcmp(cmd, "c") == 0 || strcmp(cmd, "continue") == 0) {
-      st.mode = MODE_CONTINUE;
-    } else if (strcmp(cmd, "q") == 0 || strcmp(cmd, "quit") == 0) {
-      st.mode = MODE_QUIT;
-    } else {
-      resume = 0;
-      if (strncmp(cmd, "b ", 2) == 0 || strncmp(cmd, "break ", 6) == 0) add_breakpoint(strchr(cmd, ' '), here, 0);
-      else if (strncmp(cmd, "tbreak ", 7) == 0) add_breakpoint(cmd + 7, here, 1);
-      else if (strncmp(cmd, "delete", 6) == 0 && (cmd[6] == 0 || cmd[6] == ' ')) delete_breakpoints(cmd + 6);
-      else if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "locals") == 0 || strcmp(cmd, "l") == 0 ||
-               strcmp(cmd, "list") == 0 || strncmp(cmd, "l ", 2) == 0 || strncmp(cmd, "p ", 2) == 0) {
-        char *a = answer(L, cmd, level);
-        show_from_all(a);
-        free(a);
-      } else if (lab_ctl_rank() == 0) {
-        if (strcmp(cmd, "h") != 0 && strcmp(cmd, "help") != 0) fprintf(st.out, "unknown command '%s'. ", cmd);
-        fprintf(st.out, "commands: n s finish c b [file:]line [cond] tbreak delete [n] l [N] bt locals p expr q\n");
-      }
-      if (lab_ctl_rank() == 0) fflush(st.out);
-    }
+    int resume = run_command(L, cmd);
     free(cmd);
     if (resume) break;
   }
+  st.where = NULL;
   /* every rank has answered this pause: the epoch as it is now is served (all are here) */
   int epoch = lab_board_pause_epoch(), agreed = 0;
   lab_ctl_max(epoch, &agreed, 0);
@@ -337,19 +394,10 @@ static void pause_protocol(lua_State *L, const char *where) {
 
 /* evaluates cond in the frame at level (its locals and upvalues, globals behind them) */
 static int condition_holds(lua_State *L, int level, const char *cond) {
-  char *cmd = NULL;
-  if (asprintf(&cmd, "p %s", cond) < 0) return 1;
-  int top = lua_gettop(L);
-  lua_Debug ar;
-  int holds = 1;
-  if (lua_getstack(L, level, &ar)) {
-    char *answer_text = answer(L, cmd, level); /* the same evaluation as p */
-    holds = answer_text && strncmp(answer_text, "error: ", 7) != 0 && strncmp(answer_text, "nil", 3) != 0 &&
-            strncmp(answer_text, "false", 5) != 0;
-    free(answer_text);
-  }
-  lua_settop(L, top);
-  free(cmd);
+  int ok = 0;
+  char *v = frame_eval(L, level, cond, &ok); /* the same evaluation as p */
+  int holds = !v || (ok && strncmp(v, "nil", 3) != 0 && strncmp(v, "false", 5) != 0);
+  free(v);
   return holds;
 }
 
@@ -369,6 +417,17 @@ static int breakpoint_hit(lua_State *L, lua_Debug *ar) {
   return 0;
 }
 
+/* 1 once another rank's stop has waited `grace` seconds for this one */
+static int pull_in_due(double grace) {
+  static double pending_since;
+  if (!lab_board_pause_pending()) {
+    pending_since = 0;
+    return 0;
+  }
+  if (pending_since == 0) pending_since = lab_now();
+  return lab_now() - pending_since > grace;
+}
+
 static void line_hook(lua_State *L, lua_Debug *ar) {
   if (ar->event != LUA_HOOKLINE) return;
   if (lab_board_interrupt_requested()) {
@@ -376,25 +435,22 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "interrupted!");
   }
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
-  /* Another rank stopped. This one goes on for a moment so that it can reach the same place
-   * itself (a breakpoint, the end of `finish`, the next line of `n`): SPMD code then stops once
-   * with every rank there. Ranks that wait in a collective or are done join from there; one
-   * that is elsewhere stops at its next line after the grace. */
-  static double pending_since;
-  int pending = lab_board_pause_pending();
-  if (!pending) pending_since = 0;
-  else if (pending_since == 0) pending_since = lab_now();
-  /* s stops in the user's code, not inside the library (lua/lab/...), as pdb skips its own;
-   * a rank joining another's stop also waits until it is back in the user's code */
   int in_library = strstr(ar->source, "/lua/lab/") != NULL;
-  int pause = pending && lab_now() - pending_since > PAUSE_GRACE_S && !in_library;
+  int skip = in_library && st.skip_lib; /* pdb skips its own frames; we skip the library's */
+  int depth = stack_depth(L) - 1, pause = 0;
   switch (st.mode) {
-  case MODE_INTO: pause = pause || !in_library; break;
-  case MODE_OVER: pause = pause || stack_depth(L) - 1 <= st.target_depth; break;
-  case MODE_FINISH: pause = pause || stack_depth(L) - 1 < st.target_depth; break;
-  case MODE_CONTINUE: pause = pause || breakpoint_hit(L, ar); break;
+  case MODE_INTO: pause = !skip; break;
+  case MODE_OVER: pause = !skip && depth <= st.target_depth; break;
+  case MODE_FINISH: pause = !skip && depth < st.target_depth; break;
+  case MODE_UNTIL:
+    pause = !skip && (depth < st.target_depth ||
+                      (depth == st.target_depth && ar->currentline > st.until_line && function_at(L, 0) == st.until_fn));
+    break;
+  case MODE_CONTINUE: pause = breakpoint_hit(L, ar); break;
   default: break;
   }
+  /* another rank stopped: this one stops too once the grace is over, in the user's code */
+  if (!pause && !in_library) pause = pull_in_due(st.mode == MODE_CONTINUE ? PAUSE_GRACE_S : STEP_GRACE_S);
   if (pause) pause_protocol(L, NULL);
 }
 
@@ -423,8 +479,10 @@ void stepper_disarm(void) {
   lab_board_set_pause_handler(NULL);
 }
 
+/* from the REPL's count hook: the same grace as after c, so that a lab.breakpoint() that every
+ * rank reaches stops once, with every rank there */
 void stepper_pause_if_asked(lua_State *L) {
-  if (st.L && lab_board_pause_pending()) pause_protocol(L, NULL);
+  if (st.L && pull_in_due(PAUSE_GRACE_S) && !frame_in_library(L, 0)) pause_protocol(L, NULL);
 }
 
 void stepper_answer_pauses(void) {
@@ -442,6 +500,7 @@ static int l_breakpoint(lua_State *L) {
     lua_sethook(L, line_hook, LUA_MASKLINE, 0);
   }
   st.mode = MODE_INTO; /* stop at the next line of the caller */
+  st.skip_lib = 1;
   return 0;
 }
 
@@ -482,6 +541,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
     st.active = 1;
     st.L = L;
     st.mode = MODE_INTO;
+    st.skip_lib = 1;
     lab_board_set_pause_handler(wait_handler);
     lua_sethook(L, line_hook, LUA_MASKLINE, 0);
     st.own_capture = 1;

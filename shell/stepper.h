@@ -1,7 +1,8 @@
 /* The SPMD stepper: every rank runs a script under a line hook and they pause together;
  * rank 0 shows where each rank is (grouped: one line when all agree, per rank when they
- * differ), reads a command and every rank carries it out: n(ext), s(tep into), finish,
- * c(ontinue), b file:line [condition], delete [n], l(ist), bt, locals, p expr, q(uit).
+ * differ), reads a command and every rank carries it out: n(ext), s(tep into), s! (into the
+ * library too), finish, until [N], c(ontinue), b file:line [condition], tbreak, delete [n],
+ * up/down [n], l(ist), bt, locals, p expr, display expr / undisplay [n], q(uit).
  * A rank waiting in a collective when another stops joins the pause from inside the wait. */
 #ifndef LAB_SHELL_STEPPER_H
 #define LAB_SHELL_STEPPER_H

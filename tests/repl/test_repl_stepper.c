@@ -1,8 +1,12 @@
 /* The stepper and the command line parsed strictly, through a pseudo-terminal at 2 and 4 ranks:
  * a breakpoint on a line of the current file whose condition reads a local (it was evaluated as
  * a global and never fired), tbreak, delete confirming, unknown commands named, l N, numbers
- * starting again in a new :step session; %on with spaces in its rank list, %on without code,
- * :ranks out of range with a labelled error, Tab after ':st' and after 'x.sh'. */
+ * starting again in a new :step session; up/down (p and locals in the selected frame), display
+ * at every stop and undisplay, finish returning on every rank though odd ranks are 0.7 s late
+ * (they used to be pulled into rank 0's stop inside the function), until, s! into lua/lab; a
+ * lab.breakpoint() that every rank reaches at a different moment stopping once, every rank
+ * there; %on with spaces in its rank list, %on without code, :ranks out of range with a
+ * labelled error, Tab after ':st', after 'x.sh' and after a ModuleList's 'm.app'. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +21,114 @@
 
 static const char *ranks = "4";
 static int nranks = 4;
+
+/* the part of the test that waits until the screen has `text` past the mark, formatted */
+static int expectf(session *s, double timeout, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int expectf(session *s, double timeout, const char *fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  return expect(s, text, timeout);
+}
+
+/* up/down, display, finish on every rank, until, s! (the script's lines are numbered below) */
+static void frames_display_finish_until(session *s, const char *dir_file) {
+  char path[512], cmd[600];
+  snprintf(path, sizeof path, "%.400s.nest.lua", dir_file);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local r = lab.dist.rank()\n"                      /* 1 */
+             "local function work(n)\n"                         /* 2 */
+             "  local t = lab.clock()\n"                        /* 3 */
+             "  while lab.clock() - t < n do end\n"             /* 4: odd ranks spin 0.7 s */
+             "  return n * 2\n"                                 /* 5 */
+             "end\n"                                            /* 6 */
+             "local function outer(v)\n"                        /* 7 */
+             "  local w = work(v %% 2 * 0.7)\n"                 /* 8 */
+             "  for k = 1, 3 do\n"                              /* 9 */
+             "    w = w + k\n"                                  /* 10 */
+             "  end\n"                                          /* 11 */
+             "  return w\n"                                     /* 12 */
+             "end\n"                                            /* 13 */
+             "local z = outer(r)\n"                             /* 14 */
+             "local lin = lab.nn.Linear(2, 2)\n"                /* 15 */
+             "local y = lin(lab.ones(1, 2))\n"                  /* 16 */
+             "print('z', z)\n");                                /* 17 */
+  fclose(f);
+  const char *all = nranks == 2 ? "[0-1]" : "[0-3]";
+  snprintf(cmd, sizeof cmd, ":step %s\r", path);
+  type(s, cmd);
+  assert_true(expect(s, "(step) ", 30));
+  type(s, "b 3\r");
+  assert_true(expect(s, "breakpoint 1 at ", 10));
+  type(s, "c\r");
+  assert_true(expectf(s, 30, "%s %s:3 in work", all, path));
+  type(s, "display n\r"); /* shown now, and at every stop */
+  assert_true(expect(s, "] 1: n = 0.0", 10));
+  assert_true(expect(s, "] 1: n = 0.7", 10));
+  type(s, "up\r");
+  assert_true(expectf(s, 10, "%s frame 1: %s:8 in outer", all, path));
+  type(s, "p v, v * 10\r"); /* in outer's frame now */
+  assert_true(expect(s, "[1] 1\t10", 10));
+  type(s, "locals\r");
+  assert_true(expect(s, "[1] v = 1", 10));
+  type(s, "up\r");
+  assert_true(expectf(s, 10, "%s frame 2: %s:14", all, path));
+  type(s, "up\r");
+  assert_true(expectf(s, 10, "%s (oldest frame) frame 2: ", all));
+  type(s, "down 5\r");
+  assert_true(expectf(s, 10, "%s (newest frame) frame 0: %s:3 in work", all, path));
+  /* every rank stops when its own work() returns, the odd ones 0.7 s later: one stop, in outer */
+  type(s, "finish\r");
+  assert_true(expectf(s, 30, "%s %s:9 in outer", all, path));
+  assert_true(expectf(s, 10, "%s 1: n = nil", all)); /* the display, in the new frame */
+  type(s, "n\r");
+  assert_true(expectf(s, 30, "%s %s:10 in outer", all, path));
+  type(s, "until\r"); /* past the loop: the first line after 10 in this frame */
+  assert_true(expectf(s, 30, "%s %s:12 in outer", all, path));
+  type(s, "undisplay 1\r");
+  assert_true(expect(s, "deleted display 1", 10));
+  type(s, "until\r"); /* outer returns */
+  assert_true(expectf(s, 30, "%s %s:15", all, path));
+  type(s, "n\r");
+  assert_true(expectf(s, 30, "%s %s:16", all, path));
+  type(s, "s!\r"); /* into the library's code, which s skips */
+  assert_true(expectf(s, 30, "%s ", all));
+  assert_true(expect(s, "lua/lab/nn.lua:", 1));
+  type(s, "finish\r");
+  assert_true(expectf(s, 30, "%s %s:17", all, path));
+  type(s, "help\r");
+  assert_true(expect(s, "up [n], down [n]", 10));
+  type(s, "c\r");
+  assert_true(expectf(s, 30, "%s finished", all));
+  assert_true(expect(s, "> ", 10));
+}
+
+/* odd ranks reach lab.breakpoint() later (a few million instructions: the REPL's hook used to
+ * pull them into rank 0's stop at once, and they stopped again at their own): one stop, one c */
+static void breakpoint_reached_by_every_rank(session *s) {
+  type(s, "do\r");
+  assert_true(expect(s, ">> ", 10));
+  type(s, "if lab.dist.rank() % 2 == 1 then for i = 1, 3000000 do end end\r");
+  assert_true(expect(s, ">> ", 10));
+  type(s, "lab.breakpoint()\r");
+  assert_true(expect(s, ">> ", 10));
+  type(s, "print('after', lab.dist.rank())\r");
+  assert_true(expect(s, ">> ", 10));
+  type(s, "end\r");
+  assert_true(expectf(s, 30, "%s stdin:4", nranks == 2 ? "[0-1]" : "[0-3]"));
+  assert_true(expect(s, "(step) ", 10));
+  size_t from = s->mark;
+  type(s, "c\r");
+  assert_true(expectf(s, 30, "[%d] after\t%d", nranks - 1, nranks - 1));
+  assert_true(expect(s, "> ", 10));
+  char seen = s->buf[s->mark];
+  s->buf[s->mark] = 0;
+  assert_null(strstr(s->buf + from, "(step)")); /* no second stop */
+  s->buf[s->mark] = seen;
+}
 
 static void test_stepper_and_parsing(void **state) {
   (void)state;
@@ -68,6 +180,8 @@ static void test_stepper_and_parsing(void **state) {
   type(&s, "q\r");
   assert_true(expect(&s, "stopped", 30));
   assert_true(expect(&s, "> ", 10));
+  frames_display_finish_until(&s, path);
+  breakpoint_reached_by_every_rank(&s);
   /* strict parsing */
   type(&s, "%on 0, 1 print('on', lab.dist.rank())\r");
   assert_true(expect(&s, "[0] on\t0", 20));
@@ -85,6 +199,11 @@ static void test_stepper_and_parsing(void **state) {
   assert_true(expect(&s, "> ", 10));
   type(&s, "x.sh\t");
   assert_true(expect(&s, "x.shape", 10));
+  type(&s, "\x03");
+  type(&s, "m = lab.nn.ModuleList({lab.nn.Linear(2, 2)})\r"); /* its __index is a function */
+  assert_true(expect(&s, "> ", 10));
+  type(&s, "m.app\t");
+  assert_true(expect(&s, "m.append", 10));
   type(&s, "\x03\x04");
   assert_int_equal(finish(&s, 30), 0);
 }

@@ -1,0 +1,165 @@
+/* One frame of a paused rank's stack, as the stepper shows it (see stepper_frames.h). */
+#define _GNU_SOURCE
+#include "stepper_frames.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "show.h"
+
+int frame_exists(lua_State *L, int level) {
+  lua_Debug ar;
+  return level >= 0 && lua_getstack(L, level, &ar);
+}
+
+/* the text of line n of a file (cached per file is not worth it at human speed) */
+static void source_line(const char *src, int n, char *buf, size_t size) {
+  buf[0] = 0;
+  if (!src || src[0] != '@') return;
+  FILE *f = fopen(src + 1, "r");
+  if (!f) return;
+  char line[480];
+  for (int i = 1; fgets(line, sizeof line, f); i++)
+    if (i == n) {
+      line[strcspn(line, "\r\n")] = 0;
+      const char *p = line;
+      while (*p == ' ' || *p == '\t') p++;
+      snprintf(buf, size, "%s", p);
+      break;
+    }
+  fclose(f);
+}
+
+void frame_position(lua_State *L, int level, const char *where, char *buf, size_t size) {
+  lua_Debug ar;
+  if (level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sln", &ar)) {
+    char text[512];
+    source_line(ar.source, ar.currentline, text, sizeof text);
+    char line[32] = "";
+    if (ar.currentline > 0) snprintf(line, sizeof line, ":%d", ar.currentline);
+    snprintf(buf, size, "%s%s%s%s  %s%s%s", ar.short_src, line, ar.name ? " in " : "", ar.name ? ar.name : "", text,
+             where ? "   <- " : "", where ? where : "");
+  } else {
+    snprintf(buf, size, "%s", where ? where : "(no frame)");
+  }
+}
+
+int frame_in_library(lua_State *L, int level) {
+  lua_Debug ar;
+  return lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && strstr(ar.source, "/lua/lab/") != NULL;
+}
+
+char *frame_eval(lua_State *L, int level, const char *expr, int *ok) {
+  int top = lua_gettop(L);
+  lua_Debug ar;
+  int frame = level >= 0 && lua_getstack(L, level, &ar);
+  /* the frame's upvalues, then its locals (a later local of the same name shadows), in a
+   * table whose misses go to the globals */
+  lua_newtable(L);
+  int env = lua_gettop(L);
+  if (frame) {
+    lua_getinfo(L, "f", &ar);
+    int fn = lua_gettop(L);
+    const char *name;
+    for (int i = 1; (name = lua_getupvalue(L, fn, i)); i++) lua_setfield(L, env, name);
+    for (int i = 1; (name = lua_getlocal(L, &ar, i)); i++) {
+      if (name[0] != '(') lua_setfield(L, env, name);
+      else lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_newtable(L);
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, env);
+  char *code = NULL;
+  if (asprintf(&code, "return %s", expr) < 0) code = NULL;
+  int rc = code ? luaL_loadbuffer(L, code, strlen(code), "=p") : LUA_ERRMEM;
+  free(code);
+  int base = lua_gettop(L);
+  if (rc == LUA_OK) {
+    lua_pushvalue(L, env);
+    lua_setupvalue(L, -2, 1);
+    rc = lua_pcall(L, 0, LUA_MULTRET, 0);
+  }
+  /* every value, tab-separated as print does (p step, rank) */
+  int nres = lua_gettop(L) - base + 1; /* the function slot holds the first result or the error */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  if (rc != LUA_OK) luaL_addstring(&b, "error: ");
+  for (int i = 0; i < nres; i++) {
+    if (i) luaL_addchar(&b, '\t');
+    luaL_tolstring(L, base + i, NULL);
+    luaL_addvalue(&b);
+  }
+  if (nres == 0) luaL_addstring(&b, "(no value)");
+  luaL_pushresult(&b);
+  char *out = strdup(lua_tostring(L, -1));
+  lua_settop(L, top);
+  if (ok) *ok = rc == LUA_OK;
+  return out;
+}
+
+/* locals: strings quoted, tensors by their first line, tables compact */
+static char *locals_of(lua_State *L, lua_Debug *ar, int frame) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  const char *name;
+  for (int i = 1; frame && (name = lua_getlocal(L, ar, i)); i++) {
+    if (name[0] != '(') {
+      show_value_short(L, -1);
+      lua_pushfstring(L, "%s = %s\n", name, lua_tostring(L, -1));
+      lua_remove(L, -2); /* the shown text */
+      lua_remove(L, -2); /* the local */
+      luaL_addvalue(&b);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  luaL_pushresult(&b);
+  char *out = strdup(lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return out;
+}
+
+/* l [N]: seven lines around the frame's line, or around line N of its file */
+static char *listing(lua_Debug *ar, int frame, const char *arg) {
+  size_t cap = 4096, len = 0;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  out[0] = 0;
+  int around = frame ? ar->currentline : 0;
+  if (arg && atoi(arg) > 0) around = atoi(arg);
+  for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
+    if (n < 1) continue;
+    char text[512];
+    source_line(ar->source, n, text, sizeof text);
+    len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar->currentline ? "->" : "  ", n, text);
+    if (len >= cap) break;
+  }
+  return out;
+}
+
+char *frame_answer(lua_State *L, const char *cmd, int level) {
+  lua_Debug ar;
+  int frame = level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar);
+  if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "w") == 0 || strcmp(cmd, "where") == 0) {
+    luaL_traceback(L, L, NULL, level);
+    char *out = NULL;
+    if (asprintf(&out, "%s\n", lua_tostring(L, -1)) < 0) out = NULL;
+    lua_pop(L, 1);
+    return out;
+  }
+  if (strcmp(cmd, "locals") == 0) return locals_of(L, &ar, frame);
+  if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) return listing(&ar, frame, NULL);
+  if (strncmp(cmd, "l ", 2) == 0) return listing(&ar, frame, cmd + 2);
+  if (strncmp(cmd, "p ", 2) == 0) {
+    char *v = frame_eval(L, level, cmd + 2, NULL), *out = NULL;
+    if (v && asprintf(&out, "%s\n", v) < 0) out = NULL;
+    free(v);
+    return out;
+  }
+  return NULL;
+}

@@ -1,0 +1,29 @@
+/* What a rank paused in the stepper tells about one frame of its stack: where it is, and the
+ * answers to p, locals, l and bt. A frame is a stack level as lua_getstack counts it (the
+ * stepper moves it with up/down); expressions see that frame's locals and upvalues, with the
+ * globals behind them, as pdb evaluates in the selected frame. */
+#ifndef LAB_SHELL_STEPPER_FRAMES_H
+#define LAB_SHELL_STEPPER_FRAMES_H
+
+#include <lua.h>
+#include <stddef.h>
+
+/* 1 if the stack has this level */
+int frame_exists(lua_State *L, int level);
+
+/* "file:line in fn  source text" of the frame (with "   <- where" when where is given), or
+ * where alone when there is no such frame */
+void frame_position(lua_State *L, int level, const char *where, char *buf, size_t size);
+
+/* 1 if the frame runs code of the library (lua/lab/ files), which s and n step over */
+int frame_in_library(lua_State *L, int level);
+
+/* The values of expr in the frame, tab-separated as print shows them, or "error: ..."
+ * (malloc'ed, no newline); *ok is 0 when it raised. */
+char *frame_eval(lua_State *L, int level, const char *expr, int *ok);
+
+/* The answer to bt, locals, l [N] or p expr in the frame (malloc'ed, newline-terminated), or
+ * NULL for another command. */
+char *frame_answer(lua_State *L, const char *cmd, int level);
+
+#endif
