@@ -107,6 +107,15 @@ typedef struct {
  * mask); a query that sees no key gets o = 0 and lse = -inf. The backward writes dq, dk, dv
  * (dtype dt) and uses `work` (lab_flash_work_bytes of device memory) for the f32 dq sums and
  * the row dots of dout and o. */
+/* Where a problem's rows lie in a tensor that is not contiguous [BH, rows, width]: row r of
+ * problem bh = b H + h starts at element b sb + h sh + r st (its width elements adjacent).
+ * st = 0: contiguous. Lets q, k, v be head views of one [B, T, 3C] projection and o, dout,
+ * dq, dk, dv be [B, T, H, D] in memory, as the head split and merge leave them, instead of
+ * copies; only devices whose table sets flash_strided are given anything but contiguous. */
+typedef struct {
+  int64_t sb, sh, st;
+} lab_flash_layout;
+
 typedef struct {
   lab_dtype dt;
   int64_t BH, T, S, D, Dv;
@@ -115,6 +124,10 @@ typedef struct {
   const void *q, *k, *v, *o, *dout;
   void *out, *lse; /* forward results: out [BH, T, Dv], lse */
   void *dq, *dk, *dv, *work;
+  /* layouts (see lab_flash_layout; all zero: every tensor contiguous) with H heads per batch
+   * entry (0 counts as 1); `lo` serves out (forward) and o (backward) */
+  int64_t H;
+  lab_flash_layout lq, lk, lv, lo, ldo, ldq, ldk, ldv;
 } lab_flash_args;
 
 static inline size_t lab_flash_work_bytes(int64_t BH, int64_t T, int64_t D) {

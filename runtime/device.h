@@ -73,6 +73,7 @@ typedef struct lab_device_ops {
   int (*flash_supports)(lab_dtype dt, int64_t D, int64_t Dv);
   int (*flash_fwd)(const lab_flash_args *a);
   int (*flash_bwd)(const lab_flash_args *a);
+  int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
 } lab_device_ops;
 
 /* The table of a device type; NULL when that type is not compiled in. */

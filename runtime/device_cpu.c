@@ -195,6 +195,7 @@ static const lab_device_ops cpu_ops = {
     .flash_supports = cpu_flash_supports,
     .flash_fwd = cpu_flash_fwd,
     .flash_bwd = cpu_flash_bwd,
+    .flash_strided = 1,
 };
 
 const lab_device_ops *lab_cpu_device_ops(void) { return &cpu_ops; }

@@ -257,6 +257,7 @@ static const lab_device_ops sim_ops = {
     .flash_supports = sim_flash_supports,
     .flash_fwd = sim_flash_fwd,
     .flash_bwd = sim_flash_bwd,
+    .flash_strided = 1, /* the cpu kernels on the kernel view: strides are only numbers */
 };
 
 const lab_device_ops *lab_sim_device_ops(void) { return &sim_ops; }

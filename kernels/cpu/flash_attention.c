@@ -15,7 +15,11 @@
  * elementwise only on tiles that straddle the diagonal. Threads: the forward runs (head,
  * query tile) tasks, the backward one head per task (dQ of a head is summed by one thread). All
  * products go through mm_acc, a register-blocked loop (4 rows x 16 columns of accumulators)
- * that the compiler turns into FMA vector code. */
+ * that the compiler turns into FMA vector code.
+ *
+ * Operands are read and results written through their layouts (lab_flash_layout: a row of
+ * problem bh at b sb + h sh + r st), so head views of a [B, T, 3C] projection and [B, T, H, D]
+ * outputs need no copies; tiles are gathered row by row into the f32 tile buffers. */
 #include "flash_attention.h"
 
 #include <math.h>
@@ -113,14 +117,66 @@ static void transpose(const float *src, int rows, int cols, float *dst) {
     for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
-/* n elements of dtype dt at element offset `at` of p, as f32 */
+/* n elements of dtype dt at element offset `at` of p, as f32 (f32 itself by memcpy: the
+ * generic strided row conversion is an element-at-a-time loop) */
 static void load(lab_dtype dt, const void *p, int64_t at, int64_t n, float *dst) {
+  if (dt == LAB_F32) {
+    memcpy(dst, (const float *)p + at, (size_t)n * sizeof(float));
+    return;
+  }
   size_t es = lab_dtype_size(dt);
   lab_load_row(dt, (const char *)p + at * (int64_t)es, (int64_t)es, LAB_F32, dst, n);
 }
 static void store(lab_dtype dt, const float *src, void *p, int64_t at, int64_t n) {
+  if (dt == LAB_F32) {
+    memcpy((float *)p + at, src, (size_t)n * sizeof(float));
+    return;
+  }
   size_t es = lab_dtype_size(dt);
   lab_store_row(LAB_F32, src, dt, (char *)p + at * (int64_t)es, (int64_t)es, n);
+}
+
+/* The layout l of a tensor of `rows` x `width` per problem, st = 0 meaning contiguous */
+static lab_flash_layout resolve(lab_flash_layout l, int64_t H, int64_t rows, int64_t width) {
+  if (l.st) return l;
+  return (lab_flash_layout){.sb = H * rows * width, .sh = rows * width, .st = width};
+}
+/* element offset of row r of problem bh */
+static inline int64_t row_at(const lab_flash_layout *l, int64_t H, int64_t bh, int64_t r) {
+  return bh / H * l->sb + bh % H * l->sh + r * l->st;
+}
+/* n rows of `width` from row r0 of problem bh into dst (n x width, f32) */
+static void load_rows(lab_dtype dt, const void *p, const lab_flash_layout *l, int64_t H, int64_t bh, int64_t r0,
+                      int64_t n, int64_t width, float *dst) {
+  if (l->st == width) { /* the rows are adjacent: one run */
+    load(dt, p, row_at(l, H, bh, r0), n * width, dst);
+    return;
+  }
+  for (int64_t r = 0; r < n; r++) load(dt, p, row_at(l, H, bh, r0 + r), width, dst + r * width);
+}
+static void store_rows(lab_dtype dt, const float *src, void *p, const lab_flash_layout *l, int64_t H, int64_t bh,
+                       int64_t r0, int64_t n, int64_t width) {
+  if (l->st == width) {
+    store(dt, src, p, row_at(l, H, bh, r0), n * width);
+    return;
+  }
+  for (int64_t r = 0; r < n; r++) store(dt, src + r * width, p, row_at(l, H, bh, r0 + r), width);
+}
+
+/* the call's layouts with the contiguous defaults filled in, and H >= 1 */
+typedef struct {
+  int64_t H;
+  lab_flash_layout q, k, v, o, dout, dq, dk, dv;
+} layouts;
+
+static layouts layouts_of(const lab_flash_args *a) {
+  layouts L;
+  L.H = a->H > 0 ? a->H : 1;
+  L.q = resolve(a->lq, L.H, a->T, a->D), L.k = resolve(a->lk, L.H, a->S, a->D);
+  L.v = resolve(a->lv, L.H, a->S, a->Dv), L.o = resolve(a->lo, L.H, a->T, a->Dv);
+  L.dout = resolve(a->ldo, L.H, a->T, a->Dv), L.dq = resolve(a->ldq, L.H, a->T, a->D);
+  L.dk = resolve(a->ldk, L.H, a->S, a->D), L.dv = resolve(a->ldv, L.H, a->S, a->Dv);
+  return L;
 }
 
 static int supported(lab_dtype dt) { return dt == LAB_F32 || dt == LAB_BF16 || dt == LAB_F16; }
@@ -165,16 +221,16 @@ static int fwd_alloc(fwd_bufs *b, int64_t D, int64_t Dv) {
 }
 
 /* one tile of queries [t0, t0 + br) of head bh */
-static void fwd_tile(const lab_flash_args *a, fwd_bufs *b, int64_t bh, int64_t t0, int br) {
+static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int64_t bh, int64_t t0, int br) {
   int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
-  load(a->dt, a->q, (bh * T + t0) * D, br * D, b->q);
+  load_rows(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q);
   memset(b->o, 0, (size_t)(br * Dv) * sizeof(float));
   for (int r = 0; r < br; r++) b->m[r] = -INFINITY, b->l[r] = 0;
   int64_t kend = key_end(a, t0 + br - 1); /* keys past the tile's last query's: skipped */
   for (int64_t s0 = 0; s0 < kend; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
-    load(a->dt, a->k, (bh * S + s0) * D, bc * D, b->k);
-    load(a->dt, a->v, (bh * S + s0) * Dv, bc * Dv, b->v);
+    load_rows(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k);
+    load_rows(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v);
     transpose(b->k, bc, (int)D, b->kt);
     memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
     mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
@@ -213,12 +269,13 @@ static void fwd_tile(const lab_flash_args *a, fwd_bufs *b, int64_t bh, int64_t t
       lse[r] = -INFINITY;
     }
   }
-  store(a->dt, b->o, a->out, (bh * T + t0) * Dv, br * Dv);
+  store_rows(a->dt, b->o, a->out, &L->o, L->H, bh, t0, br, Dv);
 }
 
 int lab_flash_attn_fwd(const lab_flash_args *a) {
   if (!supported(a->dt)) return -1;
   int64_t tiles = (a->T + BR - 1) / BR, tasks = a->BH * tiles;
+  layouts L = layouts_of(a);
   int failed = 0;
 #pragma omp parallel reduction(| : failed)
   {
@@ -229,7 +286,7 @@ int lab_flash_attn_fwd(const lab_flash_args *a) {
     for (int64_t task = 0; task < tasks; task++) {
       if (failed) continue;
       int64_t bh = task / tiles, t0 = (task % tiles) * BR;
-      fwd_tile(a, &b, bh, t0, (int)(a->T - t0 < BR ? a->T - t0 : BR));
+      fwd_tile(a, &L, &b, bh, t0, (int)(a->T - t0 < BR ? a->T - t0 : BR));
     }
     if (!failed) free(b.q);
   }
@@ -262,7 +319,7 @@ static int bwd_alloc(bwd_bufs *b, int64_t D, int64_t Dv) {
 }
 
 /* every gradient of head bh; dq sums in work (T x D f32), delta (T) = rowdot(dO, O) */
-static void bwd_head(const lab_flash_args *a, bwd_bufs *b, int64_t bh) {
+static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int64_t bh) {
   int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
   float *dq = (float *)a->work + bh * T * D;
   float *delta = (float *)a->work + a->BH * T * D + bh * T;
@@ -271,16 +328,16 @@ static void bwd_head(const lab_flash_args *a, bwd_bufs *b, int64_t bh) {
   memset(dq, 0, (size_t)(T * D) * sizeof(float));
   for (int64_t t = 0; t < T; t++) {
     float *go = b->row, *o = b->row + Dv;
-    load(a->dt, a->dout, (bh * T + t) * Dv, Dv, go);
-    load(a->dt, a->o, (bh * T + t) * Dv, Dv, o);
+    load(a->dt, a->dout, row_at(&L->dout, L->H, bh, t), Dv, go);
+    load(a->dt, a->o, row_at(&L->o, L->H, bh, t), Dv, o);
     float s = 0;
     for (int64_t d = 0; d < Dv; d++) s += go[d] * o[d];
     delta[t] = s;
   }
   for (int64_t s0 = 0; s0 < S; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
-    load(a->dt, a->k, (bh * S + s0) * D, bc * D, b->k);
-    load(a->dt, a->v, (bh * S + s0) * Dv, bc * Dv, b->v);
+    load_rows(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k);
+    load_rows(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v);
     transpose(b->k, bc, (int)D, b->kt);
     transpose(b->v, bc, (int)Dv, b->vt);
     memset(b->dk, 0, (size_t)(bc * D) * sizeof(float));
@@ -290,8 +347,8 @@ static void bwd_head(const lab_flash_args *a, bwd_bufs *b, int64_t bh) {
     if (tfirst < 0) tfirst = 0;
     for (int64_t t0 = tfirst / BR * BR; t0 < T; t0 += BR) {
       int br = (int)(T - t0 < BR ? T - t0 : BR);
-      load(a->dt, a->q, (bh * T + t0) * D, br * D, b->q);
-      load(a->dt, a->dout, (bh * T + t0) * Dv, br * Dv, b->g);
+      load_rows(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q);
+      load_rows(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g);
       memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
       mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
       scale_mask(a, b->s, br, bc, t0, s0);
@@ -311,14 +368,15 @@ static void bwd_head(const lab_flash_args *a, bwd_bufs *b, int64_t bh) {
       mm_acc(bc, (int)D, br, b->dp, 1, bc, b->q, D, b->dk, D);           /* dK += dS^T Q */
       mm_acc(br, (int)D, bc, b->dp, bc, 1, b->k, D, dq + t0 * D, D);     /* dQ += dS K */
     }
-    store(a->dt, b->dk, a->dk, (bh * S + s0) * D, bc * D);
-    store(a->dt, b->dv, a->dv, (bh * S + s0) * Dv, bc * Dv);
+    store_rows(a->dt, b->dk, a->dk, &L->dk, L->H, bh, s0, bc, D);
+    store_rows(a->dt, b->dv, a->dv, &L->dv, L->H, bh, s0, bc, Dv);
   }
-  store(a->dt, dq, a->dq, bh * T * D, T * D);
+  store_rows(a->dt, dq, a->dq, &L->dq, L->H, bh, 0, T, D);
 }
 
 int lab_flash_attn_bwd(const lab_flash_args *a) {
   if (!supported(a->dt)) return -1;
+  layouts L = layouts_of(a);
   int failed = 0;
 #pragma omp parallel reduction(| : failed)
   {
@@ -326,7 +384,7 @@ int lab_flash_attn_bwd(const lab_flash_args *a) {
     if (bwd_alloc(&b, a->D, a->Dv) < 0) failed = 1;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < a->BH; bh++)
-      if (!failed) bwd_head(a, &b, bh);
+      if (!failed) bwd_head(a, &L, &b, bh);
     if (!failed) free(b.q);
   }
   return failed ? -1 : 0;

@@ -103,21 +103,91 @@ static lab_flash_args flash_args(lab_dtype dt, const int64_t *dims, double scale
   return a;
 }
 
-/* saved q, k, v, out (contiguous, dtype dt) and lse (f32 [BH * T]); i[0..4] BH, T, S, D, Dv,
- * i[5] causal, i[6] dt; d[0] scale */
+/* Layouts (lab_flash_layout), for devices whose kernels take them: the GPT's q, k and v are
+ * head views [B, H, T, D] of one [B, T, 3C] projection, and its attention output is merged
+ * back as [B, T, H, D]. Copying q, k, v contiguous, the output's transpose(2, 3):contiguous()
+ * and, in the backward, dout contiguous and dq, dk, dv back through the head split cost a
+ * full pass each; with layouts the kernels read and write those tensors where they are. */
+
+/* heads: the size of the dim before the rows (1 for 2-D tensors) */
+static int64_t flash_heads(const lab_tensor *t) { return t->ndim >= 3 ? t->shape[t->ndim - 3] : 1; }
+
+/* t's layout when its rows' elements are adjacent, its rows at one stride and its batch dims
+ * before the heads' fold into one stride; 0, or -1 when it must be copied contiguous */
+static int flash_layout(const lab_tensor *t, lab_dtype dt, lab_flash_layout *l) {
+  int nd = t->ndim;
+  if (t->dtype != dt || nd < 2 || (t->shape[nd - 1] > 1 && t->stride[nd - 1] != 1)) return -1;
+  l->st = t->shape[nd - 2] > 1 ? t->stride[nd - 2] : t->shape[nd - 1];
+  l->sh = nd >= 3 ? t->stride[nd - 3] : 0;
+  l->sb = 0;
+  if (l->st <= 0 || l->sh < 0) return -1;
+  int64_t expect = -1; /* the stride the next outer dim must have to fold */
+  for (int d = nd - 4; d >= 0; d--) {
+    if (t->shape[d] == 1) continue;
+    if (expect < 0) l->sb = t->stride[d];
+    else if (t->stride[d] != expect) return -1;
+    expect = t->stride[d] * t->shape[d];
+  }
+  return 0;
+}
+
+/* t as the kernels take it: itself (a new reference) with its layout, or a contiguous copy in
+ * dt (layout zero: contiguous) when the device takes no layouts or t has none */
+static lab_tensor *flash_operand(lab_tensor *t, lab_dtype dt, int strided, lab_flash_layout *l) {
+  *l = (lab_flash_layout){0, 0, 0};
+  if (strided && flash_layout(t, dt, l) == 0) return ag_ref(t);
+  *l = (lab_flash_layout){0, 0, 0};
+  return contiguous_as(t, dt);
+}
+
+/* A new [..., rows, width] tensor (dims of `like`, last two replaced) for a kernel output: laid
+ * out as [..., rows, H, width] in memory when `like` is (a head view: its rows further apart
+ * than its heads) and the device takes layouts, so the head merge after it is free; else
+ * contiguous (layout zero). */
+static lab_tensor *flash_output(const lab_tensor *like, lab_dtype dt, int64_t width, int strided,
+                                lab_flash_layout *l) {
+  int nd = like->ndim;
+  int64_t shape[LAB_MAX_DIMS];
+  for (int d = 0; d < nd - 1; d++) shape[d] = like->shape[d];
+  shape[nd - 1] = width;
+  *l = (lab_flash_layout){0, 0, 0};
+  lab_device dev = lab_device_of(like);
+  int heads_view = strided && nd >= 4 && like->shape[nd - 3] > 1 && like->shape[nd - 2] > 1 &&
+                   like->stride[nd - 2] > like->stride[nd - 3];
+  if (!heads_view) return lab_tensor_empty_on(dev, dt, nd, shape);
+  int64_t H = shape[nd - 3], rows = shape[nd - 2];
+  shape[nd - 3] = rows, shape[nd - 2] = H; /* [..., rows, H, width] */
+  lab_tensor *m = lab_tensor_empty_on(dev, dt, nd, shape);
+  lab_tensor *v = m ? lab_transpose(m, nd - 3, nd - 2) : NULL;
+  lab_tensor_release(m);
+  if (v) *l = (lab_flash_layout){.sb = rows * H * width, .sh = width, .st = H * width};
+  return v;
+}
+
+/* saved q, k, v, out (dtype dt; contiguous or in their layouts) and lse (f32 [BH * T]);
+ * i[0..4] BH, T, S, D, Dv, i[5] causal, i[6] dt, i[7] layouts taken; d[0] scale */
 static int flash_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
   lab_dtype dt = (lab_dtype)n->i[6];
+  int strided = (int)n->i[7];
   lab_device dev = lab_device_of(q);
-  lab_tensor *gc = contiguous_as(g, dt);
+  lab_flash_args a = flash_args(dt, n->i, n->d[0], (int)n->i[5]);
+  lab_tensor *gc = flash_operand(g, dt, strided, &a.ldo);
+  if (strided) { /* the saved tensors are the kernels' operands as they were in the forward */
+    a.H = flash_heads(q);
+    if (flash_layout(q, dt, &a.lq) < 0 || flash_layout(k, dt, &a.lk) < 0 || flash_layout(v, dt, &a.lv) < 0 ||
+        flash_layout(o, dt, &a.lo) < 0) {
+      lab_tensor_release(gc);
+      return lab_fail("sdpa_flash backward", "a saved tensor lost its layout");
+    }
+  }
   int64_t wn = (int64_t)(lab_flash_work_bytes(n->i[0], n->i[1], n->i[3]) / sizeof(float));
   lab_tensor *work = gc ? lab_tensor_empty_on(dev, LAB_F32, 1, &wn) : NULL;
-  lab_tensor *dq = work ? lab_tensor_empty_on(dev, dt, q->ndim, q->shape) : NULL;
-  lab_tensor *dk = dq ? lab_tensor_empty_on(dev, dt, k->ndim, k->shape) : NULL;
-  lab_tensor *dv = dk ? lab_tensor_empty_on(dev, dt, v->ndim, v->shape) : NULL;
+  lab_tensor *dq = work ? flash_output(q, dt, q->shape[q->ndim - 1], strided, &a.ldq) : NULL;
+  lab_tensor *dk = dq ? flash_output(k, dt, k->shape[k->ndim - 1], strided, &a.ldk) : NULL;
+  lab_tensor *dv = dk ? flash_output(v, dt, v->shape[v->ndim - 1], strided, &a.ldv) : NULL;
   int rc = -1;
   if (dv) {
-    lab_flash_args a = flash_args(dt, n->i, n->d[0], (int)n->i[5]);
     a.q = lab_data(q), a.k = lab_data(k), a.v = lab_data(v), a.o = lab_data(o), a.dout = lab_data(gc);
     a.lse = lab_data(lse), a.dq = lab_data(dq), a.dk = lab_data(dk), a.dv = lab_data(dv), a.work = lab_data(work);
     rc = lab_ops_of(q)->flash_bwd(&a);
@@ -142,15 +212,16 @@ static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int c
   int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
   int64_t D = q->shape[q->ndim - 1], Dv = v->shape[v->ndim - 1], BH = 1;
   for (int d = 0; d < q->ndim - 2; d++) BH *= q->shape[d];
-  int64_t dims[5] = {BH, T, S, D, Dv}, oshape[LAB_MAX_DIMS], lse_n = BH * T;
-  for (int d = 0; d < q->ndim - 1; d++) oshape[d] = q->shape[d];
-  oshape[q->ndim - 1] = Dv;
+  int64_t dims[5] = {BH, T, S, D, Dv}, lse_n = BH * T;
   lab_device dev = lab_device_of(q);
-  lab_tensor *qc = contiguous_as(q, dt), *kc = contiguous_as(k, dt), *vc = contiguous_as(v, dt);
-  lab_tensor *out = (qc && kc && vc) ? lab_tensor_empty_on(dev, dt, q->ndim, oshape) : NULL;
+  int strided = lab_device_ops_of(dev.type)->flash_strided;
+  lab_flash_args a = flash_args(dt, dims, scale, causal);
+  a.H = flash_heads(q);
+  lab_tensor *qc = flash_operand(q, dt, strided, &a.lq), *kc = flash_operand(k, dt, strided, &a.lk);
+  lab_tensor *vc = flash_operand(v, dt, strided, &a.lv);
+  lab_tensor *out = (qc && kc && vc) ? flash_output(q, dt, Dv, strided, &a.lo) : NULL;
   lab_tensor *lse = out ? lab_tensor_empty_on(dev, LAB_F32, 1, &lse_n) : NULL;
   if (lse) {
-    lab_flash_args a = flash_args(dt, dims, scale, causal);
     a.q = lab_data(qc), a.k = lab_data(kc), a.v = lab_data(vc), a.out = lab_data(out), a.lse = lab_data(lse);
     if (lab_ops_of(q)->flash_fwd(&a) < 0) out = ag_drop(out);
   } else {
@@ -164,6 +235,7 @@ static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int c
       for (int i = 0; i < 5; i++) n->i[i] = dims[i];
       n->i[5] = causal;
       n->i[6] = dt;
+      n->i[7] = strided;
       n->d[0] = scale;
       int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) |
                lab_node_save(n, 3, out) | lab_node_save(n, 4, lse);

@@ -63,6 +63,51 @@ T.test("flash = math (f64) for f32: causal and not, odd lengths, T != S, Dv != D
   end
 end)
 
+T.test("head views of one projection, as the GPT splits and merges heads: flash on the views (no copies, "
+  .. "[B, T, H, D] outputs) = math on contiguous copies, every output and gradient, 1 and 2 threads", function()
+  local threads = lab.threads()
+  -- odd sizes: B 2, T 37 (causal) and 70 (a tile and a part), H 3, D 12; bf16 with f32 sums too
+  for _, c in ipairs({ { 37, true, "f32", 2e-5 }, { 70, false, "f32", 2e-5 }, { 37, true, "bf16", 2e-2 } }) do
+    local Tn, causal, dt, tol = c[1], c[2], c[3], c[4]
+    local B, H, D = 2, 3, 12
+    local C = H * D
+    lab.manual_seed(5)
+    local x0, w0 = lab.randn(B, Tn, C), lab.randn(3 * C, C) * 0.3
+    local g = lab.randn(B, Tn, C)
+    local function step(impl, nthreads)
+      lab.set_threads(nthreads)
+      local x, w = x0:to(dt):detach():requires_grad_(), w0:to(dt):detach():requires_grad_()
+      local qkv = lab.linear(x, w) -- [B, T, 3C]
+      local parts = qkv:split(C, 3)
+      local function heads(t)
+        local h = t:view(B, Tn, H, D):transpose(2, 3) -- [B, H, T, D], a strided view of qkv
+        return impl == "math" and h:contiguous() or h
+      end
+      local y = lab.sdpa(heads(parts[1]), heads(parts[2]), heads(parts[3]), { causal = causal, impl = impl })
+      local merged = y:transpose(2, 3)
+      local free = merged:is_contiguous()
+      merged = merged:contiguous():view(B, Tn, C)
+      ;(merged:to("f64") * g):sum():backward()
+      return { merged, x.grad, w.grad }, free
+    end
+    local want = step("math", 1)
+    for _, nt in ipairs({ 1, 2 }) do
+      local got, free = step("flash", nt)
+      local label = string.format("%s T=%d causal=%s threads=%d", dt, Tn, tostring(causal), nt)
+      T.ok(free, label .. ": the output is [B, T, H, D] in memory, so the head merge is free")
+      for i, name in ipairs({ "merged output", "dx", "dW" }) do
+        local scale = math.max(want[i]:to("f64"):abs():max():item(), 1)
+        local d = maxdiff(got[i], want[i])
+        T.ok(d <= tol * scale, string.format("%s %s: max |flash - math| %.3g > %.3g", label, name, d, tol * scale))
+      end
+    end
+  end
+  lab.set_threads(threads)
+  -- a contiguous q keeps a contiguous output (only head views get the [B, T, H, D] one)
+  local q = lab.randn(2, 3, 5, 4)
+  T.ok(lab.sdpa(q, q, q, { impl = "flash" }):is_contiguous(), "contiguous inputs, contiguous output")
+end)
+
 T.test("flash with bf16 and f16 inputs (f32 sums) = math in f64 on the rounded inputs", function()
   -- the result is rounded to bf16 (8 bits) or f16 (11 bits) once, plus the gradients' rounding
   compare("bf16 causal", { 2, 2, 97, 64 }, 97, 64, true, "bf16", 2e-2)
