@@ -345,10 +345,31 @@ static int l_embedding(lua_State *L) {
   return 1;
 }
 
-/* lab.linear(x, weight [, bias]): x W^T + b, the bias added in the GEMM */
+/* lab.linear(x, weight [, bias] [, {activation = 'gelu' | 'gelu_tanh' | 'silu'}]): x W^T + b,
+ * the bias added in the GEMM; with an activation, act(x W^T + b) as one op (ops_linear.c) */
 static int l_linear(lua_State *L) {
   lab_tensor *x = ll_check_tensor(L, 1), *w = ll_check_tensor(L, 2), *b = ll_test_tensor(L, 3);
-  ll_push_tensor(L, lab_ad_linear(x, w, b));
+  if (!b && !lua_isnoneornil(L, 3))
+    return ll_error(L, "linear: bias (argument 3) must be a tensor or nil, got %s", luaL_typename(L, 3));
+  const char *act = NULL;
+  if (!lua_isnoneornil(L, 4)) {
+    if (!lua_istable(L, 4)) return ll_error(L, "linear: options (argument 4) must be a table, got %s", luaL_typename(L, 4));
+    lua_getfield(L, 4, "activation");
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+      return ll_error(L, "linear: activation must be 'gelu', 'gelu_tanh' or 'silu', got a %s", luaL_typename(L, -1));
+    act = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  if (!act) {
+    ll_push_tensor(L, lab_ad_linear(x, w, b));
+    return 1;
+  }
+  lab_act_kind kind;
+  if (strcmp(act, "gelu") == 0) kind = LAB_ACT_GELU;
+  else if (strcmp(act, "gelu_tanh") == 0) kind = LAB_ACT_GELU_TANH;
+  else if (strcmp(act, "silu") == 0) kind = LAB_ACT_SILU;
+  else return ll_error(L, "linear: activation must be 'gelu', 'gelu_tanh' or 'silu', got '%s'", act);
+  ll_push_tensor(L, lab_ad_linear_act(x, w, b, kind));
   return 1;
 }
 

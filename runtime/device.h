@@ -57,6 +57,10 @@ typedef struct lab_device_ops {
                        void *dw, int64_t rows, int64_t D);
   void (*act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
   void (*act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
+  /* act_bwd over x [rows, cols] and db = dx's column sums in the same pass; NULL: the caller
+   * takes act_bwd and sum_middle */
+  void (*act_bwd_bias)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
+                       int64_t rows, int64_t cols);
   int64_t (*xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                       int64_t C, int64_t ignore_index, double smoothing);
   void (*xent_bwd)(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,

@@ -185,6 +185,7 @@ static const lab_device_ops cpu_ops = {
     .rms_norm_bwd = lab_rms_norm_bwd,
     .act_fwd = lab_act_fwd,
     .act_bwd = lab_act_bwd,
+    .act_bwd_bias = lab_act_bwd_bias,
     .xent_fwd = lab_cross_entropy_fwd,
     .xent_bwd = lab_cross_entropy_bwd,
     .embedding_fwd = lab_embedding_fwd,

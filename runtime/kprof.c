@@ -116,6 +116,12 @@ static void t_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void
   plain->act_bwd(ct, kind, g, x, dx, n);
   add(LAB_KP_ACTIVATION, t);
 }
+static void t_act_bwd_bias(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
+                           int64_t rows, int64_t cols) {
+  stamp t = now();
+  plain->act_bwd_bias(ct, kind, g, x, dx, db, rows, cols);
+  add(LAB_KP_ACTIVATION, t);
+}
 static int64_t t_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
                           int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
   stamp t = now();
@@ -200,6 +206,7 @@ void lab_kprof_enable(int on) {
   timed.rms_norm_bwd = t_rms_norm_bwd;
   timed.act_fwd = t_act_fwd;
   timed.act_bwd = t_act_bwd;
+  if (plain->act_bwd_bias) timed.act_bwd_bias = t_act_bwd_bias;
   timed.xent_fwd = t_xent_fwd;
   timed.xent_bwd = t_xent_bwd;
   timed.embedding_fwd = t_embedding_fwd;

@@ -207,6 +207,7 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
 }
 
 /* ---- activations ---- */
+#define ACT_BLOCK 4096 /* elements per task of the backward */
 /* gelu_tanh(x) = x/2 (1 + tanh(u)), u = k (x + 0.044715 x^3), k = sqrt(2/pi); written as
  * x sigmoid(2u) so one exp per element serves. One loop per kind keeps each vectorisable. */
 #define ACT(T, S, EXP, ERF)                                                                   \
@@ -226,10 +227,10 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
       for (int64_t i = 0; i < n; i++) y[i] = x[i] / ((T)1 + EXP(-x[i]));                     \
     }                                                                                         \
   }                                                                                           \
-  static void act_bwd_##S(lab_act_kind kind, const T *g, const T *x, T *dx, int64_t n) {      \
+  /* the backward of n elements on the calling thread (vector loops) */                      \
+  static void act_bwd_row_##S(lab_act_kind kind, const T *g, const T *x, T *dx, int64_t n) {  \
     const T k = (T)0.7978845608028654, c = (T)0.044715;                                       \
     if (kind == LAB_ACT_GELU) {                                                               \
-      _Pragma("omp parallel for schedule(static)")                                           \
       for (int64_t i = 0; i < n; i++) {                                                       \
         T v = x[i];                                                                           \
         T cdf = (T)0.5 * ((T)1 + ERF(v * (T)0.7071067811865476));                             \
@@ -238,22 +239,71 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
       }                                                                                       \
     } else if (kind == LAB_ACT_GELU_TANH) {                                                   \
       /* with s = sigmoid(2u): d/dx = s + x s (1 - s) 2 k (1 + 3 c x^2) */                    \
-      _Pragma("omp parallel for simd schedule(static)")                                      \
+      _Pragma("omp simd")                                                                    \
       for (int64_t i = 0; i < n; i++) {                                                       \
         T v = x[i];                                                                           \
         T s = (T)1 / ((T)1 + EXP((T)-2 * k * (v + c * v * v * v)));                           \
         dx[i] = g[i] * (s + v * s * ((T)1 - s) * (T)2 * k * ((T)1 + (T)3 * c * v * v));       \
       }                                                                                       \
     } else {                                                                                  \
-      _Pragma("omp parallel for simd schedule(static)")                                      \
+      _Pragma("omp simd")                                                                    \
       for (int64_t i = 0; i < n; i++) {                                                       \
         T v = x[i], s = (T)1 / ((T)1 + EXP(-v));                                              \
         dx[i] = g[i] * s * ((T)1 + v * ((T)1 - s));                                           \
       }                                                                                       \
     }                                                                                         \
+  }                                                                                           \
+  /* in parallel over blocks of ACT_BLOCK elements */                                        \
+  static void act_bwd_##S(lab_act_kind kind, const T *g, const T *x, T *dx, int64_t n) {      \
+    int64_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;                                             \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t b = 0; b < nb; b++) {                                                        \
+      int64_t i0 = b * ACT_BLOCK, m = n - i0 < ACT_BLOCK ? n - i0 : ACT_BLOCK;                \
+      act_bwd_row_##S(kind, g + i0, x + i0, dx + i0, m);                                      \
+    }                                                                                         \
   }
 ACT(float, f, lab_expf, erff)
 ACT(double, d, exp, erf)
+
+/* The activation's backward with the column sums of its result (the preceding Linear's bias
+ * gradient) in the same pass: rows in chunks of NORM_CHUNK, in parallel, each chunk's column
+ * sums in double partials added in chunk order (the same result for any number of threads),
+ * so dx is summed while it is in cache instead of being read again by a separate reduction. */
+#define ACT_BWD_BIAS(T, S)                                                                    \
+  static void act_bwd_bias_##S(lab_act_kind kind, const T *g, const T *x, T *dx, T *db,       \
+                               int64_t rows, int64_t cols) {                                  \
+    int64_t nch = (rows + NORM_CHUNK - 1) / NORM_CHUNK;                                       \
+    double *part = nch > 0 && cols > 0 ? calloc((size_t)(nch * cols), sizeof(double)) : NULL; \
+    if (!part) { /* no memory for the partial sums (or nothing to sum): two passes */         \
+      act_bwd_##S(kind, g, x, dx, rows * cols);                                               \
+      for (int64_t j = 0; j < cols; j++) {                                                    \
+        double s = 0;                                                                         \
+        for (int64_t r = 0; r < rows; r++) s += dx[r * cols + j];                             \
+        db[j] = (T)s;                                                                         \
+      }                                                                                       \
+      return;                                                                                 \
+    }                                                                                         \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t c = 0; c < nch; c++) {                                                       \
+      double *pc = part + c * cols;                                                           \
+      int64_t r1 = (c + 1) * NORM_CHUNK < rows ? (c + 1) * NORM_CHUNK : rows;                 \
+      for (int64_t r = c * NORM_CHUNK; r < r1; r++) {                                         \
+        act_bwd_row_##S(kind, g + r * cols, x + r * cols, dx + r * cols, cols);               \
+        const T *d = dx + r * cols;                                                           \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < cols; j++) pc[j] += d[j];                                     \
+      }                                                                                       \
+    }                                                                                         \
+    _Pragma("omp parallel for schedule(static)")                                             \
+    for (int64_t j = 0; j < cols; j++) {                                                      \
+      double s = 0;                                                                           \
+      for (int64_t c = 0; c < nch; c++) s += part[c * cols + j];                              \
+      db[j] = (T)s;                                                                           \
+    }                                                                                         \
+    free(part);                                                                               \
+  }
+ACT_BWD_BIAS(float, f)
+ACT_BWD_BIAS(double, d)
 
 void lab_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
   DISPATCH(ct, act_fwd, kind, x, y, n);
@@ -261,6 +311,11 @@ void lab_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_
 
 void lab_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
   DISPATCH(ct, act_bwd, kind, g, x, dx, n);
+}
+
+void lab_act_bwd_bias(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
+                      int64_t rows, int64_t cols) {
+  DISPATCH(ct, act_bwd_bias, kind, g, x, dx, db, rows, cols);
 }
 
 /* ---- cross-entropy ---- */

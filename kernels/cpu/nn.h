@@ -23,6 +23,10 @@ void lab_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w,
 /* activations over n elements */
 void lab_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
 void lab_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
+/* dx = g * act'(x) for x [rows, cols], and db [cols] = the column sums of dx (set, not added):
+ * the preceding Linear's bias gradient taken in the same pass */
+void lab_act_bwd_bias(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
+                      int64_t rows, int64_t cols);
 
 /* Cross-entropy over rows of logits (N, C) with int64 targets (N). Writes the per-row loss
  * (0 for ignored rows) and the row's log-sum-exp; returns the count of rows not ignored. */

@@ -35,7 +35,23 @@ function MLP:init(cfg)
   self:add("proj", nn.Linear(hidden, cfg.d_model))
   self:add("drop", nn.Dropout(cfg.dropout or 0))
 end
-function MLP:forward(x) return self.drop(self.proj(self.act(self.fc(x)))) end
+-- fc and its GELU run as one op (lab.linear with an activation: the bias gradient is taken in
+-- the GELU's backward pass) when both are the plain modules; an fc whose forward was replaced
+-- on the instance (ZeRO-3's gathering, FP8) or of another class (LoRA), or another activation,
+-- goes through the modules
+local fused_gelu = { none = "gelu", tanh = "gelu_tanh" }
+local function fused_activation(fc, act)
+  if getmetatable(fc) ~= nn.Linear or rawget(fc, "forward") ~= nil then return nil end
+  if getmetatable(act) ~= nn.GELU or rawget(act, "forward") ~= nil then return nil end
+  return fused_gelu[act.approximate]
+end
+function MLP:forward(x)
+  local kind = fused_activation(self.fc, self.act)
+  local h
+  if kind then h = lab.linear(x, self.fc.weight, self.fc.bias, { activation = kind })
+  else h = self.act(self.fc(x)) end
+  return self.drop(self.proj(h))
+end
 
 local Block = nn.class("Block")
 nn.Block = Block

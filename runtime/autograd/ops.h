@@ -39,6 +39,8 @@ lab_tensor *lab_ad_matmul(lab_tensor *a, lab_tensor *b);
 
 /* y = x W^T + b for W [out, in], x [..., in]; b may be NULL; the bias in the GEMM (ops_linear.c) */
 lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b);
+/* act(x W^T + b) as one op: its backward takes act' and the bias gradient in one pass */
+lab_tensor *lab_ad_linear_act(lab_tensor *x, lab_tensor *w, lab_tensor *b, lab_act_kind kind);
 
 /* neural-network ops with fused kernels (ops_nn.c) */
 /* idx holds 0-based ids (any integer dtype); out is idx.shape + [dim] */

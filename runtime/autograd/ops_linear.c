@@ -5,7 +5,12 @@
  * beta = 1; the backward writes dW = g^T x straight in W's layout, dx = g W, and db as one
  * column-sum pass over g. x's leading dims are folded into one matrix, so it is one large GEMM
  * rather than a loop of small ones. Inputs that are not all f32 or all f64 (half types under
- * autocast, mixed dtypes) take the composed path, which converts as matmul does. */
+ * autocast, mixed dtypes) take the composed path, which converts as matmul does.
+ *
+ * lab_ad_linear_act adds the activation after it (an MLP's fc + GELU) as one node: the forward
+ * saves the pre-activation, the backward takes act' and the bias gradient in one pass over the
+ * rows (the device's act_bwd_bias) before the two GEMMs, where the separate GELU and Linear
+ * nodes wrote dx of the GELU and read it again for the bias's column sums. */
 #include <string.h>
 
 #include "../error.h"
@@ -26,12 +31,14 @@ static int gemm(const lab_tensor *on, int ta, int tb, int64_t m, int64_t n, int6
 }
 
 /* saved[0] x as [M, K] (contiguous, when W wants a gradient), [1] W [N, K] (contiguous, when
- * x wants one); i[0] M, i[1] K, i[2] N, i[3..] x's shape (ndim at i[3]) */
-static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+ * x wants one), [2] the pre-activation [M, N] (linear_act); i[0] M, i[1] K, i[2] N, i[3..] x's
+ * shape (ndim at i[3]), i[ACT_AT] the activation (linear_act) */
+#define ACT_AT (LAB_NODE_INTS - 1)
+
+/* dx, dW and db from gc, the contiguous gradient of x W^T + b [M, N]; db: the bias gradient
+ * when already taken (consumed), NULL to take it here as gc's column sums */
+static int linear_grads(lab_node *n, lab_tensor *gc, lab_tensor *db, lab_tensor **gin) {
   int64_t M = n->i[0], K = n->i[1], N = n->i[2];
-  lab_tensor *gt = lab_to_dtype(g, n->in_dtype[1]), *gc = gt ? lab_contiguous(gt) : NULL;
-  lab_tensor_release(gt);
-  if (!gc) return -1;
   lab_device dev = lab_device_of(gc);
   lab_dtype ct = gc->dtype;
   int rc = 0;
@@ -45,13 +52,52 @@ static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     if (!dw || gemm(gc, 1, 0, N, K, M, gc, N, n->saved[0], K, 0.0, dw) < 0) rc = -1;
     gin[1] = dw;
   }
-  if (rc == 0 && n->nin > 2 && ag_wants(n, 2)) { /* db [N] = the column sums of g [M, N] */
-    lab_tensor *db = lab_tensor_empty_on(dev, ct, 1, &N);
-    if (db) lab_ops_of(gc)->sum_middle(ct, lab_data(gc), lab_data(db), 1, M, N, 1.0);
-    else rc = -1;
+  if (rc == 0 && n->nin > 2 && ag_wants(n, 2)) {
+    if (!db) { /* db [N] = the column sums of g [M, N] */
+      db = lab_tensor_empty_on(dev, ct, 1, &N);
+      if (db) lab_ops_of(gc)->sum_middle(ct, lab_data(gc), lab_data(db), 1, M, N, 1.0);
+      else rc = -1;
+    }
     gin[2] = db;
+    db = NULL;
   }
+  lab_tensor_release(db);
+  return rc;
+}
+
+/* g as the contiguous [M, N] gradient in the node's computing dtype */
+static lab_tensor *grad_in(lab_node *n, lab_tensor *g) {
+  lab_tensor *gt = lab_to_dtype(g, n->in_dtype[1]), *gc = gt ? lab_contiguous(gt) : NULL;
+  lab_tensor_release(gt);
+  return gc;
+}
+
+static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *gc = grad_in(n, g);
+  if (!gc) return -1;
+  int rc = linear_grads(n, gc, NULL, gin);
   lab_tensor_release(gc);
+  return rc;
+}
+
+/* the activation's backward first: dpre = g act'(pre), with db in the same pass */
+static int linear_act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  lab_tensor *gc = grad_in(n, g), *pre = n->saved[2];
+  if (!gc) return -1;
+  int64_t M = n->i[0], N = n->i[2];
+  lab_dtype ct = gc->dtype;
+  lab_act_kind kind = (lab_act_kind)n->i[ACT_AT];
+  const lab_device_ops *ops = lab_ops_of(gc);
+  int want_db = n->nin > 2 && ag_wants(n, 2) && ops->act_bwd_bias;
+  lab_tensor *dpre = lab_tensor_empty_on(lab_device_of(gc), ct, 2, (int64_t[]){M, N});
+  lab_tensor *db = dpre && want_db ? lab_tensor_empty_on(lab_device_of(gc), ct, 1, &N) : NULL;
+  int rc = dpre && (db || !want_db) ? 0 : -1;
+  if (rc == 0 && want_db) ops->act_bwd_bias(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), lab_data(db), M, N);
+  else if (rc == 0) ops->act_bwd(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), M * N);
+  lab_tensor_release(gc);
+  if (rc == 0) rc = linear_grads(n, dpre, db, gin);
+  else lab_tensor_release(db);
+  lab_tensor_release(dpre);
   return rc;
 }
 
@@ -66,9 +112,10 @@ static lab_tensor *composed(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
   return r;
 }
 
-lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
+/* y = x W^T + b, then the activation when act (kind) */
+static lab_tensor *linear(lab_tensor *x, lab_tensor *w, lab_tensor *b, int act, lab_act_kind kind) {
   char s[128], t[128];
-  const char *op = "linear";
+  const char *op = !act ? "linear" : kind == LAB_ACT_SILU ? "linear_silu" : kind == LAB_ACT_GELU ? "linear_gelu" : "linear_gelu_tanh";
   if (w->ndim != 2) {
     lab_fail(op, "weight must be [out_features, in_features], got %s", lab_shape_str(w, s, sizeof s));
     return NULL;
@@ -87,7 +134,13 @@ lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
   lab_tensor *xwb[3] = {x, w, b};
   if (lab_common_device(op, b ? 3 : 2, xwb, &dev) < 0) return NULL;
   lab_dtype ct = x->dtype;
-  if ((ct != LAB_F32 && ct != LAB_F64) || w->dtype != ct || (b && b->dtype != ct)) return composed(x, w, b);
+  if ((ct != LAB_F32 && ct != LAB_F64) || w->dtype != ct || (b && b->dtype != ct)) {
+    lab_tensor *y = composed(x, w, b);
+    if (!y || !act) return y;
+    lab_tensor *r = kind == LAB_ACT_SILU ? lab_ad_silu(y) : lab_ad_gelu(y, kind == LAB_ACT_GELU_TANH);
+    lab_tensor_release(y);
+    return r;
+  }
 
   int64_t K = w->shape[1], N = w->shape[0], M = K ? lab_numel(x) / K : 0;
   if (K == 0) { /* no columns: M counts the rows from the leading dims */
@@ -102,10 +155,17 @@ lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
   int rc = y ? 0 : -1;
   if (rc == 0) rc = b ? lab_copy_(y, b) : (K == 0 ? lab_fill_(y, 0) : 0); /* the epilogue: y = bias rows */
   if (rc == 0) rc = gemm(y, 0, 1, M, N, K, xc, K, wc, K, b ? 1.0 : 0.0, y);
+  lab_tensor *pre = NULL; /* with act: y is the pre-activation, out its activation */
+  if (rc == 0 && act) {
+    pre = y;
+    y = lab_tensor_empty_on(dev, ct, x->ndim, shape);
+    if (y) lab_ops_of(y)->act_fwd(ct, kind, lab_data(pre), lab_data(y), M * N);
+    else rc = -1;
+  }
   lab_tensor *in[3] = {x, w, b};
   int nin = b ? 3 : 2;
   if (rc == 0 && lab_ag_needed(nin, in)) {
-    lab_node *n = lab_node_new(op, linear_bw, nin, in);
+    lab_node *n = lab_node_new(op, act ? linear_act_bw : linear_bw, nin, in);
     if (!n) {
       y = ag_drop(y);
     } else {
@@ -113,16 +173,25 @@ lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) {
       n->i[1] = K;
       n->i[2] = N;
       ag_store_shape(n, 3, x);
+      n->i[ACT_AT] = kind;
       int src = 0;
       if (ag_wants(n, 1)) src |= lab_node_save(n, 0, xc);
       if (ag_wants(n, 0)) src |= lab_node_save(n, 1, wc);
+      if (act) src |= lab_node_save(n, 2, pre);
       y = ag_finish(n, y, src);
     }
   } else if (rc < 0) {
     lab_tensor_release(y);
     y = NULL;
   }
+  lab_tensor_release(pre);
   lab_tensor_release(xc);
   lab_tensor_release(wc);
   return y;
+}
+
+lab_tensor *lab_ad_linear(lab_tensor *x, lab_tensor *w, lab_tensor *b) { return linear(x, w, b, 0, LAB_ACT_GELU); }
+
+lab_tensor *lab_ad_linear_act(lab_tensor *x, lab_tensor *w, lab_tensor *b, lab_act_kind kind) {
+  return linear(x, w, b, 1, kind);
 }

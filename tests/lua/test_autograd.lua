@@ -66,6 +66,10 @@ local ids = lab.tensor({ { 0, 5, 2 }, { 5, 5, 1 } })
 check("embedding (repeated ids accumulate)", function(w) return lab.embedding(ids, w) end, { W })
 local lw, lb = leaf(4), leaf(4)
 check("layer_norm", function(x, w, bb) return lab.layer_norm(x, w, bb) end, { a, lw, lb })
+check("linear with gelu, gelu_tanh and silu", function(x, w, bb)
+  return lab.linear(x, w, bb, { activation = "gelu" }) + lab.linear(x, w, bb, { activation = "gelu_tanh" })
+    + lab.linear(x, w, bb, { activation = "silu" })
+end, { bat1, lin_w, lin_b })
 check("layer_norm without affine", function(x) return lab.layer_norm(x) end, { a })
 check("rms_norm", function(x, w) return lab.rms_norm(x, w) end, { a, lw })
 check("gelu exact and tanh", function(x) return x:gelu() + x:gelu("tanh") end, { a })
@@ -110,6 +114,49 @@ T.test("linear in f32 matches matmul + add, values and every gradient", function
     T.ok(lab.allclose(got[i], want[i], 1e-5, 1e-5), what)
   end
   T.ok(got[3]:is_contiguous(), "dW is written in W's layout")
+end)
+
+T.test("linear with an activation (one op, the bias gradient in the activation's backward) = linear then "
+  .. "the activation: y and every gradient, odd sizes, 1 and 2 threads", function()
+  local threads = lab.threads()
+  local acts = { gelu = function(t) return t:gelu() end, gelu_tanh = function(t) return t:gelu("tanh") end,
+    silu = function(t) return t:silu() end }
+  -- 5 x 15 = 75 rows: two chunks of 32 rows and a partial one; 23 output columns
+  for _, kind in ipairs({ "gelu", "gelu_tanh", "silu" }) do
+    for _, bias in ipairs({ true, false }) do
+      local function run(fused, nthreads)
+        lab.set_threads(nthreads)
+        lab.manual_seed(9)
+        local x = lab.randn(5, 15, 17):requires_grad_()
+        local w = lab.randn(23, 17):requires_grad_()
+        local bb = bias and lab.randn(23):requires_grad_() or nil
+        local y = fused and lab.linear(x, w, bb, { activation = kind }) or acts[kind](x:matmul(w:t()) + (bb or 0))
+        y:backward(lab.randn(5, 15, 23))
+        return { y, x.grad, w.grad, bb and bb.grad }, y.grad_fn
+      end
+      local want = run(false, 1)
+      for _, nt in ipairs({ 1, 2 }) do
+        local got, fn = run(true, nt)
+        local label = string.format("%s bias=%s threads=%d", kind, tostring(bias), nt)
+        T.eq(fn, "linear_" .. kind, label .. ": one node")
+        for i, what in ipairs({ "y", "dx", "dW", "db" }) do
+          if want[i] then T.ok(lab.allclose(got[i], want[i], 1e-5, 1e-5), label .. " " .. what) end
+        end
+      end
+      local one, two = run(true, 1), run(true, 2)
+      if bias then T.ok((one[4] - two[4]):abs():max():item() == 0, kind .. ": db the same for 1 and 2 threads") end
+    end
+  end
+  lab.set_threads(threads)
+  -- half types take the composed path (matmul, add, the activation)
+  local xb, wb = lab.ones(2, 4, { dtype = "bf16" }), lab.ones(3, 4, { dtype = "bf16" })
+  local yb = lab.linear(xb, wb, lab.ones(3, { dtype = "bf16" }), { activation = "silu" })
+  T.ok(math.abs(yb:float():tolist()[1][1] - 5 / (1 + math.exp(-5))) < 0.05, "bf16 silu(5)")
+  T.raises(function() lab.linear(xb, wb, nil, { activation = "relu" }) end,
+    "linear: activation must be 'gelu', 'gelu_tanh' or 'silu', got 'relu'")
+  T.raises(function() lab.linear(xb, wb, nil, "gelu") end, "linear: options (argument 4) must be a table")
+  T.raises(function() lab.linear(lab.zeros(2, 5), lab.zeros(3, 4), nil, { activation = "gelu" }) end,
+    "linear_gelu: input [2, 5] does not match weight [3, 4]")
 end)
 
 T.test("linear: empty inner dim gives the bias; half types take the composed path; errors", function()
