@@ -23,14 +23,14 @@ function cp.positions(T, n, r, zigzag)
   local pos = {}
   if zigzag and n > 1 then
     if T % (2 * n) ~= 0 then
-      error(string.format("rank %d: cp: sequence of %d does not split into %d zigzag chunks (2 x %d ranks)", lab.dist.rank(), T, 2 * n, n), 3)
+      error(string.format("rank %d: cp: sequence of %d does not split into %d zigzag chunks (2 x %d ranks)", lab.dist.rank(), T, 2 * n, n), 0)
     end
     local c = T // (2 * n)
     for _, chunk in ipairs({ r, 2 * n - 1 - r }) do
       for i = 0, c - 1 do pos[#pos + 1] = chunk * c + i end
     end
   else
-    if T % n ~= 0 then error(string.format("rank %d: cp: sequence of %d does not split over %d ranks", lab.dist.rank(), T, n), 3) end
+    if T % n ~= 0 then error(string.format("rank %d: cp: sequence of %d does not split over %d ranks", lab.dist.rank(), T, n), 0) end
     local c = T // n
     for i = 0, c - 1 do pos[#pos + 1] = r * c + i end
   end
@@ -309,7 +309,7 @@ function CPGPT:init(cfg, opts)
   self.cfg, self.group = cfg, opts.group or lab.dist.world_group()
   self.attention, self.zigzag = opts.attention or "ring", opts.zigzag ~= false
   if self.attention ~= "ring" and self.attention ~= "allgather" then
-    error(string.format("rank %d: cp.GPT: attention must be 'ring' or 'allgather', got %s", lab.dist.rank(), tostring(opts.attention)), 2)
+    error(string.format("rank %d: cp.GPT: attention must be 'ring' or 'allgather', got %s", lab.dist.rank(), tostring(opts.attention)), 0)
   end
   local full = lab.nn.GPT(cfg)
   for _, name in ipairs(full._names) do

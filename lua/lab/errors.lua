@@ -41,6 +41,12 @@ end
 
 function M.tensor(fname, n, value) M.arg(lab.is_tensor(value), fname, n, "a tensor", value) end
 
+-- raises "rank N: fname: <message>" (string.format(fmt, ...)): every error lua/lab raises
+-- itself goes through here, so none reaches the user without the rank and the function
+function M.raise(fname, fmt, ...)
+  error(string.format("rank %d: %s: " .. fmt, rank(), fname, ...), 0)
+end
+
 -- A raw Lua error raised inside lua/lab/*.lua ("moe.lua:345: attempt to index a nil value
 -- (local 'm')": usually an argument of the wrong type) leaves a public function as
 -- "rank N: lab.moe.stats: moe.lua:345: ...", naming the function the user called; errors that

@@ -3,6 +3,7 @@
 -- tied to the token embedding. Initialised as GPT-2: N(0, 0.02), with the residual
 -- projections scaled by 1/sqrt(2 n_layer) so the residual stream does not grow with depth.
 local nn = lab.nn
+local errors = require("lab.errors")
 
 -- x [B, T, C] -> [B, T, C]: heads split C, attend causally, and are merged back
 local CausalSelfAttention = nn.class("CausalSelfAttention")
@@ -78,13 +79,18 @@ end
 -- [moe = {experts=, top_k=, every=, capacity_factor=, activation=, group=, ...}: see lab.moe]
 local GPT = nn.class("GPT")
 nn.GPT = GPT
+-- more layers than this is a mistake (the deepest published models have ~128); 1 << 50 of
+-- them would be built one by one until memory ran out
+local MAX_LAYERS = 1 << 16
 function GPT:init(cfg)
+  errors.arg(type(cfg) == "table", "GPT", 1, "a config table {vocab=, d_model=, n_layer=, n_head=, seq_len=}", cfg)
   for _, k in ipairs({ "vocab", "d_model", "n_layer", "n_head", "seq_len" }) do
     if math.type(cfg[k]) ~= "integer" or cfg[k] < 1 then
-      error(string.format("rank %d: GPT: cfg.%s must be a positive integer, got %s (needs vocab, d_model, "
-        .. "n_layer, n_head, seq_len)", lab.dist.rank(), k, tostring(cfg[k])), 0)
+      errors.raise("GPT", "cfg.%s must be a positive integer, got %s (needs vocab, d_model, n_layer, n_head, seq_len)",
+        k, tostring(cfg[k]))
     end
   end
+  if cfg.n_layer > MAX_LAYERS then errors.raise("GPT", "cfg.n_layer = %d is more than %d layers", cfg.n_layer, MAX_LAYERS) end
   self.cfg = cfg
   self:add("wte", nn.Embedding(cfg.vocab, cfg.d_model))
   self:add("wpe", nn.Embedding(cfg.seq_len, cfg.d_model))

@@ -13,7 +13,7 @@
 -- gradients), pp_group. world = tp x cp x dp x pp; ep divides dp.
 local grid = {}
 
-local function bad(fmt, ...) error(string.format("rank %d: grid: " .. fmt, lab.dist.rank(), ...), 3) end
+local function bad(fmt, ...) error(string.format("rank %d: grid: " .. fmt, lab.dist.rank(), ...), 0) end
 
 local Grid = {}
 Grid.__index = Grid

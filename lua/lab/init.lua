@@ -85,7 +85,7 @@ function lab.checker(width)
     return bad[1] == 0
   end
   local function finish(name)
-    if failures > 0 then error(string.format("%s: %d check(s) failed", name, failures), 0) end
+    if failures > 0 then errors.raise(tostring(name), "%d check(s) failed", failures) end
     lab.print0("\nall checks passed")
   end
   return check, finish

@@ -26,7 +26,7 @@ local moe = {}
 local nn = lab.nn
 
 local function rank_error(fmt, ...)
-  error(string.format("rank %d: " .. fmt, lab.dist.rank(), ...), 3)
+  error(string.format("rank %d: " .. fmt, lab.dist.rank(), ...), 0)
 end
 
 -- which parameters are a slice of experts: param -> {first = 0-based expert, count, total}

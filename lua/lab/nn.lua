@@ -2,6 +2,7 @@
 -- require grad) and child modules as fields, remembers the order they were added in (so
 -- parameters() and state_dict() are the same on every rank), and is called to run forward.
 -- Backward is autograd's: modules never write it by hand.
+local errors = require("lab.errors")
 local nn = {}
 
 local Module = {}
@@ -24,7 +25,9 @@ function nn.class(name, parent)
       if not ok then
         if type(err) ~= "string" then error(err, 0) end
         local r, rest = err:match("^rank (%d+): (.*)$")
-        error(string.format("rank %s: %s: %s", r or lab.dist.rank(), name, rest or err), 0)
+        rest = rest or err
+        if rest:sub(1, #name + 2) == name .. ": " then rest = rest:sub(#name + 3) end -- named once
+        error(string.format("rank %s: %s: %s", r or lab.dist.rank(), name, rest), 0)
       end
       return obj
     end,
@@ -36,7 +39,7 @@ function Module:init() end
 
 -- true for an instance of any lab.nn module class
 function nn.is_module(m)
-  return type(m) == "table" and type(m._names) == "table" and type(m._kinds) == "table"
+  return type(m) == "table" and type(rawget(m, "_names")) == "table" and type(rawget(m, "_kinds")) == "table"
 end
 
 -- raises a named error unless m is a module (for functions that walk a model)
@@ -148,11 +151,11 @@ function Module:load_state_dict(sd, strict)
       local t = mine[k]
       local src = sd[k]
       if src == nil then
-        if strict then error(string.format("load_state_dict: missing key %s", k), 3) end
+        if strict then errors.raise("Module:load_state_dict", "missing key %s", k) end
       else
         if table.concat(src.shape, ",") ~= table.concat(t.shape, ",") then
-          error(string.format("load_state_dict: %s has shape [%s] in the file, [%s] in the model", k,
-            table.concat(src.shape, ", "), table.concat(t.shape, ", ")), 3)
+          errors.raise("Module:load_state_dict", "%s has shape [%s] in the file, [%s] in the model", k,
+            table.concat(src.shape, ", "), table.concat(t.shape, ", "))
         end
         t:copy_(src)
       end
@@ -160,7 +163,7 @@ function Module:load_state_dict(sd, strict)
   end)
   if strict then
     for k in pairs(sd) do
-      if mine[k] == nil then error(string.format("load_state_dict: unexpected key %s", k), 2) end
+      if mine[k] == nil then errors.raise("Module:load_state_dict", "unexpected key %s", tostring(k)) end
     end
   end
 end

@@ -561,7 +561,7 @@ function plan.cli(args)
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
       elseif a == "published" or a == "--published" then o.published = "runs"
       elseif a == "misses" or a == "--misses" then o.published = "misses"
-      else error("plan: arguments are key=value, got " .. a, 0) end
+      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published, misses), got %s", a) end
     else
       if v:find(",") then
         local list = {}

@@ -71,11 +71,11 @@ function pp.Pipeline(stage, opts)
   local g = opts.group or lab.dist.world_group()
   local schedule = opts.schedule or "1f1b"
   if schedule ~= "gpipe" and schedule ~= "1f1b" and schedule ~= "interleaved" then
-    error(string.format("rank %d: pp.Pipeline: schedule must be 'gpipe', '1f1b' or 'interleaved', got %s", lab.dist.rank(), tostring(schedule)), 2)
+    error(string.format("rank %d: pp.Pipeline: schedule must be 'gpipe', '1f1b' or 'interleaved', got %s", lab.dist.rank(), tostring(schedule)), 0)
   end
   local chunks = schedule == "interleaved" and stage or { stage }
   if schedule == "interleaved" and (type(stage) ~= "table" or lab.nn.is_module(stage) or #stage < 1) then
-    error(string.format("rank %d: pp.Pipeline: 'interleaved' takes the list of this rank's model chunks", lab.dist.rank()), 2)
+    error(string.format("rank %d: pp.Pipeline: 'interleaved' takes the list of this rank's model chunks", lab.dist.rank()), 0)
   end
   local self = setmetatable({ stage = stage, chunks = chunks, v = #chunks, group = g, p = lab.dist.world(g),
     s = lab.dist.rank(g), m = opts.micro_batches or 4, schedule = schedule, loss = opts.loss,
@@ -229,7 +229,7 @@ function Head:forward(x) return self.model.head(self.model.ln_f(x)) end
 
 function pp.gpt_pieces(model)
   if not model.head then
-    error(string.format("rank %d: pp.gpt_pieces: the GPT needs cfg.tied = false (a tied head would share the first stage's embedding)", lab.dist.rank()), 2)
+    error(string.format("rank %d: pp.gpt_pieces: the GPT needs cfg.tied = false (a tied head would share the first stage's embedding)", lab.dist.rank()), 0)
   end
   local pieces = { Embed(model) }
   pieces[1]:add("wte", model.wte)

@@ -7,6 +7,7 @@
 -- rank waited for a core, and report() then shows busy time instead of a communication share.
 --   lab.prof.section("attention", function() ... end)
 --   local s <close> = lab.prof.scope("ffn")     -- ends at the end of the block
+local errors = require("lab.errors")
 local prof = { enabled = true }
 local stack, totals, order, events = {}, {}, {}, {}
 local t_origin = lab.clock()
@@ -32,7 +33,7 @@ end
 function prof.stop()
   if not prof.enabled then return end
   local s = table.remove(stack)
-  if not s then error("prof.stop: no section is open", 2) end
+  if not s then errors.raise("lab.prof.stop", "no section is open") end
   local t1, c1 = lab.clock(), lab.dist.comm_time()
   local tot = totals[s.path]
   tot.time = tot.time + (t1 - s.t0)

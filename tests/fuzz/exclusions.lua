@@ -26,16 +26,9 @@ X.crashes = {
 -- errors without "rank N:" that are known (counted, not failed)
 X.unranked = {
   -- (bad argument #N, raw Lua errors of lua/lab/*.lua and "attempt to ..." were listed here
-  -- until lua/lab/errors.lua, ddaf032, named the rank on every path to user code)
-  { id = "fp8 state without rank",
-    why = "lab.amp.DelayedScaling:check_state/load_state raise 'its FP8 state has 2 scaled tensors, "
-      .. "this model 0' or 'FP8 tensor 1 is ...' (lua/lab/fp8.lua, no rank, no function name): "
-      .. "/work/wt/briefs/fuzz_findings/fp8_state_unranked.md",
-    pattern = "^[%w ]*FP8 " },
-  { id = "op: message without rank",
-    why = "error() in lua/lab/*.lua naming the function but not the rank (prof.stop: no section is "
-      .. "open; data.text: ...; load_state_dict: unexpected key; plan: arguments are key=value); robust item 9",
-    pattern = "^[%w_.:]+: " },
+  -- until lua/lab/errors.lua, ddaf032, named the rank on every path to user code; "fp8 state
+  -- without rank" went with 91dc5ce, and "op: message without rank" (prof.stop, data.text,
+  -- load_state_dict, plan.cli, checker) when lua/lab raised its own errors through errors.raise)
 }
 
 return X

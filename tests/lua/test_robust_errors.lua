@@ -108,4 +108,35 @@ T.test("ModuleList indexes its children by integer, as PyTorch's does (issue 12)
   T.ok(first:find("^blocks%.1%.") ~= nil, "GPT names stay blocks.1....: " .. first)
 end)
 
+-- (before: "prof.stop: no section is open", "data.text: cannot read x", "load_state_dict:
+-- unexpected key k", "plan: arguments are key=value", "lab 02: 1 check(s) failed", all without
+-- the rank; "moe.lua:66: rank 0: MoE: ..." with a position in front). Each must start with it.
+T.test("lua/lab's own errors start with the rank and the function", function()
+  local function starts(f, want)
+    local e = err_of(f)
+    T.ok(e:find(R .. want, 1, true) == 1, "want '" .. R .. want .. "...', got: " .. e)
+  end
+  starts(function() lab.prof.stop() end, "lab.prof.stop: no section is open")
+  starts(function() lab.data.text("/nonexistent_llmlab/x.txt") end, "lab.data.text: cannot read /nonexistent_llmlab/x.txt")
+  local empty = os.tmpname()
+  starts(function() lab.data.text(empty) end, "lab.data.text: the corpus " .. empty .. " is empty")
+  os.remove(empty)
+  local m = lab.nn.Linear(2, 2)
+  starts(function() m:load_state_dict({ weight = lab.zeros(2, 2), bias = lab.zeros(2), extra = lab.zeros(1) }) end,
+    "Module:load_state_dict: unexpected key extra")
+  starts(function() m:load_state_dict({ weight = lab.zeros(2, 2) }) end, "Module:load_state_dict: missing key bias")
+  starts(function() m:load_state_dict({ weight = lab.zeros(3, 2), bias = lab.zeros(2) }) end,
+    "Module:load_state_dict: weight has shape [3, 2] in the file, [2, 2] in the model")
+  starts(function() lab.plan.cli({ "gpus=8", "nonsense" }) end, "plan: cli: arguments are key=value")
+  local print0 = lab.print0
+  lab.print0 = function() end -- (the checker prints its verdict lines)
+  local check, finish = lab.checker()
+  check("always fails", false)
+  starts(function() finish("lab 99") end, "lab 99: 1 check(s) failed")
+  lab.print0 = print0
+  starts(function() lab.moe.MoE(4, 8, { experts = 0 }) end, "MoE: ")
+  starts(function() lab.dist.grid({ tp = 3 * lab.dist.world() }) end, "grid: ")
+  starts(function() lab.pp.Pipeline({ lab.nn.Linear(2, 2) }, { schedule = "zigzag" }) end, "pp.Pipeline: schedule must be")
+end)
+
 T.finish()
