@@ -65,6 +65,7 @@ int ll_autograd_set_property(lua_State *L, lab_tensor *t, const char *k, int idx
 void ll_register_autograd(lua_State *L); /* methods, lab.no_grad, lab.autograd, nn ops */
 void ll_register_nn_support(lua_State *L); /* fused optimizer steps, mem tags, .npy */
 void ll_register_ckpt(lua_State *L);       /* lab._ckpt: file formats and writer of lab.ckpt */
+void ll_register_files(lua_State *L);      /* lab._list_files: a directory walk without a shell */
 
 struct lab_group;
 /* the group in options table at opts (field "group"), or the world */

@@ -1,6 +1,7 @@
 -- Training data for the GPT labs: a byte-level text corpus and two synthetic tasks whose
 -- answers can be checked exactly. Every batch is (ids, targets) of shape [B, T] with 0-based
 -- token ids; targets are -100 (ignored by cross_entropy) where there is nothing to predict.
+local errors = require("lab.errors")
 local data = {}
 
 -- ---- byte-level text ----
@@ -13,25 +14,34 @@ local function read_file(path)
   return s
 end
 
--- The project's own sources (C, Lua, Markdown) when no file is given.
+-- The project's own sources (C, Lua, Markdown) when no file is given: the files under root
+-- (default ".") ending in .c, .h, .lua or .md, outside build/ directories, in path order.
+-- The walk is lab._list_files (C: readdir, no shell), so any path is only a path.
+local source_suffix = { c = true, h = true, lua = true, md = true }
 function data.default_corpus(root)
+  errors.arg(root == nil or type(root) == "string", "lab.data.default_corpus", 1, "a directory (string)", root)
   root = root or "."
-  local p = io.popen("find '" .. root .. "' -type f \\( -name '*.c' -o -name '*.h' -o -name '*.lua' -o -name '*.md' \\) -not -path '*/build/*' 2>/dev/null | sort")
+  local files, why = lab._list_files(root)
+  if not files then errors.raise("lab.data.default_corpus", "cannot list %s: %s", root, why) end
+  table.sort(files)
   local parts = {}
-  for path in p:lines() do parts[#parts + 1] = read_file(path) end
-  p:close()
+  for _, path in ipairs(files) do
+    local ext = path:match("%.(%w+)$")
+    if ext and source_suffix[ext] and not path:find("/build/", 1, true) then parts[#parts + 1] = read_file(path) end
+  end
   return table.concat(parts, "\n")
 end
 
 function data.text(path)
+  errors.arg(path == nil or type(path) == "string", "lab.data.text", 1, "a file name (string) or nil", path)
   local s
   if path then
     s = read_file(path)
-    if not s then error("data.text: cannot read " .. path, 2) end
+    if not s then errors.raise("lab.data.text", "cannot read %s", path) end
   else
     s = data.default_corpus()
   end
-  if #s < 2 then error("data.text: the corpus " .. tostring(path or "(project sources)") .. " is empty", 2) end
+  if #s < 2 then errors.raise("lab.data.text", "the corpus %s is empty", path or "(project sources)") end
   -- bytes as an i64 tensor, built in chunks so a large file does not need a giant table
   local n = #s
   local t = lab.empty(n, { dtype = "i64" })

@@ -73,4 +73,32 @@ T.test("is_tensor never raises; cat names a closed element", function()
   T.raises(function() return lab.stack(nil) end, R .. "stack: expected a list of tensors as argument 1, got nil")
 end)
 
+-- lab.data.default_corpus ran `find '<root>' ...` through io.popen: a quote in the path
+-- closed the shell's quoting and the rest ran as a command (here: touch a marker file)
+T.test("lab.data.default_corpus takes a path with quotes as a path, running nothing", function()
+  local C = lab._ckpt
+  local base = os.tmpname()
+  os.remove(base)
+  local marker = "llmlab_marker_" .. base:match("[^/]+$") -- (relative: a / would be a directory in the name)
+  local dir = base .. "_x'; touch " .. marker .. "; echo '"
+  C.mkdir(dir)
+  C.mkdir(dir .. "/sub")
+  C.mkdir(dir .. "/build")
+  C.write_file(dir .. "/a.lua", "print('a')")
+  C.write_file(dir .. "/sub/b.md", "# b")
+  C.write_file(dir .. "/sub/c.txt", "not a source")
+  C.write_file(dir .. "/build/d.c", "built")
+  local ok, corpus = pcall(lab.data.default_corpus, dir)
+  local f = io.open(marker, "r")
+  if f then f:close() os.remove(marker) end
+  C.remove_tree(dir)
+  T.ok(f == nil, "no command ran (the marker file was made)")
+  T.ok(ok, "the walk succeeded: " .. tostring(corpus))
+  T.eq(corpus, "print('a')\n# b", "the .lua and .md files outside build/, in path order")
+  T.raises(function() lab.data.default_corpus(base .. "_missing'dir") end,
+    R .. "lab.data.default_corpus: cannot list " .. base .. "_missing'dir: No such file or directory")
+  T.raises(function() lab.data.default_corpus(5) end, R .. "lab.data.default_corpus: bad argument #1 (a directory (string) expected, got 5)")
+  T.raises(function() lab.data.text(5) end, R .. "lab.data.text: bad argument #1")
+end)
+
 T.finish()
