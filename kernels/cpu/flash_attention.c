@@ -111,10 +111,10 @@ static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak
   }
 }
 
-/* rows x cols of src (row-major) into dst as cols x rows */
-static void transpose(const float *src, int rows, int cols, float *dst) {
+/* rows x cols of src (rows ld apart) into dst as cols x rows */
+static void transpose(const float *src, int64_t ld, int rows, int cols, float *dst) {
   for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+    for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * ld + c];
 }
 
 /* n elements of dtype dt at element offset `at` of p, as f32 (f32 itself by memcpy: the
@@ -161,6 +161,19 @@ static void store_rows(lab_dtype dt, const float *src, void *p, const lab_flash_
     return;
   }
   for (int64_t r = 0; r < n; r++) store(dt, src + r * width, p, row_at(l, H, bh, r0 + r), width);
+}
+
+/* n rows of `width` from row r0 of problem bh as f32 rows *ld apart: f32 operands are read
+ * where they are (no copy), others converted into buf (ld = width) */
+static const float *rows_f32(lab_dtype dt, const void *p, const lab_flash_layout *l, int64_t H, int64_t bh,
+                             int64_t r0, int64_t n, int64_t width, float *buf, int64_t *ld) {
+  if (dt == LAB_F32) {
+    *ld = l->st;
+    return (const float *)p + row_at(l, H, bh, r0);
+  }
+  load_rows(dt, p, l, H, bh, r0, n, width, buf);
+  *ld = width;
+  return buf;
 }
 
 /* the call's layouts with the contiguous defaults filled in, and H >= 1 */
@@ -223,20 +236,24 @@ static int fwd_alloc(fwd_bufs *b, int64_t D, int64_t Dv) {
 /* one tile of queries [t0, t0 + br) of head bh */
 static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int64_t bh, int64_t t0, int br) {
   int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
-  load_rows(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q);
+  int64_t ldq, ldk, ldv;
+  const float *q = rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
   memset(b->o, 0, (size_t)(br * Dv) * sizeof(float));
   for (int r = 0; r < br; r++) b->m[r] = -INFINITY, b->l[r] = 0;
   int64_t kend = key_end(a, t0 + br - 1); /* keys past the tile's last query's: skipped */
   for (int64_t s0 = 0; s0 < kend; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
-    load_rows(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k);
-    load_rows(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v);
-    transpose(b->k, bc, (int)D, b->kt);
+    const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
+    const float *v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
+    transpose(k, ldk, bc, (int)D, b->kt);
     memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
-    mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
+    mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc);
     scale_mask(a, b->s, br, bc, t0, s0);
     for (int r = 0; r < br; r++) {
       float *row = b->s + r * bc, mx = -INFINITY;
+      /* omp simd: vector max and sums (a serial float reduction keeps the compiler from
+       * vectorising the loop, and lab_expf then runs one element at a time) */
+#pragma omp simd reduction(max : mx)
       for (int c = 0; c < bc; c++) mx = row[c] > mx ? row[c] : mx;
       if (mx == -INFINITY) { /* this query sees no key of the tile */
         memset(row, 0, (size_t)bc * sizeof(float));
@@ -244,6 +261,7 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
       }
       float mnew = mx > b->m[r] ? mx : b->m[r], sum = 0;
       float alpha = lab_expf(b->m[r] - mnew); /* 0 on the first visible tile (m = -inf) */
+#pragma omp simd reduction(+ : sum)
       for (int c = 0; c < bc; c++) {
         float p = lab_expf(row[c] - mnew);
         row[c] = p;
@@ -256,7 +274,7 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
         for (int64_t d = 0; d < Dv; d++) o[d] *= alpha;
       }
     }
-    mm_acc(br, (int)Dv, bc, b->s, bc, 1, b->v, Dv, b->o, Dv);
+    mm_acc(br, (int)Dv, bc, b->s, bc, 1, v, ldv, b->o, Dv);
   }
   float *lse = (float *)a->lse + bh * T + t0;
   for (int r = 0; r < br; r++) {
@@ -327,19 +345,21 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
   float sc = (float)a->scale;
   memset(dq, 0, (size_t)(T * D) * sizeof(float));
   for (int64_t t = 0; t < T; t++) {
-    float *go = b->row, *o = b->row + Dv;
-    load(a->dt, a->dout, row_at(&L->dout, L->H, bh, t), Dv, go);
-    load(a->dt, a->o, row_at(&L->o, L->H, bh, t), Dv, o);
+    int64_t ld;
+    const float *go = rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t, 1, Dv, b->row, &ld);
+    const float *o = rows_f32(a->dt, a->o, &L->o, L->H, bh, t, 1, Dv, b->row + Dv, &ld);
     float s = 0;
+#pragma omp simd reduction(+ : s)
     for (int64_t d = 0; d < Dv; d++) s += go[d] * o[d];
     delta[t] = s;
   }
   for (int64_t s0 = 0; s0 < S; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
-    load_rows(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k);
-    load_rows(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v);
-    transpose(b->k, bc, (int)D, b->kt);
-    transpose(b->v, bc, (int)Dv, b->vt);
+    int64_t ldk, ldv, ldq, ldg;
+    const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
+    const float *v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
+    transpose(k, ldk, bc, (int)D, b->kt);
+    transpose(v, ldv, bc, (int)Dv, b->vt);
     memset(b->dk, 0, (size_t)(bc * D) * sizeof(float));
     memset(b->dv, 0, (size_t)(bc * Dv) * sizeof(float));
     /* the first query that sees key s0: t + (S - T) >= s0 */
@@ -347,10 +367,10 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
     if (tfirst < 0) tfirst = 0;
     for (int64_t t0 = tfirst / BR * BR; t0 < T; t0 += BR) {
       int br = (int)(T - t0 < BR ? T - t0 : BR);
-      load_rows(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q);
-      load_rows(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g);
+      const float *q = rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
+      const float *go = rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g, &ldg);
       memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
-      mm_acc(br, bc, (int)D, b->q, D, 1, b->kt, bc, b->s, bc);
+      mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc);
       scale_mask(a, b->s, br, bc, t0, s0);
       for (int r = 0; r < br; r++) { /* P = exp(score - lse); 0 for a query that sees no key */
         float *row = b->s + r * bc, m = lse[t0 + r];
@@ -358,15 +378,15 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
         else
           for (int c = 0; c < bc; c++) row[c] = lab_expf(row[c] - m);
       }
-      mm_acc(bc, (int)Dv, br, b->s, 1, bc, b->g, Dv, b->dv, Dv); /* dV += P^T dO */
+      mm_acc(bc, (int)Dv, br, b->s, 1, bc, go, ldg, b->dv, Dv); /* dV += P^T dO */
       memset(b->dp, 0, (size_t)(br * bc) * sizeof(float));
-      mm_acc(br, bc, (int)Dv, b->g, Dv, 1, b->vt, bc, b->dp, bc); /* dP = dO V^T */
+      mm_acc(br, bc, (int)Dv, go, ldg, 1, b->vt, bc, b->dp, bc); /* dP = dO V^T */
       for (int r = 0; r < br; r++) {
         float *p = b->s + r * bc, *dp = b->dp + r * bc, dl = delta[t0 + r];
         for (int c = 0; c < bc; c++) dp[c] = p[c] * (dp[c] - dl) * sc; /* dS */
       }
-      mm_acc(bc, (int)D, br, b->dp, 1, bc, b->q, D, b->dk, D);           /* dK += dS^T Q */
-      mm_acc(br, (int)D, bc, b->dp, bc, 1, b->k, D, dq + t0 * D, D);     /* dQ += dS K */
+      mm_acc(bc, (int)D, br, b->dp, 1, bc, q, ldq, b->dk, D);            /* dK += dS^T Q */
+      mm_acc(br, (int)D, bc, b->dp, bc, 1, k, ldk, dq + t0 * D, D);      /* dQ += dS K */
     }
     store_rows(a->dt, b->dk, a->dk, &L->dk, L->H, bh, s0, bc, D);
     store_rows(a->dt, b->dv, a->dv, &L->dv, L->H, bh, s0, bc, Dv);
