@@ -69,6 +69,10 @@ typedef struct lab_device_ops {
   void (*embedding_bwd)(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D);
   void (*causal_mask)(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S);
   void (*softmax_bwd_rows)(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale);
+  /* AdamW over `count` tensors at once (one parallel region); NULL: the caller loops adamw */
+  void (*adamw_multi)(lab_dtype ct, int count, void *const *p, const void *const *g, void *const *m,
+                      void *const *v, const int64_t *n, const double *wd, double lr, double b1, double b2,
+                      double eps, int64_t step);
   void (*adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
                 double b2, double eps, double wd, int64_t step);
   /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.

@@ -193,6 +193,7 @@ static const lab_device_ops cpu_ops = {
     .causal_mask = lab_causal_mask,
     .softmax_bwd_rows = lab_softmax_bwd_rows,
     .adamw = lab_adamw_kernel,
+    .adamw_multi = lab_adamw_multi_kernel,
     .flash_supports = cpu_flash_supports,
     .flash_fwd = cpu_flash_fwd,
     .flash_bwd = cpu_flash_bwd,

@@ -177,6 +177,14 @@ static int t_flash_bwd(const lab_flash_args *a) {
   return rc;
 }
 
+static void t_adamw_multi(lab_dtype ct, int count, void *const *p, const void *const *g, void *const *m,
+                          void *const *v, const int64_t *n, const double *wd, double lr, double b1, double b2,
+                          double eps, int64_t step) {
+  stamp t = now();
+  plain->adamw_multi(ct, count, p, g, m, v, n, wd, lr, b1, b2, eps, step);
+  add(LAB_KP_OPTIMIZER, t);
+}
+
 void lab_kprof_reset(void) {
   for (int c = 0; c < LAB_KP_NCATS; c++) totals[c] = (lab_kp_total){0, 0, 0};
 }
@@ -214,6 +222,7 @@ void lab_kprof_enable(int on) {
   timed.causal_mask = t_causal_mask;
   timed.softmax_bwd_rows = t_softmax_bwd_rows;
   timed.adamw = t_adamw;
+  if (plain->adamw_multi) timed.adamw_multi = t_adamw_multi;
   if (plain->flash_fwd) timed.flash_fwd = t_flash_fwd;
   if (plain->flash_bwd) timed.flash_bwd = t_flash_bwd;
   lab_device_register(LAB_DEV_CPU, &timed);

@@ -49,7 +49,8 @@ function SGD:step()
   end)
 end
 
--- AdamW with decoupled weight decay, one fused C pass per parameter
+-- AdamW with decoupled weight decay: one fused C pass over every parameter (one parallel
+-- region for them all: a region per parameter cost a fork and join for each small bias)
 local AdamW = setmetatable({}, { __index = Optimizer })
 AdamW.__index = AdamW
 function optim.AdamW(params, opts)
@@ -58,8 +59,8 @@ function optim.AdamW(params, opts)
 end
 function AdamW:step()
   self.step_count = self.step_count + 1
-  local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps,
-    weight_decay = self.weight_decay, step = self.step_count }
+  local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps, step = self.step_count }
+  local ps, ms, vs, decays = {}, {}, {}, {}
   for i, p in ipairs(self.params) do
     local s = self.state[i]
     if not s then
@@ -68,11 +69,11 @@ function AdamW:step()
       lab.mem.tag(s.v, "optimizer")
       self.state[i] = s
     end
-    local wd = self.weight_decay
+    ps[i], ms[i], vs[i] = p, s.m, s.v
     -- biases and norm weights (1-D) are not decayed, as in GPT-2 / nanoGPT
-    hp.weight_decay = (p:dim() >= 2) and wd or 0
-    lab._optim_c.adamw_step(p, s.m, s.v, hp)
+    decays[i] = (p:dim() >= 2) and self.weight_decay or 0
   end
+  lab._optim_c.adamw_multi(ps, ms, vs, hp, decays)
 end
 
 -- Linear warmup to lr, then cosine decay to min_lr at max_steps (nanoGPT's schedule).

@@ -70,4 +70,58 @@ T.test("global-norm clipping", function()
   T.near(b.grad[1], 0.8, 1e-6)
 end)
 
+T.test("AdamW's one multi-tensor step = adamw_step per parameter, bitwise, 1 and 2 threads", function()
+  local threads = lab.threads()
+  -- sizes around the kernel's 16384-element tasks, 1-D (not decayed) and 2-D, f32; one
+  -- parameter without a gradient (left alone); then an f64 one mixed in (the per-tensor path)
+  local shapes = { { 37 }, { 16384 }, { 129, 129 }, { 3, 5 }, { 40000 } }
+  local function build(dtype_last)
+    lab.manual_seed(4)
+    local ps = {}
+    for i, sh in ipairs(shapes) do
+      ps[i] = lab.randn(table.unpack(sh)):to(i == #shapes and dtype_last or "f32"):requires_grad_()
+    end
+    ps[#ps + 1] = lab.randn(7):requires_grad_() -- no gradient
+    for i = 1, #shapes do ps[i].grad = lab.randn(table.unpack(shapes[i])):to(ps[i].dtype) end
+    return ps
+  end
+  for _, last in ipairs({ "f32", "f64" }) do
+    local function by_step(nthreads)
+      lab.set_threads(nthreads)
+      local ps = build(last)
+      local opt = lab.optim.AdamW(ps, { lr = 1e-2, weight_decay = 0.1 })
+      for _ = 1, 3 do opt:step() end
+      return ps
+    end
+    local function by_tensor()
+      lab.set_threads(1)
+      local ps = build(last)
+      local m, v = {}, {}
+      for i, p in ipairs(ps) do m[i], v[i] = lab.zeros_like(p), lab.zeros_like(p) end
+      for step = 1, 3 do
+        for i, p in ipairs(ps) do
+          lab._optim_c.adamw_step(p, m[i], v[i], { lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
+            weight_decay = p:dim() >= 2 and 0.1 or 0, step = step })
+        end
+      end
+      return ps
+    end
+    local want = by_tensor()
+    for _, nt in ipairs({ 1, 2 }) do
+      local got = by_step(nt)
+      for i = 1, #want do
+        T.ok((got[i] - want[i]):abs():max():item() == 0, string.format("%s, %d threads: parameter %d", last, nt, i))
+      end
+    end
+    local untouched = build(last)
+    T.ok((want[#want] - untouched[#untouched]):abs():max():item() == 0, "a parameter without a gradient is left alone")
+  end
+  lab.set_threads(threads)
+  local p = lab.randn(3):requires_grad_()
+  p.grad = lab.randn(3)
+  T.raises(function() lab._optim_c.adamw_multi({ p }, { lab.zeros(4) }, { lab.zeros(3) }, {}, { 0 }) end,
+    "adamw: parameter, grad and states must be")
+  T.raises(function() lab._optim_c.adamw_multi({ p }, {}, {}, {}, {}) end, "adamw: 1 parameters but 0, 0 moments")
+end)
+
 T.finish()
