@@ -96,7 +96,10 @@
     int64_t nch = (rows + NORM_CHUNK - 1) / NORM_CHUNK;                                       \
     double *part = (dw || db) && nch > 0 ? calloc((size_t)(nch * 2 * D), sizeof(double)) : NULL; \
     int serial = (dw || db) && nch > 0 && !part; /* no memory for the partial sums */         \
-    _Pragma("omp parallel for schedule(static) if (!serial)")                                 \
+    /* one region: the rows, then (after the loop's barrier) the partial sums in chunk order */ \
+    _Pragma("omp parallel if (!serial)")                                                     \
+    {                                                                                         \
+    _Pragma("omp for schedule(static)")                                                      \
     for (int64_t c = 0; c < nch; c++) {                                                       \
       double *pw = part ? part + c * 2 * D : NULL, *pb = pw ? pw + D : NULL;                  \
       int64_t r1 = (c + 1) * NORM_CHUNK < rows ? (c + 1) * NORM_CHUNK : rows;                 \
@@ -118,16 +121,18 @@
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
-    if (!part) return;                                                                        \
-    _Pragma("omp parallel for schedule(static)")                                             \
-    for (int64_t i = 0; i < D; i++) {                                                         \
-      double sw = 0, sb = 0;                                                                  \
-      for (int64_t c = 0; c < nch; c++) {                                                     \
-        sw += part[c * 2 * D + i];                                                            \
-        sb += part[c * 2 * D + D + i];                                                        \
+    if (part) {                                                                               \
+      _Pragma("omp for schedule(static)")                                                    \
+      for (int64_t i = 0; i < D; i++) {                                                       \
+        double sw = 0, sb = 0;                                                                \
+        for (int64_t c = 0; c < nch; c++) {                                                   \
+          sw += part[c * 2 * D + i];                                                          \
+          sb += part[c * 2 * D + D + i];                                                      \
+        }                                                                                     \
+        if (dw) dw[i] += (T)sw;                                                               \
+        if (db) db[i] += (T)sb;                                                               \
       }                                                                                       \
-      if (dw) dw[i] += (T)sw;                                                                 \
-      if (db) db[i] += (T)sb;                                                                 \
+    }                                                                                         \
     }                                                                                         \
     free(part);                                                                               \
   }
@@ -283,7 +288,9 @@ ACT(double, d, exp, erf)
       }                                                                                       \
       return;                                                                                 \
     }                                                                                         \
-    _Pragma("omp parallel for schedule(static)")                                             \
+    _Pragma("omp parallel") /* one region: the rows, then the column sums in chunk order */  \
+    {                                                                                         \
+    _Pragma("omp for schedule(static)")                                                      \
     for (int64_t c = 0; c < nch; c++) {                                                       \
       double *pc = part + c * cols;                                                           \
       int64_t r1 = (c + 1) * NORM_CHUNK < rows ? (c + 1) * NORM_CHUNK : rows;                 \
@@ -294,11 +301,12 @@ ACT(double, d, exp, erf)
         for (int64_t j = 0; j < cols; j++) pc[j] += d[j];                                     \
       }                                                                                       \
     }                                                                                         \
-    _Pragma("omp parallel for schedule(static)")                                             \
+    _Pragma("omp for schedule(static)")                                                      \
     for (int64_t j = 0; j < cols; j++) {                                                      \
       double s = 0;                                                                           \
       for (int64_t c = 0; c < nch; c++) s += part[c * cols + j];                              \
       db[j] = (T)s;                                                                           \
+    }                                                                                         \
     }                                                                                         \
     free(part);                                                                               \
   }
