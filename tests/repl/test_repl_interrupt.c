@@ -19,12 +19,12 @@
 static const char *ranks = "4";
 static int nranks = 4;
 
-/* types chunk, waits until it runs (settle seconds), presses Ctrl-C, expects `want` and the
- * prompt, and prints the latency */
-static void interrupt_case(session *s, const char *name, const char *chunk, double settle, const char *want) {
+/* types chunk, waits until it runs (its first line, `ready`, is on the screen: live output),
+ * presses Ctrl-C, expects `want` and the prompt, and prints the latency */
+static void interrupt_case(session *s, const char *name, const char *chunk, const char *ready, const char *want) {
   type(s, chunk);
   type(s, "\r");
-  usleep((useconds_t)(settle * 1e6));
+  assert_true(expect(s, ready, 20));
   double t0 = pty_now();
   type(s, "\x03");
   assert_true(expect(s, want, 10));
@@ -38,27 +38,29 @@ static void test_ctrl_c_from_anywhere(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  char chunk[256], last[16];
+  char chunk[256], last[16], spinning[32];
   snprintf(last, sizeof last, "%d", nranks - 1);
-  snprintf(chunk, sizeof chunk, "if lab.dist.rank() == %s then for i = 1, 1e12 do end end", last);
-  interrupt_case(&s, "one rank spinning after rank 0 finished", chunk, 1.5, "error: interrupted!");
-  snprintf(chunk, sizeof chunk, "%%on %s for i = 1, 1e12 do end", last);
-  interrupt_case(&s, "%on chunk without rank 0", chunk, 1.5, "error: interrupted!");
+  snprintf(spinning, sizeof spinning, "[%s] spinning", last); /* the echo has "('spinning')" */
+  snprintf(chunk, sizeof chunk, "if lab.dist.rank() == %s then print('spinning') for i = 1, 1e12 do end end", last);
+  interrupt_case(&s, "one rank spinning after rank 0 finished", chunk, spinning, "error: interrupted!");
+  snprintf(chunk, sizeof chunk, "%%on %s print('spinning') for i = 1, 1e12 do end", last);
+  interrupt_case(&s, "%on chunk without rank 0", chunk, spinning, "error: interrupted!");
   snprintf(chunk, sizeof chunk, ":ranks %s\r", last);
   type(&s, chunk);
-  interrupt_case(&s, ":ranks without rank 0", "while true do end", 1.5, "error: interrupted!");
+  interrupt_case(&s, ":ranks without rank 0", "print('spinning') while true do end", spinning, "error: interrupted!");
   type(&s, ":ranks all\r");
   interrupt_case(&s, "a rank spinning while the others wait in all_reduce",
-                 "if lab.dist.rank() == 1 then while true do end end; lab.dist.all_reduce(lab.ones(4))", 1.5,
-                 "[1] error: interrupted!");
+                 "if lab.dist.rank() == 1 then print('spinning') while true do end end; lab.dist.all_reduce(lab.ones(4))",
+                 "[1] spinning", "[1] error: interrupted!");
   char path[512], cmd[600];
   snprintf(path, sizeof path, "%s/loop.lua", home_dir);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
-  fprintf(f, "local x = lab.ones(64)\nwhile true do lab.dist.all_reduce(x); x = x / %d end\n", nranks);
+  fprintf(f, "local x = lab.ones(64)\nlab.dist.all_reduce(x)\nprint('looping')\n"
+             "while true do lab.dist.all_reduce(x); x = x / %d end\n", nranks);
   fclose(f);
   snprintf(cmd, sizeof cmd, ":run %s", path);
-  interrupt_case(&s, ":run script with collectives on every rank", cmd, 2.0, "interrupted");
+  interrupt_case(&s, ":run script with collectives on every rank", cmd, "] looping", "interrupted");
   /* one matrix product of a few seconds on rank 0 (4000^3 multiply-adds on one thread): the
    * Ctrl-C is reported as pending after a second, and raised when the product returns */
   type(&s, "%on 0 a = lab.randn({4000, 4000})\r");

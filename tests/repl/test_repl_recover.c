@@ -99,17 +99,20 @@ static void test_watchdog_inside_on_group(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  /* the first targeted rank spins 5 s (wall clock); the other times out after 2 s */
+  /* the first targeted rank spins 4 s (wall clock); the other times out after 1 s (1.5 s with
+   * the half second it leaves rank 0 for the report): 2.5 s to spare, for its wait may begin over
+   * 1 s late at 4 ranks under load. The spinner then waits its own watchdog: ~5.5 s in all. */
   const char *target = nranks >= 4 ? "1,3" : "0,1", *shown = nranks >= 4 ? "1,3" : "0-1";
   const char *spinner = nranks >= 4 ? "1" : "0";
   char cmd[512], want[64];
-  type(&s, ":watchdog 2\r");
+  type(&s, ":watchdog 1\r");
   snprintf(cmd, sizeof cmd,
-           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 5 do end end; "
+           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 4 do end end; "
            "lab.dist.all_reduce(lab.ones(2))\r", target, spinner);
   type(&s, cmd);
-  assert_true(expect(&s, "watchdog: no progress for 2 s on group", 40));
+  assert_true(expect(&s, "watchdog: no progress for 1 s on group", 40));
   assert_true(expect(&s, "> ", 30));
+  type(&s, ":watchdog 30\r");
   snprintf(cmd, sizeof cmd, "%%on %s x = lab.ones(1); lab.dist.all_reduce(x); print(x[1])\r", target);
   type(&s, cmd);
   snprintf(want, sizeof want, "[%s] 2.0", shown);
@@ -117,7 +120,6 @@ static void test_watchdog_inside_on_group(void **state) {
   s.buf[s.len] = 0;
   assert_null(strstr(s.buf, "unusable")); /* the group of the targets was repaired */
   assert_null(strstr(s.buf, "rebuilt"));
-  type(&s, ":watchdog 30\r");
   session_still_works(&s);
 }
 
@@ -126,8 +128,8 @@ static void test_terminal_back_when_mpirun_is_killed(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  type(&s, "while true do end\r");
-  usleep(1000000);
+  type(&s, "print('spinning') while true do end\r");
+  assert_true(expect(&s, "] spinning", 20)); /* the chunk runs: the terminal is in the watcher's mode */
   kill(s.pid, SIGTERM); /* llmlab -n runs mpirun in its place: this is mpirun */
   int code = finish(&s, 30);
   assert_true(code != -1); /* it ended */
