@@ -181,10 +181,7 @@ static void sim_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y,
 static void sim_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
   CPU->act_bwd(ct, kind, K(g), K(x), K(dx), n);
 }
-static void sim_act_bwd_bias(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
-                             int64_t rows, int64_t cols) {
-  CPU->act_bwd_bias(ct, kind, K(g), K(x), K(dx), K(db), rows, cols);
-}
+
 static int64_t sim_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
                             int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
   return CPU->xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index, smoothing);
@@ -251,7 +248,8 @@ static const lab_device_ops sim_ops = {
     .rms_norm_bwd = sim_rms_norm_bwd,
     .act_fwd = sim_act_fwd,
     .act_bwd = sim_act_bwd,
-    .act_bwd_bias = sim_act_bwd_bias,
+    /* no act_bwd_bias nor adamw_multi: the sim lane runs the fallbacks cuda takes (act_bwd +
+     * sum_middle, adamw per tensor) */
     .xent_fwd = sim_xent_fwd,
     .xent_bwd = sim_xent_bwd,
     .embedding_fwd = sim_embedding_fwd,
