@@ -130,6 +130,10 @@ static char *listing(lua_Debug *ar, int frame, const char *arg) {
   char *out = malloc(cap);
   if (!out) return NULL;
   out[0] = 0;
+  if (frame && ar->source[0] != '@') { /* a C function, or a chunk typed at the prompt */
+    snprintf(out, cap, "(no source file for %s)\n", ar->short_src);
+    return out;
+  }
   int around = frame ? ar->currentline : 0;
   if (arg && atoi(arg) > 0) around = atoi(arg);
   for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {

@@ -102,8 +102,10 @@ static const char *chunks[] = {
     ")(",
 };
 static const char *specs[] = {"0", "1", "0,1", "0-1", "all", "1, 0", "9", "-1", "1-0", "x", "", "0,,1"};
-static const char *stepper_cmds[] = {"n", "s", "c", "p i", "p total, i", "bt", "l", "locals", "b 3", "tbreak 4",
-                                     "delete", "finish", "zzz", "l 1", "b 3 i == 2", "q"};
+static const char *stepper_cmds[] = {"n",     "s",        "c",       "p i",       "p total, i",    "bt",
+                                     "l",     "locals",   "b 3",     "tbreak 4",  "delete",        "finish",
+                                     "zzz",   "l 1",      "b 3 i == 2", "q",     "up",            "down 2",
+                                     "until", "until 7",  "s!",      "b",         "display total", "undisplay"};
 
 static void type_line(session *s, const char *text) {
   type(s, text);
