@@ -14,11 +14,15 @@
 -- Causal balance: with a contiguous split rank N-1 attends to the whole prefix and rank 0
 -- to almost nothing. The zigzag split gives rank i chunks i and 2N-1-i of 2N, so every
 -- rank has the same share of the causal triangle (Megatron CP, Llama 3).
+local errors = require("lab.errors")
 local cp = {}
 local D = lab.autograd.dist
 
 -- 0-based positions of rank r's tokens in a sequence of T over n ranks
 function cp.positions(T, n, r, zigzag)
+  errors.posint("lab.cp.positions", 1, T, "sequence length")
+  errors.posint("lab.cp.positions", 2, n, "ranks")
+  errors.arg(math.type(r) == "integer" and r >= 0 and r < n, "lab.cp.positions", 3, "a rank in 0.." .. (n - 1), r)
   if zigzag == nil then zigzag = true end
   local pos = {}
   if zigzag and n > 1 then
@@ -39,7 +43,11 @@ end
 
 -- this rank's positions of x along dim (differentiable: narrow and cat)
 function cp.shard(x, dim, opts)
+  errors.tensor("lab.cp.shard", 1, x)
+  errors.arg(math.type(dim) == "integer", "lab.cp.shard", 2, "a dimension (integer)", dim)
+  errors.opts("lab.cp.shard", 3, opts)
   opts = opts or {}
+  errors.group("lab.cp.shard", 3, opts.group, "opts.group: a process group")
   local g = opts.group or lab.dist.world_group()
   local n, r = g:size(), g:rank()
   local T = x.shape[dim]
@@ -179,7 +187,12 @@ cp.timing = { compute = 0, wait = 0 } -- seconds in block compute vs waiting for
 -- opts: group, causal (true), zigzag (true), scale (1/sqrt(D)), impl ('flash' where the
 -- device has the kernel, or 'math'). Returns [B, H, T/N, D].
 function cp.ring_attention(q, k, v, opts)
+  errors.tensor("lab.cp.ring_attention", 1, q)
+  errors.tensor("lab.cp.ring_attention", 2, k)
+  errors.tensor("lab.cp.ring_attention", 3, v)
+  errors.opts("lab.cp.ring_attention", 4, opts)
   opts = opts or {}
+  errors.group("lab.cp.ring_attention", 4, opts.group, "opts.group: a process group")
   local g = opts.group or lab.dist.world_group()
   local n, r = g:size(), g:rank()
   local causal = opts.causal ~= false
@@ -277,7 +290,12 @@ end
 -- All-gather attention (Llama 3): K and V of every rank gathered (differentiable: the
 -- backward reduce-scatters their gradients), then ordinary masked attention.
 function cp.allgather_attention(q, k, v, opts)
+  errors.tensor("lab.cp.allgather_attention", 1, q)
+  errors.tensor("lab.cp.allgather_attention", 2, k)
+  errors.tensor("lab.cp.allgather_attention", 3, v)
+  errors.opts("lab.cp.allgather_attention", 4, opts)
   opts = opts or {}
+  errors.group("lab.cp.allgather_attention", 4, opts.group, "opts.group: a process group")
   local g = opts.group or lab.dist.world_group()
   local n, r = g:size(), g:rank()
   local Tl = q.shape[3]
@@ -345,6 +363,8 @@ end
 
 -- the replicas' gradients averaged over the CP group (each rank's loss covers its positions)
 function cp.sync_gradients(model, group)
+  errors.module("lab.cp.sync_gradients", 1, model)
+  errors.group("lab.cp.sync_gradients", 2, group)
   group = group or lab.dist.world_group()
   if group:size() == 1 then return end
   for _, p in ipairs(model:parameters()) do

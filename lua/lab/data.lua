@@ -55,6 +55,11 @@ end
 
 -- random windows of T+1 bytes: ids are the first T, targets the next T
 function data.text_batch(corpus, B, T)
+  errors.arg(type(corpus) == "table" and lab.is_tensor(corpus.tokens) and math.type(corpus.n) == "integer",
+    "lab.data.text_batch", 1, "a corpus (lab.data.text)", corpus)
+  errors.posint("lab.data.text_batch", 2, B, "batch")
+  errors.posint("lab.data.text_batch", 3, T, "tokens")
+  if T + 1 >= corpus.n then errors.raise("lab.data.text_batch", "windows of %d tokens do not fit in a corpus of %d", T + 1, corpus.n) end
   local starts = lab.randint(0, corpus.n - T - 1, { B }):tolist()
   local ids, tg = lab.empty(B, T, { dtype = "i64" }), lab.empty(B, T, { dtype = "i64" })
   for b = 1, B do
@@ -68,6 +73,8 @@ end
 -- ---- copy: n random symbols, a separator, then the same symbols again ----
 -- vocab: symbols 0..k-1, separator k. Only the copied half is scored.
 function data.copy_task(n, k)
+  errors.posint("lab.data.copy_task", 1, n, "symbols per sequence")
+  errors.posint("lab.data.copy_task", 2, k, "alphabet size")
   local task = { vocab = k + 1, seq_len = 2 * n + 1, describe = string.format("copy %d symbols of %d", n, k) }
   function task.batch(B)
     local src = lab.randint(0, k, { B, n }):tolist()
@@ -94,6 +101,8 @@ end
 -- ---- addition: "a+b=" then the sum's digits, least significant first ----
 -- digits 0-9, '+' = 10, '=' = 11. a and b have n digits; the sum has n + 1.
 function data.add_task(n)
+  errors.posint("lab.data.add_task", 1, n, "digits")
+  if n > 18 then errors.raise("lab.data.add_task", "%d digits do not fit in a Lua integer (at most 18)", n) end
   local plus, eq = 10, 11
   -- a (n) '+' b (n) '=' sum (n + 1): 3n + 3 tokens, of which the model reads 3n + 2
   local task = { vocab = 12, seq_len = 3 * n + 2, describe = string.format("%d-digit addition", n) }
@@ -177,6 +186,9 @@ end
 
 -- Teacher-forced accuracy on the scored positions: per token and per whole sequence.
 function data.accuracy(model, ids, tg)
+  errors.module("lab.data.accuracy", 1, model)
+  errors.tensor("lab.data.accuracy", 2, ids)
+  errors.tensor("lab.data.accuracy", 3, tg)
   return lab.no_grad(function()
     local pred = model(ids):argmax(-1) - 1 -- argmax counts from 1, token ids from 0
     local scored = tg:ne(-100)

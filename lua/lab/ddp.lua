@@ -14,6 +14,7 @@
 --     each parameter's .grad becomes its slice of the averaged bucket.
 -- no_sync() skips all of this for gradient accumulation: gradients add up locally, and the
 -- next synchronised backward reduces the accumulated sum.
+local errors = require("lab.errors")
 local ddp = {}
 
 local DDP = {}
@@ -33,7 +34,11 @@ ddp.reduced_by = setmetatable({}, { __mode = "k" })
 
 function ddp.wrap(model, opts)
   lab.nn.check_module(model, "ddp.wrap")
+  errors.opts("lab.ddp.wrap", 2, opts)
   opts = opts or {}
+  errors.group("lab.ddp.wrap", 2, opts.group, "opts.group: a process group")
+  errors.arg(opts.bucket_mb == nil or (type(opts.bucket_mb) == "number" and opts.bucket_mb > 0), "lab.ddp.wrap", 2,
+    "opts.bucket_mb: a positive number", opts.bucket_mb)
   local self = setmetatable({
     module = model,
     group = opts.group,

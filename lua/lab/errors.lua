@@ -36,10 +36,32 @@ function M.arg(ok, fname, n, what, value)
   if ok then return end
   local got = lab.is_tensor(value) and "a tensor" or type(value)
   if type(value) == "number" then got = tostring(value) end
+  if lab.nn and lab.nn.is_module(value) then got = "a " .. tostring(getmetatable(value).__name or "lab.nn") .. " module" end
   error(string.format("rank %d: %s: bad argument #%d (%s expected, got %s)", rank(), fname, n, what, got), 0)
 end
 
 function M.tensor(fname, n, value) M.arg(lab.is_tensor(value), fname, n, "a tensor", value) end
+
+-- the usual kinds of argument: an options table (or nil), a module, a positive integer, a
+-- value of a Lua type
+function M.opts(fname, n, value)
+  M.arg(value == nil or type(value) == "table", fname, n, "an options table or nil", value)
+end
+function M.module(fname, n, value)
+  M.arg(lab.nn.is_module(value), fname, n, "a lab.nn module", value)
+end
+function M.posint(fname, n, value, what)
+  M.arg(math.type(value) == "integer" and value >= 1, fname, n, "a positive integer" .. (what and (" (" .. what .. ")") or ""), value)
+end
+function M.type(fname, n, value, ty, what)
+  M.arg(type(value) == ty, fname, n, what or ("a " .. ty), value)
+end
+
+function M.group(fname, n, value, what)
+  local mt = getmetatable(value)
+  M.arg(value == nil or (type(value) == "userdata" and type(mt) == "table" and rawget(mt, "__name") == "lab.dist.Group"),
+    fname, n, (what or "a process group") .. " or nil", value)
+end
 
 -- raises "rank N: fname: <message>" (string.format(fmt, ...)): every error lua/lab raises
 -- itself goes through here, so none reaches the user without the rank and the function

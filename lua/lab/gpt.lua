@@ -9,7 +9,12 @@ local errors = require("lab.errors")
 local CausalSelfAttention = nn.class("CausalSelfAttention")
 nn.CausalSelfAttention = CausalSelfAttention
 function CausalSelfAttention:init(cfg)
-  assert(cfg.d_model % cfg.n_head == 0, "d_model must be a multiple of n_head")
+  errors.type("CausalSelfAttention", 1, cfg, "table", "a config table")
+  errors.posint("CausalSelfAttention", 1, cfg.d_model, "cfg.d_model")
+  errors.posint("CausalSelfAttention", 1, cfg.n_head, "cfg.n_head")
+  if cfg.d_model % cfg.n_head ~= 0 then
+    errors.raise("CausalSelfAttention", "d_model %d is not a multiple of n_head %d", cfg.d_model, cfg.n_head)
+  end
   self.d_model, self.n_head = cfg.d_model, cfg.n_head
   self.attn_impl = cfg.attention -- nil: lab.sdpa's default (the FlashAttention kernel where it applies)
   self:add("qkv", nn.Linear(cfg.d_model, 3 * cfg.d_model))
@@ -134,7 +139,7 @@ end
 -- ids [B, T] (0-based token ids) -> logits [B, T, vocab]; with targets also the mean loss
 function GPT:forward(ids, targets)
   local T = ids.shape[2]
-  assert(T <= self.cfg.seq_len, string.format("sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len))
+  if T > self.cfg.seq_len then errors.raise("GPT", "a sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len) end
   local pos = lab.arange(T, { device = ids.device })
   local x = self.drop(self.wte(ids) + self.wpe(pos))
   for _, block in self.blocks:iter() do x = block(x) end

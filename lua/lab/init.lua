@@ -3,7 +3,7 @@
 local lab = lab
 local errors = require("lab.errors")
 errors.install(_G) -- pcall, xpcall and coroutine.resume hand back errors that name the rank
-lab.errors = errors
+lab._errors = errors -- (private: the argument checks of lua/lab)
 require("lab.autograd")
 lab.nn = require("lab.nn")
 lab.optim = require("lab.optim")

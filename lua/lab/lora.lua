@@ -12,6 +12,7 @@
 -- smaller than in and out, the fine-tuning state shrinks from 16 bytes per parameter to
 -- the 2 (bf16) or 4 (f32) bytes of the frozen weights, and the backward pass skips the
 -- weight gradients of every frozen matrix.
+local errors = require("lab.errors")
 local lora = {}
 local nn = lab.nn
 
@@ -65,6 +66,7 @@ local function is_linear(m) return getmetatable(m) == nn.Linear end
 -- in LoRALinear and freezes every other parameter; returns the trainable parameters.
 function lora.apply(model, opts)
   nn.check_module(model, "lora.apply")
+  errors.opts("lab.lora.apply", 2, opts)
   opts = opts or {}
   local wanted
   if opts.targets then
@@ -96,6 +98,7 @@ end
 
 -- the parameters that require gradients
 function lora.trainable(model)
+  errors.module("lab.lora.trainable", 1, model)
   local out = {}
   for _, p in ipairs(model:parameters()) do
     if p.requires_grad then out[#out + 1] = p end
@@ -105,6 +108,7 @@ end
 
 -- replaces every LoRALinear by its merged Linear (same outputs, no adapter cost)
 function lora.merge(model)
+  errors.module("lab.lora.merge", 1, model)
   local function visit(m)
     for _, name in ipairs(m._names) do
       local child = m[name]

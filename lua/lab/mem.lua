@@ -1,6 +1,7 @@
 -- lab.mem in Lua: the per-rank report of the measured account, and estimate{}, the same
 -- account from formulas (the ZeRO paper's), so a measurement can be checked against theory
 -- and theory can be asked about models that do not fit here.
+local errors = require("lab.errors")
 local mem = lab.mem
 local TAGS = { "param", "grad", "optimizer", "activation", "comm", "other" }
 
@@ -44,7 +45,9 @@ local BYTES = { f32 = 4, f64 = 8, bf16 = 2, f16 = 2 }
 -- bytes per parameter. ZeRO divides the optimizer states (stage >= 1), then the gradients
 -- (>= 2), then the parameters (3) by dp.
 function mem.estimate(o)
-  local psi = assert(o.params, "estimate: params (the parameter count) is required")
+  errors.type("lab.mem.estimate", 1, o, "table", "an options table {params=, ...}")
+  local psi = o.params
+  if type(psi) ~= "number" then errors.raise("lab.mem.estimate", "params (the parameter count) is required, got %s", tostring(psi)) end
   local dp, stage = o.dp or 1, o.zero or 0
   local opt = o.optimizer or "adamw"
   local p_bytes, g_bytes, k

@@ -22,6 +22,7 @@
 -- (padded [E, C, d] blocks with capacity, exact uneven splits without), both
 -- differentiable. Dense parameters stay replicated: sync_gradients averages them over the
 -- data-parallel ranks and averages expert gradients over the expert-data-parallel group.
+local errors = require("lab.errors")
 local moe = {}
 local nn = lab.nn
 
@@ -339,6 +340,7 @@ end
 
 -- the MoE layers of a model, in registration order
 function moe.layers(model)
+  errors.module("lab.moe.layers", 1, model)
   local out = {}
   local function walk(m)
     if getmetatable(m) == MoE then out[#out + 1] = m return end
@@ -363,6 +365,8 @@ end
 -- The last step's routing, summed over the model's MoE layers (and over `group`'s ranks
 -- when given): tokens per expert per layer, dropped, imbalance max/mean, aux loss (mean).
 function moe.stats(model, opts)
+  errors.module("lab.moe.stats", 1, model)
+  errors.opts("lab.moe.stats", 2, opts)
   opts = opts or {}
   local out = { layers = {}, dropped = 0, routed = 0 }
   for i, l in ipairs(moe.layers(model)) do
@@ -392,6 +396,9 @@ end
 -- parallel ones (Megatron's marks) narrowed to this rank's slice of tp_group.
 -- opts: tp_group, rename(name) -> the full model's name.
 function moe.copy_from_full(model, full, opts)
+  errors.module("lab.moe.copy_from_full", 1, model)
+  errors.module("lab.moe.copy_from_full", 2, full)
+  errors.opts("lab.moe.copy_from_full", 3, opts)
   opts = opts or {}
   local src = {}
   for _, np in ipairs(full:named_parameters()) do src[np[1]] = np[2] end
@@ -408,6 +415,9 @@ end
 -- the part of a full model's tensor t that parameter p holds: this rank's experts, or its
 -- tensor-parallel slice over tp_group (stride k: k blocks, each split over the ranks)
 function moe.slice_of(p, t, tp_group)
+  errors.tensor("lab.moe.slice_of", 1, p)
+  errors.tensor("lab.moe.slice_of", 2, t)
+  errors.group("lab.moe.slice_of", 3, tp_group)
   local s = moe.expert_slices[p]
   if s and s.count ~= t.shape[1] then return t:narrow(1, s.first + 1, s.count) end
   if p.tensor_model_parallel and tp_group and tp_group:size() > 1 then
@@ -425,7 +435,11 @@ end
 -- ranks holding the same experts) and divided by the number of dp_group ranks, since each
 -- expert saw the tokens of every EP rank. Either group may be nil (size 1).
 function moe.sync_gradients(model, opts)
+  errors.module("lab.moe.sync_gradients", 1, model)
+  errors.opts("lab.moe.sync_gradients", 2, opts)
   opts = opts or {}
+  errors.group("lab.moe.sync_gradients", 2, opts.dp_group, "opts.dp_group: a process group")
+  errors.group("lab.moe.sync_gradients", 2, opts.expert_dp_group, "opts.expert_dp_group: a process group")
   local dp = opts.dp_group and opts.dp_group:size() or 1
   for _, p in ipairs(model:parameters()) do
     local g = p.grad
@@ -444,6 +458,7 @@ end
 -- planner's formula: tokens x top_k x capacity_factor rows of d_model, (P-1)/P of them
 -- leaving the rank.
 function moe.all_to_all_bytes(layer, tokens, elem_bytes)
+  errors.arg(getmetatable(layer) == MoE, "lab.moe.all_to_all_bytes", 1, "a MoE layer", layer)
   return lab.plan.ep_all_to_all_bytes(tokens, layer.d_model, layer.top_k, layer.ep, elem_bytes or 4,
     layer.capacity_factor, layer.experts, layer.groups)
 end

@@ -52,6 +52,8 @@ end
 
 -- registers a parameter: it requires grad and is accounted as parameter memory
 function Module:param(name, t)
+  errors.arg(type(name) == "string", "Module:param", 1, "a name (string)", name)
+  errors.arg(t == nil or lab.is_tensor(t), "Module:param", 2, "a tensor or nil", t)
   if t ~= nil then
     t:requires_grad_(true)
     lab.mem.tag(t, "param")
@@ -64,6 +66,7 @@ end
 
 -- registers a buffer: saved in state_dict, not trained
 function Module:buffer(name, t)
+  errors.arg(type(name) == "string", "Module:buffer", 1, "a name (string)", name)
   if self._kinds[name] == nil then self._names[#self._names + 1] = name end
   self._kinds[name] = "buffer"
   self[name] = t
@@ -83,6 +86,9 @@ local function contains(m, target, seen)
 end
 
 function Module:add(name, m)
+  errors.arg(type(name) == "string" or math.type(name) == "integer", "Module:add", 1, "a name (string)", name)
+  errors.module("Module:add", 2, m)
+  name = tostring(name)
   if nn.is_module(m) and contains(m, self, {}) then
     error(string.format("rank %d: %s.add: a module cannot contain itself (cycle through '%s')", lab.dist.rank(),
       getmetatable(self).__name or "Module", tostring(name)), 0)
@@ -141,6 +147,11 @@ end
 
 -- copies values in; with strict (default) every key must match both ways, shapes too
 function Module:load_state_dict(sd, strict)
+  errors.arg(type(sd) == "table" and not nn.is_module(sd), "Module:load_state_dict", 1,
+    "a state dict (name -> tensor)", sd)
+  for k, v in pairs(sd) do
+    if not lab.is_tensor(v) then errors.raise("Module:load_state_dict", "%s is a %s, not a tensor", tostring(k), type(v)) end
+  end
   if strict == nil then strict = true end
   local mine = self:state_dict()
   local names = {}
@@ -181,6 +192,7 @@ function Module:eval() return self:train(false) end
 -- Module.to: parameters keep their identity, so optimizers and hooks made before still
 -- hold them. Returns the module.
 function Module:to(device)
+  errors.arg(type(device) == "string", "Module:to", 1, "a device name (string)", device)
   for _, p in ipairs(self:parameters()) do
     local g = p.grad
     p.grad = nil
@@ -235,6 +247,9 @@ end
 local Linear = nn.class("Linear")
 nn.Linear = Linear
 function Linear:init(n_in, n_out, opts)
+  errors.posint("Linear", 1, n_in, "in features")
+  errors.posint("Linear", 2, n_out, "out features")
+  errors.opts("Linear", 3, opts)
   opts = opts or {}
   self.n_in, self.n_out = n_in, n_out
   local bound = 1 / math.sqrt(n_in)
@@ -255,6 +270,9 @@ function Linear:forward(x) return nn.linear(x, self.weight, self.bias) end
 local Embedding = nn.class("Embedding")
 nn.Embedding = Embedding
 function Embedding:init(num, dim, opts)
+  errors.posint("Embedding", 1, num, "number of embeddings")
+  errors.posint("Embedding", 2, dim, "embedding size")
+  errors.opts("Embedding", 3, opts)
   opts = opts or {}
   self.num, self.dim = num, dim
   self:param("weight", lab.randn(num, dim, { dtype = opts.dtype or "f32" }))
@@ -266,6 +284,8 @@ function Embedding:forward(ids) return lab.embedding(ids, self.weight) end
 local LayerNorm = nn.class("LayerNorm")
 nn.LayerNorm = LayerNorm
 function LayerNorm:init(dim, opts)
+  errors.posint("LayerNorm", 1, dim, "size")
+  errors.opts("LayerNorm", 2, opts)
   opts = opts or {}
   self.dim, self.eps = dim, opts.eps or 1e-5
   if opts.elementwise_affine ~= false then
@@ -279,6 +299,8 @@ function LayerNorm:forward(x) return lab.layer_norm(x, self.weight, self.bias, s
 local RMSNorm = nn.class("RMSNorm")
 nn.RMSNorm = RMSNorm
 function RMSNorm:init(dim, opts)
+  errors.posint("RMSNorm", 1, dim, "size")
+  errors.opts("RMSNorm", 2, opts)
   opts = opts or {}
   self.dim, self.eps = dim, opts.eps or 1e-6
   self:param("weight", lab.ones(dim))
@@ -288,13 +310,23 @@ function RMSNorm:forward(x) return lab.rms_norm(x, self.weight, self.eps) end
 
 local GELU = nn.class("GELU")
 nn.GELU = GELU
-function GELU:init(opts) self.approximate = (opts or {}).approximate or "none" end
+function GELU:init(opts)
+  errors.opts("GELU", 1, opts)
+  self.approximate = (opts or {}).approximate or "none"
+  errors.arg(type(self.approximate) == "string", "GELU", 1, "approximate = 'none' or 'tanh'", self.approximate)
+end
 function GELU:describe() return self.approximate end
-function GELU:forward(x) return x:gelu(self.approximate) end
+function GELU:forward(x)
+  errors.tensor("GELU:forward", 1, x)
+  return x:gelu(self.approximate)
+end
 
 local Dropout = nn.class("Dropout")
 nn.Dropout = Dropout
-function Dropout:init(p) self.p = p or 0.5 end
+function Dropout:init(p)
+  errors.arg(p == nil or type(p) == "number", "Dropout", 1, "a probability", p)
+  self.p = p or 0.5
+end
 function Dropout:describe() return tostring(self.p) end
 function Dropout:forward(x) return lab.dropout(x, self.p, self.training) end
 
@@ -302,7 +334,8 @@ local Sequential = nn.class("Sequential")
 nn.Sequential = Sequential
 function Sequential:init(...)
   local mods = { ... }
-  if #mods == 1 and getmetatable(mods[1]) == nil then mods = mods[1] end
+  if #mods == 1 and type(mods[1]) == "table" and getmetatable(mods[1]) == nil then mods = mods[1] end
+  for i = 1, select("#", ...) > 1 and select("#", ...) or #mods do errors.module("Sequential", i, mods[i]) end
   self.n = #mods
   for i, m in ipairs(mods) do self:add(tostring(i), m) end
 end
@@ -315,6 +348,7 @@ function Sequential:__len() return self.n end
 local ModuleList = nn.class("ModuleList")
 nn.ModuleList = ModuleList
 function ModuleList:init(mods)
+  errors.arg(mods == nil or (type(mods) == "table" and not nn.is_module(mods)), "ModuleList", 1, "a list of modules", mods)
   self.n = 0
   for _, m in ipairs(mods or {}) do self:append(m) end
 end

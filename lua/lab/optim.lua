@@ -1,5 +1,6 @@
 -- lab.optim: optimizers over a list of parameters, learning-rate schedules and gradient
 -- clipping. Updates run inside lab.no_grad: they change parameters in place.
+local errors = require("lab.errors")
 local optim = {}
 
 local Optimizer = {}
@@ -9,10 +10,21 @@ function Optimizer:zero_grad()
   for _, p in ipairs(self.params) do p.grad = nil end
 end
 
-local function new(cls, params, defaults, opts)
+-- params: a list of tensors; opts: each given option has the type of its default
+local function new(cls, name, params, defaults, opts)
+  local fname = "lab.optim." .. name
+  errors.arg(type(params) == "table" and not lab.nn.is_module(params), fname, 1,
+    "a list of parameters (model:parameters())", params)
+  for i, p in ipairs(params) do
+    if not lab.is_tensor(p) then errors.raise(fname, "parameter %d is a %s, not a tensor", i, type(p)) end
+  end
+  errors.opts(fname, 2, opts)
   local self = setmetatable({ params = params, state = {}, step_count = 0 }, cls)
   opts = opts or {}
   for k, v in pairs(defaults) do
+    if opts[k] ~= nil and type(opts[k]) ~= type(v) then
+      errors.raise(fname, "option %s must be a %s, got %s", k, type(v), type(opts[k]))
+    end
     if opts[k] == nil then self[k] = v else self[k] = opts[k] end
   end
   return self
@@ -23,7 +35,7 @@ end
 local SGD = setmetatable({}, { __index = Optimizer })
 SGD.__index = SGD
 function optim.SGD(params, opts)
-  return new(SGD, params, { lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0 }, opts)
+  return new(SGD, "SGD", params, { lr = 0.01, momentum = 0, nesterov = false, weight_decay = 0 }, opts)
 end
 function SGD:step()
   self.step_count = self.step_count + 1
@@ -54,7 +66,7 @@ end
 local AdamW = setmetatable({}, { __index = Optimizer })
 AdamW.__index = AdamW
 function optim.AdamW(params, opts)
-  local self = new(AdamW, params, { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0.01 }, opts)
+  local self = new(AdamW, "AdamW", params, { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0.01 }, opts)
   return self
 end
 function AdamW:step()
@@ -78,6 +90,9 @@ end
 
 -- Linear warmup to lr, then cosine decay to min_lr at max_steps (nanoGPT's schedule).
 function optim.warmup_cosine(step, opts)
+  errors.arg(type(step) == "number", "lab.optim.warmup_cosine", 1, "a step number", step)
+  errors.arg(type(opts) == "table" and type(opts.lr) == "number" and type(opts.max_steps) == "number",
+    "lab.optim.warmup_cosine", 2, "a table {lr=, max_steps=, [warmup=], [min_lr=]}", opts)
   local lr, min_lr = opts.lr, opts.min_lr or 0
   local warmup, max_steps = opts.warmup or 0, opts.max_steps
   if step < warmup then return lr * (step + 1) / warmup end
@@ -93,6 +108,12 @@ end
 -- row-parallel biases), counted once (on the group's rank 0), as Megatron-LM counts it.
 -- opts.pipeline_group: the model's stages are spread over it: their sums are added.
 function optim.clip_grad_norm(params, max_norm, opts)
+  errors.arg(type(params) == "table", "lab.optim.clip_grad_norm", 1, "a list of parameters", params)
+  for i, p in ipairs(params) do
+    if not lab.is_tensor(p) then errors.raise("lab.optim.clip_grad_norm", "parameter %d is a %s, not a tensor", i, type(p)) end
+  end
+  errors.arg(type(max_norm) == "number", "lab.optim.clip_grad_norm", 2, "a number (max_norm)", max_norm)
+  errors.opts("lab.optim.clip_grad_norm", 3, opts)
   opts = opts or {}
   local group, stages = opts.group, opts.pipeline_group
   local counts_here = not group or lab.dist.rank(group) == 0

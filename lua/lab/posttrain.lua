@@ -22,6 +22,7 @@
 --   pi_ref / pi - log(pi_ref / pi) - 1   (unbiased, always >= 0)
 -- averaged over the tokens of a completion and over completions. Completions here have a
 -- fixed length (max_new_tokens), as in the addition task.
+local errors = require("lab.errors")
 local posttrain = {}
 local nn = lab.nn
 
@@ -53,6 +54,9 @@ end
 -- logits [B, R, V] predicting targets [B, R] (0-based ids) -> the log-probability of each
 -- target [B, R]: log_softmax picked at the target by a one-hot mask (differentiable)
 function posttrain.token_logprobs(logits, targets)
+  errors.tensor("lab.posttrain.token_logprobs", 1, logits)
+  errors.tensor("lab.posttrain.token_logprobs", 2, targets)
+  if #logits.shape ~= 3 then errors.raise("lab.posttrain.token_logprobs", "logits must be [B, R, V], got %d dimensions", #logits.shape) end
   if logits.dtype == "bf16" or logits.dtype == "f16" then logits = logits:float() end
   local V = logits.shape[3]
   local onehot = targets:unsqueeze(-1):eq(lab.arange(V, { device = targets.device })):to(logits.dtype)
@@ -209,6 +213,7 @@ end
 -- rewards: a Lua list of N = groups x G numbers, each group's G consecutive -> advantages
 -- [N] (f32): (r - group mean) / (group std + 1e-4), the std unbiased (torch.std, as TRL)
 function posttrain.group_advantages(rewards, G)
+  errors.type("lab.posttrain.group_advantages", 1, rewards, "table", "a list of rewards")
   if math.type(G) ~= "integer" or G < 2 or #rewards % G ~= 0 then
     fail("group_advantages", "needs groups of G >= 2 rewards: got %d rewards and G = %s", #rewards, tostring(G))
   end

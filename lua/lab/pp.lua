@@ -14,14 +14,19 @@
 -- fewer layers, since they also hold the embedding and the output head.
 -- Both give the same gradients; sends are asynchronous (isend) so no order of the stages
 -- can deadlock on them.
+local errors = require("lab.errors")
 local pp = {}
 
 -- Splits a list of layers into n consecutive stages, as evenly as the count allows, or
 -- with opts.sizes = {layers of stage 1, ..., of stage n} (uneven, summing to #layers).
 function pp.partition(layers, n, opts)
+  errors.opts("lab.pp.partition", 3, opts)
   if type(layers) ~= "table" or lab.is_tensor(layers) then
     error(string.format("rank %d: pp.partition: layers must be a list of modules, got %s", lab.dist.rank(),
       lab.is_tensor(layers) and "a tensor" or type(layers)), 2)
+  end
+  for i, l in ipairs(layers) do
+    if not lab.nn.is_module(l) then errors.raise("lab.pp.partition", "layer %d is a %s, not a lab.nn module", i, type(l)) end
   end
   if math.type(n) ~= "integer" or n < 1 or n > math.max(#layers, 1) then
     error(string.format("rank %d: pp.partition: n must be an integer between 1 and the number of layers (%d), got %s",
@@ -52,6 +57,13 @@ end
 -- schedule: m for GPipe, min(m, p - s) for 1F1B, min(v m, (p-s-1)*2 + (v-1)*p + 1)
 -- interleaved (its warm-up forwards plus the one before the first backward).
 function pp.max_in_flight(schedule, p, s, m, v)
+  errors.arg(schedule == "gpipe" or schedule == "1f1b" or schedule == "interleaved", "lab.pp.max_in_flight", 1,
+    "'gpipe', '1f1b' or 'interleaved'", schedule)
+  errors.posint("lab.pp.max_in_flight", 2, p, "stages")
+  errors.arg(math.type(s) == "integer" and s >= 0 and s < p, "lab.pp.max_in_flight", 3, "a stage in 0..p-1", s)
+  errors.posint("lab.pp.max_in_flight", 4, m, "micro-batches")
+  errors.arg(v == nil or (math.type(v) == "integer" and v >= 1), "lab.pp.max_in_flight", 5, "a positive integer (chunks) or nil", v)
+  if schedule == "interleaved" then v = v or 1 end
   if schedule == "gpipe" then return m * (v or 1) end
   if schedule == "1f1b" then return math.min(m, p - s) end
   return math.min(m * v, (p - s - 1) * 2 + (v - 1) * p + 1)
@@ -67,7 +79,11 @@ Pipeline.__index = Pipeline
 -- 'interleaved', stage_module is a list of this rank's v chunks {chunk 0, chunk 1, ...}
 -- (chunk c is global stage c*p + s, which activation_shape receives).
 function pp.Pipeline(stage, opts)
+  errors.arg(lab.nn.is_module(stage) or (type(stage) == "table" and lab.nn.is_module(stage[1])), "lab.pp.Pipeline", 1,
+    "a stage module (or the list of this rank's chunks)", stage)
+  errors.opts("lab.pp.Pipeline", 2, opts)
   opts = opts or {}
+  errors.group("lab.pp.Pipeline", 2, opts.group, "opts.group: a process group")
   local g = opts.group or lab.dist.world_group()
   local schedule = opts.schedule or "1f1b"
   if schedule ~= "gpipe" and schedule ~= "1f1b" and schedule ~= "interleaved" then
@@ -87,8 +103,8 @@ function pp.Pipeline(stage, opts)
   -- activations travel in the stage's parameter type unless told otherwise
   local params = self:parameters()
   self.dtype = opts.dtype or (params[1] and params[1].dtype) or "f32"
-  assert(self.loss, "pp.Pipeline needs a loss function")
-  assert(self.activation_shape, "pp.Pipeline needs activation_shape(micro_batch_size, stage)")
+  if not self.loss then errors.raise("pp.Pipeline", "needs a loss function (opts.loss)") end
+  if not self.activation_shape then errors.raise("pp.Pipeline", "needs activation_shape(micro_batch_size, stage)") end
   return self
 end
 
@@ -142,7 +158,7 @@ function Pipeline:train_step(input, target)
   local p, s, m, g, v = self.p, self.s, self.m, self.group, self.v
   local last_stage = v * p - 1
   local B = (input or target).shape[1]
-  assert(B % m == 0, string.format("pp: batch %d does not split into %d micro-batches", B, m))
+  if B % m ~= 0 then errors.raise("pp", "batch %d does not split into %d micro-batches", B, m) end
   local mb = B // m
   local saved = {}   -- per micro-batch and chunk: {input leaf, output}
   local pending = {} -- isend handles, waited at the end of the step
@@ -228,6 +244,7 @@ function Head:init(model) self.model = model end
 function Head:forward(x) return self.model.head(self.model.ln_f(x)) end
 
 function pp.gpt_pieces(model)
+  errors.module("lab.pp.gpt_pieces", 1, model)
   if not model.head then
     error(string.format("rank %d: pp.gpt_pieces: the GPT needs cfg.tied = false (a tied head would share the first stage's embedding)", lab.dist.rank()), 0)
   end

@@ -148,6 +148,7 @@ end
 -- Chrome trace JSON on rank 0: one complete ("X") event per section, tid = rank, with the
 -- section's communication time in args.
 function prof.trace(path, group)
+  errors.type("lab.prof.trace", 1, path, "string", "a file name")
   local parts = {}
   local r = lab.dist.rank()
   for _, e in ipairs(events) do
@@ -156,7 +157,8 @@ function prof.trace(path, group)
   end
   local all = lab.dist.gather_strings(table.concat(parts, ","), group)
   if r == 0 then
-    local f = assert(io.open(path, "w"))
+    local f, ferr = io.open(path, "w")
+    if not f then errors.raise("lab.prof.trace", "cannot write %s", tostring(ferr)) end
     local chunks = {}
     for rank, s in ipairs(all) do
       chunks[#chunks + 1] = string.format('{"name":"thread_name","ph":"M","pid":0,"tid":%d,"args":{"name":"rank %d"}}', rank - 1, rank - 1)

@@ -11,6 +11,7 @@
 -- between: one all-reduce forward and one backward per pair.
 -- Every layer is built from the unsharded layer's initial weights (same seed on every rank)
 -- and keeps its slice, so a model is the same model at TP = 1, 2 or 4.
+local errors = require("lab.errors")
 local tp = {}
 local nn = lab.nn
 local D = lab.autograd.dist
@@ -30,6 +31,8 @@ function tp.grid(opts) return lab.dist.grid(opts) end
 local Tracker = {}
 Tracker.__index = Tracker
 function tp.rng_tracker(grid, seed)
+  errors.arg(type(grid) == "table" and math.type(grid.tp_rank) == "integer", "lab.tp.rng_tracker", 1, "a grid (lab.dist.grid)", grid)
+  errors.arg(math.type(seed) == "integer", "lab.tp.rng_tracker", 2, "an integer seed", seed)
   return setmetatable({ seed = seed + 2718 + 1009 * grid.tp_rank, state = nil }, Tracker)
 end
 function Tracker:fork(fn, ...)
@@ -76,6 +79,8 @@ end
 -- layer hooks its own, so a layer used outside tp.GPT is right too; tp.GPT hooks the rest.
 local hooked = setmetatable({}, { __mode = "k" })
 function tp.hook_sequence_parallel_grads(model, group)
+  errors.module("lab.tp.hook_sequence_parallel_grads", 1, model)
+  errors.group("lab.tp.hook_sequence_parallel_grads", 2, group)
   for _, p in ipairs(model:parameters()) do
     if p.sequence_parallel and not hooked[p] then
       hooked[p] = true
@@ -330,8 +335,10 @@ local TPGPT = nn.class("TPGPT")
 tp.GPT = TPGPT
 -- cfg as lab.nn.GPT's; opts: grid or group, sequence_parallel
 function TPGPT:init(cfg, opts)
+  errors.type("tp.GPT", 1, cfg, "table", "a config table")
+  errors.opts("tp.GPT", 2, opts)
   opts = opts or {}
-  assert(cfg.tied == false, "tp.GPT: the vocab-parallel head needs cfg.tied = false")
+  if cfg.tied ~= false then errors.raise("tp.GPT", "the vocab-parallel head needs cfg.tied = false") end
   self.cfg = cfg
   self.group, self.p, self.r = group_info(opts)
   self.sequence_parallel = opts.sequence_parallel

@@ -1,6 +1,7 @@
 -- The GPT training loop shared by scripts/train_gpt.lua and the tests: AdamW with warmup
 -- and cosine decay, gradient clipping, a progress line (in place on a terminal, plain lines
 -- otherwise), and an optional metrics file of JSON lines.
+local errors = require("lab.errors")
 local train = {}
 
 local function json_line(t)
@@ -38,10 +39,16 @@ end
 -- opts: model, batch (function() -> ids, targets), steps, lr, min_lr, warmup, clip,
 -- weight_decay, log_every, metrics (path), quiet, on_step(step, loss)
 function train.run(opts)
+  errors.type("lab.train.run", 1, opts, "table", "an options table {model=, batch=, steps=, ...}")
+  errors.module("lab.train.run", 1, opts.model)
   local model, steps = opts.model, opts.steps
   local params = model:parameters()
   local opt = lab.optim.AdamW(params, { lr = opts.lr or 3e-4, weight_decay = opts.weight_decay or 0.1, betas = { 0.9, 0.95 } })
-  local metrics = opts.metrics and assert(io.open(opts.metrics, "w"))
+  local metrics, merr
+  if opts.metrics then
+    metrics, merr = io.open(opts.metrics, "w")
+    if not metrics then errors.raise("lab.train.run", "cannot write the metrics file: %s", tostring(merr)) end
+  end
   local in_place = lab.isatty(1) and lab.dist.world() == 1 and not opts.quiet
   local rank0 = lab.dist.rank() == 0
   local t_start, tokens = lab.clock(), 0

@@ -24,6 +24,7 @@
 -- The engine owns the optimizer (AdamW): engine:step() replaces optimizer:step().
 -- Parameters are partitioned in groups (buckets for stages 1-2, modules for stage 3); every
 -- group is one flat buffer padded to a multiple of N, and rank r owns slice r of each group.
+local errors = require("lab.errors")
 local zero = {}
 
 local Engine = {}
@@ -44,9 +45,14 @@ end
 -- clip (global-norm clipping), bucket_mb (25, stages 1-2), group
 function zero.wrap(model, opts)
   lab.nn.check_module(model, "zero.wrap")
+  errors.opts("lab.zero.wrap", 2, opts)
   opts = opts or {}
+  errors.group("lab.zero.wrap", 2, opts.group, "opts.group: a process group")
+  for _, k in ipairs({ "bucket_mb", "lr", "eps", "weight_decay", "clip" }) do
+    errors.arg(opts[k] == nil or type(opts[k]) == "number", "lab.zero.wrap", 2, "opts." .. k .. ": a number", opts[k])
+  end
   local stage = opts.stage or 1
-  assert(stage == 1 or stage == 2 or stage == 3, "zero: stage must be 1, 2 or 3")
+  if stage ~= 1 and stage ~= 2 and stage ~= 3 then errors.raise("zero", "stage must be 1, 2 or 3, got %s", tostring(stage)) end
   local self = setmetatable({
     module = model, stage = stage, group = opts.group,
     n = lab.dist.world(opts.group), r = lab.dist.rank(opts.group),

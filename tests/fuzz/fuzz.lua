@@ -222,8 +222,17 @@ local function note(k, repro)
   if opts.verbose ~= 0 then real_print(string.format("[%d] %d %s", rank, k, repro)) end
 end
 
+-- public functions whose error was raw Lua text from lua/lab ("rank 0: lab.moe.stats:
+-- .../lua/lab/moe.lua:345: attempt to index a nil value") instead of an argument error:
+-- counted and listed (not failed), the count should go to zero
+local raw = {}
 local function check_error(name, err, repro)
   if type(err) ~= "string" then return violation("non-string error", name, type(err), repro) end
+  if err:find("lua/lab/[%w_]+%.lua:%d+:") then
+    local fn = err:match("^rank %d+: ([%w_.]+:?[%w_]*): ") or name -- the function the message names, else the call
+    if not raw[fn] then raw[fn] = { n = 0, repro = repro, msg = err } end
+    raw[fn].n = raw[fn].n + 1
+  end
   if err:find("no progress", 1, true) or err:find("watchdog", 1, true) then
     return violation("hang (watchdog)", name, err, repro)
   end
@@ -426,6 +435,14 @@ if rank == 0 then
   local top = {}
   for i = 1, math.min(5, #names) do top[i] = string.format("%s %.1f s", names[i], time_by_name[names[i]]) end
   print("  most time: " .. table.concat(top, ", "))
+  local raw_names = {}
+  for n in pairs(raw) do raw_names[#raw_names + 1] = n end
+  table.sort(raw_names)
+  print(string.format("  raw lua/lab errors (no argument check): %d public functions%s", #raw_names,
+    #raw_names > 0 and (": " .. table.concat(raw_names, ", ")) or ""))
+  if opts.verbose ~= 0 then
+    for _, n in ipairs(raw_names) do print(string.format("    %s (%d): %s\n      %s", n, raw[n].n, raw[n].msg:sub(1, 200), raw[n].repro)) end
+  end
   for _, e in ipairs(generator_errors) do print("  building the arguments of call " .. e) end
   if recipe_errors > 0 then print(string.format("  %d tensor recipes raised (the fuzzer's own values)", recipe_errors)) end
 end

@@ -49,7 +49,9 @@ for _, schedule in ipairs({ "gpipe", "1f1b" }) do
 end
 
 T.test("partition splits as evenly as it can", function()
-  local parts = lab.pp.partition({ 1, 2, 3, 4, 5 }, 2)
+  local five = {}
+  for i = 1, 5 do five[i] = lab.nn.Linear(1, 1) end -- (a stage is a Sequential: its layers are modules)
+  local parts = lab.pp.partition(five, 2)
   T.eq(parts[1].n, 3)
   T.eq(parts[2].n, 2)
 end)
