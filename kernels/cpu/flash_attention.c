@@ -163,11 +163,13 @@ static void store_rows(lab_dtype dt, const float *src, void *p, const lab_flash_
   for (int64_t r = 0; r < n; r++) store(dt, src + r * width, p, row_at(l, H, bh, r0 + r), width);
 }
 
-/* n rows of `width` from row r0 of problem bh as f32 rows *ld apart: f32 operands are read
- * where they are (no copy), others converted into buf (ld = width) */
+/* n rows of `width` from row r0 of problem bh as f32 rows *ld apart: f32 rows that are
+ * adjacent are read where they are (no copy); others are gathered (converted) into buf
+ * (ld = width): rows a large, power-of-two-like stride apart (3C floats in a head view), read
+ * again and again as a product's operand, would share a few L1 sets */
 static const float *rows_f32(lab_dtype dt, const void *p, const lab_flash_layout *l, int64_t H, int64_t bh,
                              int64_t r0, int64_t n, int64_t width, float *buf, int64_t *ld) {
-  if (dt == LAB_F32) {
+  if (dt == LAB_F32 && (l->st == width || n == 1)) {
     *ld = l->st;
     return (const float *)p + row_at(l, H, bh, r0);
   }
