@@ -27,7 +27,8 @@ enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_UNTIL, MODE_CONTINUE, MODE_QUIT }
 /* How long a running rank may go on when another has stopped before it is pulled into that
  * stop: after c, long enough to reach the same breakpoint itself (SPMD code then stops once,
  * every rank there); after n, s, finish or until each rank stops where its own command ends,
- * and the long grace only keeps a rank that never gets there from holding the others. */
+ * and the long grace only keeps a rank that never gets there (or that runs library code, where
+ * no one wants to stop) from holding the others. */
 #define PAUSE_GRACE_S 1.0
 #define STEP_GRACE_S 10.0
 
@@ -449,8 +450,9 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
   case MODE_CONTINUE: pause = breakpoint_hit(L, ar); break;
   default: break;
   }
-  /* another rank stopped: this one stops too once the grace is over, in the user's code */
-  if (!pause && !in_library) pause = pull_in_due(st.mode == MODE_CONTINUE ? PAUSE_GRACE_S : STEP_GRACE_S);
+  /* another rank stopped: this one stops too once the grace is over, in the user's code (in the
+   * library only after the long grace, so that a rank inside a long library call still joins) */
+  if (!pause) pause = pull_in_due(st.mode == MODE_CONTINUE && !in_library ? PAUSE_GRACE_S : STEP_GRACE_S);
   if (pause) pause_protocol(L, NULL);
 }
 
@@ -482,7 +484,7 @@ void stepper_disarm(void) {
 /* from the REPL's count hook: the same grace as after c, so that a lab.breakpoint() that every
  * rank reaches stops once, with every rank there */
 void stepper_pause_if_asked(lua_State *L) {
-  if (st.L && pull_in_due(PAUSE_GRACE_S) && !frame_in_library(L, 0)) pause_protocol(L, NULL);
+  if (st.L && pull_in_due(frame_in_library(L, 0) ? STEP_GRACE_S : PAUSE_GRACE_S)) pause_protocol(L, NULL);
 }
 
 void stepper_answer_pauses(void) {
