@@ -52,6 +52,7 @@ static struct {
   int skip_lib;           /* n, s, finish, until step over lua/lab/ files (s! does not) */
   int base, frame;        /* the paused frame's stack level (1 inside a wait) and up's offset */
   const char *where;      /* where a rank without a Lua frame is (a wait, the end) */
+  double pending_since;   /* when this rank first saw another's stop it has not joined yet */
   breakpoint *bps;
   int next_bp;
   struct {
@@ -381,6 +382,9 @@ static void pause_protocol(lua_State *L, const char *where) {
   int epoch = lab_board_pause_epoch(), agreed = 0;
   lab_ctl_max(epoch, &agreed, 0);
   lab_board_set_served(agreed);
+  /* a count left from a stop this rank saw in a library frame and then joined by its own
+   * command must not pull it into the next one at once (a REPL chunk later stopped twice) */
+  st.pending_since = 0;
   lab_board_set(LAB_RUNNING, "", "");
   if (st.own_capture) st.capturing = capture_begin(&st.cap) == 0;
   if (st.mode == MODE_QUIT) {
@@ -418,15 +422,15 @@ static int breakpoint_hit(lua_State *L, lua_Debug *ar) {
   return 0;
 }
 
-/* 1 once another rank's stop has waited `grace` seconds for this one */
+/* 1 once another rank's stop has waited `grace` seconds for this one (counted from when this
+ * rank first saw it; every pause this rank takes part in starts the count again) */
 static int pull_in_due(double grace) {
-  static double pending_since;
   if (!lab_board_pause_pending()) {
-    pending_since = 0;
+    st.pending_since = 0;
     return 0;
   }
-  if (pending_since == 0) pending_since = lab_now();
-  return lab_now() - pending_since > grace;
+  if (st.pending_since == 0) st.pending_since = lab_now();
+  return lab_now() - st.pending_since > grace;
 }
 
 static void line_hook(lua_State *L, lua_Debug *ar) {
@@ -470,6 +474,7 @@ static int wait_handler(const char *where) {
 void stepper_arm(lua_State *L) {
   st.L = L;
   st.mode = MODE_CONTINUE;
+  st.pending_since = 0;
   lab_board_set_pause_handler(wait_handler);
 }
 

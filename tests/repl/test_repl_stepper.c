@@ -1,9 +1,9 @@
 /* The stepper and the command line parsed strictly, through a pseudo-terminal at 2 and 4 ranks:
  * a breakpoint on a line of the current file whose condition reads a local (it was evaluated as
  * a global and never fired), tbreak, delete confirming, unknown commands named, l N, numbers
- * starting again in a new :step session; up/down (p and locals in the selected frame), display
+ * starting again in a new :step session, b listing; up/down (p and locals in the selected frame), display
  * at every stop and undisplay, finish returning on every rank though odd ranks are 0.7 s late
- * (they used to be pulled into rank 0's stop inside the function), until, s! into lua/lab; a
+ * (they used to be pulled into rank 0's stop inside the function), until and until N, s! into lua/lab; a
  * lab.breakpoint() that every rank reaches at a different moment stopping once, every rank
  * there; %on with spaces in its rank list, %on without code, :ranks out of range with a
  * labelled error, Tab after ':st', after 'x.sh' and after a ModuleList's 'm.app'. */
@@ -63,6 +63,8 @@ static void frames_display_finish_until(session *s, const char *dir_file) {
   assert_true(expect(s, "(step) ", 30));
   type(s, "b 3\r");
   assert_true(expect(s, "breakpoint 1 at ", 10));
+  type(s, "b\r"); /* lists them */
+  assert_true(expectf(s, 10, "breakpoint 1 at %s:3", path));
   type(s, "c\r");
   assert_true(expectf(s, 30, "%s %s:3 in work", all, path));
   type(s, "display n\r"); /* shown now, and at every stop */
@@ -92,7 +94,7 @@ static void frames_display_finish_until(session *s, const char *dir_file) {
   assert_true(expect(s, "deleted display 1", 10));
   type(s, "until\r"); /* outer returns */
   assert_true(expectf(s, 30, "%s %s:15", all, path));
-  type(s, "n\r");
+  type(s, "until 16\r"); /* the first line at or past 16 */
   assert_true(expectf(s, 30, "%s %s:16", all, path));
   type(s, "s!\r"); /* into the library's code, which s skips */
   assert_true(expectf(s, 30, "%s ", all));
