@@ -24,6 +24,7 @@
 -- computes its matrix products from FP8 operands (e4m3 weights and activations, e5m2
 -- gradients), each tensor scaled by a factor recomputed after every step from its amax
 -- history (Transformer Engine's delayed scaling); masters and optimizer stay as above.
+local errors = require("lab.errors")
 local amp = {}
 local fp8 = require("lab.fp8")
 amp.DelayedScaling = fp8.DelayedScaling
@@ -83,6 +84,7 @@ end
 
 function amp.MixedPrecision(model, opts)
   lab.nn.check_module(model, "amp.MixedPrecision")
+  errors.opts("amp.MixedPrecision", 2, opts)
   opts = opts or {}
   local dtype = opts.dtype or "bf16"
   if not FLOAT16[dtype] then

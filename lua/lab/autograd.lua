@@ -1,6 +1,7 @@
 -- lab.autograd.gradcheck: compares the gradients backward() computes with central finite
 -- differences, as torch.autograd.gradcheck does. Use f64 inputs: in f32 the differences
 -- drown in rounding.
+local errors = require("lab.errors")
 local lab = lab
 local M = lab.autograd
 
@@ -9,9 +10,14 @@ local M = lab.autograd
 -- vector-Jacobian product: d(sum(fn(x) * v))/dx against (f(x+eps) - f(x-eps)) / 2eps.
 -- Returns true, or false and a message naming the input, element and both values.
 function M.gradcheck(fn, inputs, opts)
+  errors.arg(type(fn) == "function" or (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call),
+    "lab.autograd.gradcheck", 1, "a function", fn)
+  errors.type("lab.autograd.gradcheck", 2, inputs, "table", "a list of tensors")
+  errors.opts("lab.autograd.gradcheck", 3, opts)
   opts = opts or {}
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   local out = fn(table.unpack(inputs))
+  if not lab.is_tensor(out) then errors.raise("lab.autograd.gradcheck", "the function returned a %s, not a tensor", type(out)) end
   local state = lab.get_rng_state()
   lab.manual_seed(12345)
   local v = lab.randn(out.shape, { dtype = "f64" }):to(out.dtype)

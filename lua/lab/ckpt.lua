@@ -20,6 +20,7 @@
 -- raise naming the rank and the file at fault. Shards are described by global shapes and
 -- offsets, so a checkpoint saved under one layout (TP, PP, DP, ZeRO stage, world size) loads
 -- into another. Options: group = the ranks taking part (default: the world).
+local errors = require("lab.errors")
 local ckpt = {}
 local C = lab._ckpt
 local fmt = require("lab.ckpt_format")
@@ -39,6 +40,10 @@ local function check_args(op, dir, st)
   if type(st) ~= "table" then
     error(string.format("rank %d: %s: the second argument is a table {model=, optimizer=, amp=, step=}, got %s",
       r, op, type(st)), 0)
+  end
+  if st.optimizer ~= nil and type(st.optimizer) ~= "table" then
+    error(string.format("rank %d: %s: optimizer must be a lab.optim optimizer (or a ZeRO wrapper), got %s", r, op,
+      type(st.optimizer)), 0)
   end
   local m = S.unwrap(st.model)
   if m ~= nil and not lab.nn.is_module(m) and not m.checkpoint_shards then

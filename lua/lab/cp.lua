@@ -323,7 +323,10 @@ local CPGPT = lab.nn.class("CPGPT")
 cp.GPT = CPGPT
 -- opts: group, attention ('ring' | 'allgather'), zigzag (true)
 function CPGPT:init(cfg, opts)
+  errors.type("cp.GPT", 1, cfg, "table", "a config table")
+  errors.opts("cp.GPT", 2, opts)
   opts = opts or {}
+  errors.group("cp.GPT", 2, opts.group, "opts.group: a process group")
   self.cfg, self.group = cfg, opts.group or lab.dist.world_group()
   self.attention, self.zigzag = opts.attention or "ring", opts.zigzag ~= false
   if self.attention ~= "ring" and self.attention ~= "allgather" then

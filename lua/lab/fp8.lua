@@ -27,6 +27,7 @@
 -- saturates: a value above fp8_max / scale becomes +-fp8_max (counted in meta.clipped). A step
 -- whose amax jumps past its history clips; the history then keeps the scale low for
 -- amax_history_len steps, so spikes that recur within that window are not clipped again.
+local errors = require("lab.errors")
 local fp8 = {}
 
 fp8.FORMATS = {
@@ -98,6 +99,7 @@ local Recipe = {}
 Recipe.__index = Recipe
 
 function fp8.DelayedScaling(opts)
+  errors.opts("amp.DelayedScaling", 1, opts)
   opts = opts or {}
   local function bad(fmt, ...) error(string.format("rank %d: amp.DelayedScaling: " .. fmt, rank(), ...), 0) end
   local self = setmetatable({

@@ -14,6 +14,7 @@
 -- Philox generator: lab.manual_seed(s) reproduces a sample exactly, on any thread count.
 -- As the temperature goes to 0, z / T dwarfs the (bounded) noise and sampling becomes the
 -- greedy argmax. The model's mode is the caller's (call model:eval() to turn dropout off).
+local errors = require("lab.errors")
 local nn = lab.nn
 
 local function fail(fmt, ...)
@@ -89,6 +90,7 @@ end
 
 -- model(ids) -> logits; returns ids [B, T + max_new_tokens] (i64), the prompt then the samples
 local function generate(model, ids, opts)
+  errors.arg(type(model) == "table", "generate", 1, "a model (module or wrapper)", model)
   local inner = model.module or model -- through a DDP wrapper
   local cfg = inner.cfg
   local V = cfg and cfg.vocab

@@ -23,6 +23,7 @@ function CausalSelfAttention:init(cfg)
 end
 function CausalSelfAttention:describe() return string.format("%d heads", self.n_head) end
 function CausalSelfAttention:forward(x)
+  errors.tensor("CausalSelfAttention:forward", 1, x)
   local B, T, C = x.shape[1], x.shape[2], x.shape[3]
   local H = self.n_head
   local q, k, v = table.unpack(self.qkv(x):split(C, 3))
@@ -35,6 +36,8 @@ end
 local MLP = nn.class("MLP")
 nn.MLP = MLP
 function MLP:init(cfg)
+  errors.type("MLP", 1, cfg, "table", "a config table")
+  errors.posint("MLP", 1, cfg.d_model, "cfg.d_model")
   local hidden = cfg.d_ff or 4 * cfg.d_model
   self:add("fc", nn.Linear(cfg.d_model, hidden))
   self:add("act", nn.GELU({ approximate = "tanh" }))
@@ -63,6 +66,8 @@ local Block = nn.class("Block")
 nn.Block = Block
 -- layer: the block's 1-based index; with cfg.moe every `every`-th block has a lab.moe.MoE
 function Block:init(cfg, layer)
+  errors.type("Block", 1, cfg, "table", "a config table")
+  errors.posint("Block", 1, cfg.d_model, "cfg.d_model")
   self:add("ln1", nn.LayerNorm(cfg.d_model))
   self:add("attn", CausalSelfAttention(cfg))
   self:add("ln2", nn.LayerNorm(cfg.d_model))
@@ -138,6 +143,11 @@ end
 
 -- ids [B, T] (0-based token ids) -> logits [B, T, vocab]; with targets also the mean loss
 function GPT:forward(ids, targets)
+  errors.tensor("GPT:forward", 1, ids)
+  if #ids.shape ~= 2 then
+    errors.raise("GPT:forward", "ids must be [B, T] token ids, got shape [%s]", table.concat(ids.shape, ", "))
+  end
+  errors.arg(targets == nil or lab.is_tensor(targets), "GPT:forward", 2, "a tensor of targets or nil", targets)
   local T = ids.shape[2]
   if T > self.cfg.seq_len then errors.raise("GPT", "a sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len) end
   local pos = lab.arange(T, { device = ids.device })

@@ -11,6 +11,7 @@
 -- Groups (every rank is a member of one of each): tp_group, cp_group, dp_group (dense
 -- replicas), dp_cp_group (dense gradients under CP), ep_group, edp_group (expert
 -- gradients), pp_group. world = tp x cp x dp x pp; ep divides dp.
+local errors = require("lab.errors")
 local grid = {}
 
 local function bad(fmt, ...) error(string.format("rank %d: grid: " .. fmt, lab.dist.rank(), ...), 0) end
@@ -19,6 +20,7 @@ local Grid = {}
 Grid.__index = Grid
 
 function grid.new(opts)
+  errors.opts("lab.dist.grid", 1, opts)
   opts = opts or {}
   local world, rank = lab.dist.world(), lab.dist.rank()
   for _, k in ipairs({ "tp", "cp", "ep", "pp", "dp" }) do

@@ -37,6 +37,10 @@ moe.expert_slices = setmetatable({}, { __mode = "k" })
 local ExpertLinear = nn.class("ExpertLinear")
 moe.ExpertLinear = ExpertLinear
 function ExpertLinear:init(n_experts, n_in, n_out, opts)
+  errors.posint("ExpertLinear", 1, n_experts, "experts")
+  errors.posint("ExpertLinear", 2, n_in, "in features")
+  errors.posint("ExpertLinear", 3, n_out, "out features")
+  errors.opts("ExpertLinear", 4, opts)
   opts = opts or {}
   local bound = 1 / math.sqrt(n_in)
   self:param("weight", lab.empty(n_experts, n_in, n_out):uniform_(-bound, bound))
@@ -62,6 +66,8 @@ moe.MoE = MoE
 -- activation ("gelu" | "swiglu"), groups (1), normalize (top_k > 1), group (EP group),
 -- aux_loss_coef (0.01), z_loss_coef (0.001)
 function MoE:init(d_model, opts)
+  errors.posint("MoE", 1, d_model, "d_model")
+  errors.opts("MoE", 2, opts)
   opts = opts or {}
   local E, k = opts.experts, opts.top_k or 1
   if math.type(E) ~= "integer" or E < 1 then rank_error("MoE: experts must be a positive integer, got %s", tostring(E)) end

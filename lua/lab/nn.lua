@@ -11,6 +11,9 @@ nn.Module = Module
 
 -- A new module class: `local Linear = nn.class("Linear")`, constructor Linear.new(self, ...)
 function nn.class(name, parent)
+  errors.type("lab.nn.class", 1, name, "string", "a class name (string)")
+  errors.arg(parent == nil or (type(parent) == "table" and type(rawget(parent, "__name")) == "string"), "lab.nn.class", 2,
+    "a parent class (e.g. lab.nn.Module) or nil", parent)
   local cls = setmetatable({}, { __index = parent or Module })
   cls.__index = cls
   cls.__name = name
@@ -36,6 +39,11 @@ function nn.class(name, parent)
 end
 
 function Module:init() end
+
+-- a container (ModuleList, a bare Module) has no forward of its own: calling one names it
+function Module:forward()
+  errors.raise(tostring(getmetatable(self).__name or "Module"), "has no forward (a container: call its children)")
+end
 
 -- true for an instance of any lab.nn module class
 function nn.is_module(m)
@@ -109,6 +117,7 @@ end
 
 -- {name, tensor} pairs in registration order, depth first: "blocks.1.attn.qkv.weight"
 function Module:named_parameters(prefix, out, seen)
+  errors.arg(prefix == nil or type(prefix) == "string", "Module:named_parameters", 1, "a name prefix (string) or nil", prefix)
   out, seen = out or {}, seen or {}
   prefix = prefix or ""
   for _, n in ipairs(self._names) do
@@ -136,6 +145,8 @@ function Module:num_parameters()
 end
 
 function Module:state_dict(prefix, out)
+  errors.arg(prefix == nil or type(prefix) == "string", "Module:state_dict", 1, "a name prefix (string) or nil", prefix)
+  errors.arg(out == nil or type(out) == "table", "Module:state_dict", 2, "a table to fill or nil", out)
   out, prefix = out or {}, prefix or ""
   for _, n in ipairs(self._names) do
     local v, kind = self[n], self._kinds[n]
@@ -180,6 +191,7 @@ function Module:load_state_dict(sd, strict)
 end
 
 function Module:train(mode)
+  errors.arg(mode == nil or type(mode) == "boolean", "Module:train", 1, "a boolean or nil", mode)
   if mode == nil then mode = true end
   self.training = mode
   for _, c in ipairs(self:children()) do c:train(mode) end

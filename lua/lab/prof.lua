@@ -20,6 +20,8 @@ local function path_of(name)
 end
 
 function prof.start(name)
+  errors.arg(type(name) == "string" and name ~= "" and not name:find("/", 1, true), "lab.prof.start", 1,
+    "a section name (a non-empty string without /)", name)
   if not prof.enabled then return end
   local path = path_of(name)
   if not totals[path] then -- rows keep the order sections first started in
@@ -46,6 +48,7 @@ function prof.stop()
 end
 
 function prof.section(name, fn, ...)
+  errors.type("lab.prof.section", 2, fn, "function")
   prof.start(name)
   local res = table.pack(pcall(fn, ...))
   prof.stop()

@@ -47,7 +47,8 @@ end
 
 -- ---- layers ----
 
-local function group_info(opts)
+local function group_info(opts, fname, n)
+  errors.group(fname, n, opts.group, "opts.group: a process group")
   local grid = opts.grid or tp.default_grid
   local group = opts.group or (grid and grid.tp_group) or lab.dist.world_group()
   return group, lab.dist.world(group), lab.dist.rank(group)
@@ -58,6 +59,9 @@ end
 -- and v, each split across the ranks). Gradient clipping counts marked parameters on every
 -- rank and unmarked (replicated) ones once; tests reassemble the full tensor from them.
 local function mark_split(t, dim, stride)
+  errors.tensor("lab.tp.mark_split", 1, t)
+  errors.arg(math.type(dim) == "integer", "lab.tp.mark_split", 2, "a dimension (integer)", dim)
+  errors.arg(stride == nil or math.type(stride) == "integer" and stride >= 1, "lab.tp.mark_split", 3, "a positive integer or nil", stride)
   t.tensor_model_parallel, t.partition_dim, t.partition_stride = true, dim, stride or 1
   return t
 end
@@ -104,8 +108,11 @@ end
 local ColumnParallelLinear = nn.class("ColumnParallelLinear")
 tp.ColumnParallelLinear = ColumnParallelLinear
 function ColumnParallelLinear:init(n_in, n_out, opts)
+  errors.posint("ColumnParallelLinear", 1, n_in, "n_in")
+  errors.posint("ColumnParallelLinear", 2, n_out, "n_out")
+  errors.opts("ColumnParallelLinear", 3, opts)
   opts = opts or {}
-  self.group, self.p, self.r = group_info(opts)
+  self.group, self.p, self.r = group_info(opts, "ColumnParallelLinear", 3)
   check_divisible("ColumnParallelLinear: output size", n_out, self.p)
   self.n_in, self.n_out, self.gather_output = n_in, n_out, opts.gather_output ~= false
   self.sequence_parallel = opts.sequence_parallel
@@ -135,8 +142,11 @@ end
 local RowParallelLinear = nn.class("RowParallelLinear")
 tp.RowParallelLinear = RowParallelLinear
 function RowParallelLinear:init(n_in, n_out, opts)
+  errors.posint("RowParallelLinear", 1, n_in, "n_in")
+  errors.posint("RowParallelLinear", 2, n_out, "n_out")
+  errors.opts("RowParallelLinear", 3, opts)
   opts = opts or {}
-  self.group, self.p, self.r = group_info(opts)
+  self.group, self.p, self.r = group_info(opts, "RowParallelLinear", 3)
   check_divisible("RowParallelLinear: input size", n_in, self.p)
   self.n_in, self.n_out, self.input_is_parallel = n_in, n_out, opts.input_is_parallel ~= false
   self.sequence_parallel = opts.sequence_parallel
@@ -174,6 +184,9 @@ end
 local ParallelMLP = nn.class("ParallelMLP")
 tp.ParallelMLP = ParallelMLP
 function ParallelMLP:init(d_model, d_ff, opts)
+  errors.posint("ParallelMLP", 1, d_model, "d_model")
+  errors.posint("ParallelMLP", 2, d_ff, "d_ff")
+  errors.opts("ParallelMLP", 3, opts)
   opts = opts or {}
   local from = opts.from or {}
   self:add("fc", ColumnParallelLinear(d_model, d_ff, { gather_output = false, from = from.fc, group = opts.group,
@@ -192,8 +205,12 @@ function ParallelMLP:forward(x) return self.proj(self.act(self.fc(x))) end
 local ParallelAttention = nn.class("ParallelAttention")
 tp.ParallelAttention = ParallelAttention
 function ParallelAttention:init(cfg, opts)
+  errors.type("ParallelAttention", 1, cfg, "table", "a config table")
+  errors.posint("ParallelAttention", 1, cfg.d_model, "cfg.d_model")
+  errors.posint("ParallelAttention", 1, cfg.n_head, "cfg.n_head")
+  errors.opts("ParallelAttention", 2, opts)
   opts = opts or {}
-  self.group, self.p, self.r = group_info(opts)
+  self.group, self.p, self.r = group_info(opts, "ParallelAttention", 2)
   check_divisible("ParallelAttention: heads", cfg.n_head, self.p)
   self.d_model, self.n_head, self.gather_heads = cfg.d_model, cfg.n_head, opts.gather_heads
   self.sequence_parallel = opts.sequence_parallel
@@ -236,8 +253,11 @@ end
 local VocabParallelEmbedding = nn.class("VocabParallelEmbedding")
 tp.VocabParallelEmbedding = VocabParallelEmbedding
 function VocabParallelEmbedding:init(vocab, dim, opts)
+  errors.posint("VocabParallelEmbedding", 1, vocab, "vocab")
+  errors.posint("VocabParallelEmbedding", 2, dim, "dim")
+  errors.opts("VocabParallelEmbedding", 3, opts)
   opts = opts or {}
-  self.group, self.p, self.r = group_info(opts)
+  self.group, self.p, self.r = group_info(opts, "VocabParallelEmbedding", 3)
   check_divisible("VocabParallelEmbedding: vocabulary", vocab, self.p)
   self.vocab, self.dim = vocab, dim
   local full = opts.from or nn.Embedding(vocab, dim)
@@ -259,6 +279,9 @@ end
 -- max, the sum of exponentials and the target's logit are each all-reduced (3 scalars per
 -- row). Its backward needs no communication: softmax(local) - onehot(local).
 local function vocab_parallel_ce(logits, target, group)
+  errors.tensor("lab.tp.vocab_parallel_cross_entropy", 1, logits)
+  errors.tensor("lab.tp.vocab_parallel_cross_entropy", 2, target)
+  errors.group("lab.tp.vocab_parallel_cross_entropy", 3, group)
   local r = lab.dist.rank(group)
   local Vp = logits.shape[#logits.shape]
   local lo = r * Vp
@@ -294,6 +317,9 @@ tp.vocab_parallel_cross_entropy = vocab_parallel_ce
 local TPBlock = nn.class("TPBlock")
 tp.Block = TPBlock
 function TPBlock:init(full, cfg, opts)
+  errors.module("tp.Block", 1, full)
+  errors.type("tp.Block", 2, cfg, "table", "a config table")
+  errors.type("tp.Block", 3, opts, "table", "an options table")
   self.sequence_parallel, self.group = opts.sequence_parallel, group_info(opts)
   self.p_drop, self.tracker = cfg.dropout or 0, opts.tracker
   if opts.sequence_parallel then

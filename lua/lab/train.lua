@@ -31,6 +31,8 @@ end
 -- The progress line after `step` (0-based) of `steps`, `elapsed` seconds since the start;
 -- the ETA assumes the remaining steps take as long as the average so far.
 function train.progress_line(step, steps, loss, lr, tokens_per_s, elapsed)
+  local args = { step, steps, loss, lr, tokens_per_s, elapsed }
+  for i = 1, 6 do errors.type("lab.train.progress_line", i, args[i], "number") end
   local eta = (steps - step - 1) * elapsed / (step + 1)
   return string.format("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  ETA %s", step + 1, steps, loss, lr,
     tokens_per_s, train.fmt_time(eta))

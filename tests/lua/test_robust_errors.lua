@@ -145,4 +145,44 @@ T.test("lua/lab's own errors start with the rank and the function", function()
   starts(function() lab.pp.Pipeline({ lab.nn.Linear(2, 2) }, { schedule = "zigzag" }) end, "pp.Pipeline: schedule must be")
 end)
 
+-- issue 11 item: public functions of lua/lab gave raw Lua text for a wrong argument
+-- ("lab.moe.stats: moe.lua:345: attempt to index a nil value"); each now checks at entry
+-- (the fuzzer counts the rest: "raw lua/lab errors: N public functions")
+T.test("lua/lab's public functions check their arguments", function()
+  local cases = {
+    { function() return lab.nn.Linear(nil, 2) end, "Linear: bad argument #1 (a positive integer (in features) expected, got nil)" },
+    { function() return lab.nn.Embedding(4, 2, 5) end, "Embedding: bad argument #3 (an options table or nil expected, got 5)" },
+    { function() return lab.nn.Sequential(lab.nn.Linear(2, 2), 3) end, "Sequential: bad argument #2 (a lab.nn module expected, got 3)" },
+    { function() return lab.nn.MLP(2) end, "MLP: bad argument #1 (a config table expected, got 2)" },
+    { function() return lab.nn.ModuleList()(lab.ones(1)) end, "ModuleList: has no forward" },
+    { function() return lab.nn.Linear(2, 2):state_dict(5) end, "Module:state_dict: bad argument #1" },
+    { function() return lab.nn.Linear(2, 2):load_state_dict({ weight = 3 }) end, "Module:load_state_dict: weight is a number, not a tensor" },
+    { function() return lab.optim.AdamW(lab.nn.Linear(1, 1)) end, "lab.optim.AdamW: bad argument #1 (a list of parameters (model:parameters()) expected, got a Linear module)" },
+    { function() return lab.optim.SGD({}, { lr = "x" }) end, "lab.optim.SGD: option lr must be a number, got string" },
+    { function() return lab.optim.warmup_cosine(1, {}) end, "lab.optim.warmup_cosine: bad argument #2" },
+    { function() return lab.ddp.wrap(lab.nn.Linear(3, 2), 0) end, "lab.ddp.wrap: bad argument #2 (an options table or nil expected, got 0)" },
+    { function() return lab.zero.wrap(lab.nn.Linear(3, 2), { bucket_mb = true }) end, "lab.zero.wrap: bad argument #2 (opts.bucket_mb: a number expected, got boolean)" },
+    { function() return lab.tp.ColumnParallelLinear() end, "ColumnParallelLinear: bad argument #1" },
+    { function() return lab.tp.vocab_parallel_cross_entropy() end, "lab.tp.vocab_parallel_cross_entropy: bad argument #1 (a tensor expected, got nil)" },
+    { function() return lab.pp.max_in_flight(lab.zeros(1), 2, 0, 4) end, "lab.pp.max_in_flight: bad argument #1" },
+    { function() return lab.cp.ring_attention(nil, lab.ones(1), lab.ones(1)) end, "lab.cp.ring_attention: bad argument #1 (a tensor expected, got nil)" },
+    { function() return lab.moe.MoE(function() end, 3) end, "MoE: bad argument #1" },
+    { function() return lab.data.copy_task({}) end, "lab.data.copy_task: bad argument #1" },
+    { function() return lab.lora.merge(5) end, "lab.lora.merge: bad argument #1 (a lab.nn module expected, got 5)" },
+    { function() return lab.posttrain.token_logprobs({}, nil) end, "lab.posttrain.token_logprobs: bad argument #1" },
+    { function() return lab.generate() end, "generate: bad argument #1" },
+    { function() return lab.autograd.gradcheck(function() end, {}) end, "lab.autograd.gradcheck: the function returned a nil" },
+    { function() return lab.prof.start(false) end, "lab.prof.start: bad argument #1" },
+    { function() return lab.dist.grid(5) end, "lab.dist.grid: bad argument #1" },
+    { function() return lab.amp.DelayedScaling(5) end, "amp.DelayedScaling: bad argument #1" },
+    { function() return lab.nn.GPT({ vocab = 2, d_model = 2, n_layer = 1, n_head = 1, seq_len = 2 })(lab.tensor({ 1 })) end,
+      "GPT:forward: ids must be [B, T] token ids, got shape [1]" },
+  }
+  for _, c in ipairs(cases) do
+    local e = err_of(c[1])
+    T.ok(e:find(R .. c[2], 1, true) == 1, "want '" .. R .. c[2] .. "...', got: " .. e)
+    T.ok(not e:find("lua/lab/", 1, true), "no raw lua/lab text: " .. e)
+  end
+end)
+
 T.finish()
