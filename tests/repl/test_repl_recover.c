@@ -99,15 +99,15 @@ static void test_watchdog_inside_on_group(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  /* the first targeted rank spins 4 s (wall clock); the other times out after 1 s (1.5 s with
-   * the half second it leaves rank 0 for the report): 2.5 s to spare, for its wait may begin over
-   * 1 s late at 4 ranks under load. The spinner then waits its own watchdog: ~5.5 s in all. */
+  /* the first targeted rank spins 5 s (wall clock); the other times out after 1 s (1.5 s with
+   * the half second it leaves rank 0 for the report): 3.5 s to spare, for its wait may begin
+   * over 2.5 s late at 4 ranks under heavy load. The spinner then waits its own watchdog. */
   const char *target = nranks >= 4 ? "1,3" : "0,1", *shown = nranks >= 4 ? "1,3" : "0-1";
   const char *spinner = nranks >= 4 ? "1" : "0";
   char cmd[512], want[64];
   type(&s, ":watchdog 1\r");
   snprintf(cmd, sizeof cmd,
-           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 4 do end end; "
+           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 5 do end end; "
            "lab.dist.all_reduce(lab.ones(2))\r", target, spinner);
   type(&s, cmd);
   assert_true(expect(&s, "watchdog: no progress for 1 s on group", 40));
