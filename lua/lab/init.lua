@@ -94,6 +94,7 @@ end
 -- "1.50 MiB" for byte counts
 function lab.format_bytes(n)
   errors.arg(type(n) == "number", "format_bytes", 1, "a number", n)
+  if n ~= n or n == math.huge or n == -math.huge then return tostring(n) .. " B" end -- (%d cannot print them)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
   local i = 1
   while n >= 1024 and i < #units do n = n / 1024; i = i + 1 end

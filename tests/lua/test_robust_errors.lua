@@ -67,6 +67,8 @@ T.test("lua/lab helpers raise argument errors, not raw Lua errors", function()
   T.raises(function() lab.dist.print_ranks(5) end, R .. "print_ranks: bad argument #1 (a string expected, got 5)")
   T.raises(function() lab.zeros(2, "x") end, R .. "zeros: size 2 must be an integer, got string")
   T.eq(lab.max_abs_diff(3, 5), 2, "numbers still work")
+  T.eq(lab.format_bytes(0 / 0):find("nan", 1, true) ~= nil, true, "format_bytes(NaN) prints (it raised a raw format error)")
+  T.eq(lab.format_bytes(1536), "1.50 KiB", "format_bytes")
   lab.assert_close(lab.ones(2), lab.ones(2))
 end)
 
