@@ -26,13 +26,13 @@ static int binary(lua_State *L, lab_binary_op op) {
     lab_tensor_retain(x);
     lab_tensor_retain(y);
   } else if (a) {
+    y = ll_scalar_for(L, 2, a, &od); /* raises on a bad operand: before anything is retained */
     x = a;
     lab_tensor_retain(x);
-    y = ll_scalar_for(L, 2, a, &od);
   } else {
+    x = ll_scalar_for(L, 1, b, &od);
     y = b;
     lab_tensor_retain(y);
-    x = ll_scalar_for(L, 1, b, &od);
   }
   if ((op >= LAB_EQ && op <= LAB_GE) || (op == LAB_DIV && od >= 0 && !lab_dtype_is_float((lab_dtype)od))) od = -1;
   lab_tensor *r = lab_ad_binary(op, x, y, od);

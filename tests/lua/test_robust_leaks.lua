@@ -47,6 +47,12 @@ T.test("tensors from tables, sizes and shapes", function()
     T.raises(function() return lab.ones(2, 3):matmul(lab.ones(2, 3)) end, R .. "matmul")
     T.raises(function() return lab.ones(4):narrow(1, 2, math.maxinteger) end, R .. "narrow")
     T.raises(function() return lab.embedding(lab.tensor({ -1 }, { dtype = "i64" }), lab.ones(3, 2)) end, R)
+    -- a binary op whose other operand is not a number or tensor (the tensor operand was
+    -- retained before the check raised: every such error leaked the tensor; API fuzzer, LSan)
+    T.raises(function() return lab.zeros(2, 3):floor_divide() end, R)
+    T.raises(function() return lab.ones(2):add("x") end, R)
+    T.raises(function() return lab.ones(2) + {} end, R)
+    T.raises(function() return {} * lab.ones(2) end, R)
   end
 end)
 
