@@ -33,9 +33,19 @@ int ll_error(lua_State *L, const char *fmt, ...) {
 
 int ll_runtime_error(lua_State *L) { return ll_error(L, "%s", lab_last_error()); }
 
+/* "name: " for the C function running now, as luaL_argerror finds it ("all_gather: ",
+ * "add: "), or "" when Lua does not know a name (a function called through pcall) */
+static const char *fn_prefix(lua_State *L, char *buf, size_t n) {
+  lua_Debug ar;
+  buf[0] = 0;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) snprintf(buf, n, "%s: ", ar.name);
+  return buf;
+}
+
 lab_tensor *ll_test_tensor(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
-  if (box && !*box) ll_error(L, "tensor argument %d was already closed", idx);
+  char fn[96];
+  if (box && !*box) ll_error(L, "%stensor argument %d was already closed", fn_prefix(L, fn, sizeof fn), idx);
   if (box && !(*box)->storage->data && (*box)->storage->nbytes > 0)
     ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
              "while its module computes, called through the ZeRO engine (a weight used outside "
@@ -46,21 +56,23 @@ lab_tensor *ll_test_tensor(lua_State *L, int idx) {
 
 lab_tensor *ll_check_tensor_meta(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  char fn[96];
   if (!box) {
-    ll_error(L, "expected a tensor as argument %d, got %s", idx, luaL_typename(L, idx));
+    ll_error(L, "%sexpected a tensor as argument %d, got %s", fn_prefix(L, fn, sizeof fn), idx, luaL_typename(L, idx));
     return NULL;
   }
-  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  if (!*box) ll_error(L, "%stensor argument %d was already closed", fn_prefix(L, fn, sizeof fn), idx);
   return *box;
 }
 
 lab_tensor *ll_check_tensor(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
+  char fn[96];
   if (!box) {
-    ll_error(L, "expected a tensor as argument %d, got %s", idx, luaL_typename(L, idx));
+    ll_error(L, "%sexpected a tensor as argument %d, got %s", fn_prefix(L, fn, sizeof fn), idx, luaL_typename(L, idx));
     return NULL;
   }
-  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
+  if (!*box) ll_error(L, "%stensor argument %d was already closed", fn_prefix(L, fn, sizeof fn), idx);
   if (!(*box)->storage->data && (*box)->storage->nbytes > 0)
     ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
              "while its module computes, called through the ZeRO engine (a weight used outside "

@@ -100,7 +100,7 @@ T.test("collectives and groups refused before they start", function()
     T.raises(function() lab.dist.all_reduce(lab.ones(2), { op = "nonsense" }) end, R .. "unknown reduction op")
     T.raises(function() lab.dist.broadcast(lab.ones(2), 1 << 32) end, R .. "broadcast")
     T.raises(function() lab.dist.new_group({ "a" }) end, R .. "new_group")
-    T.raises(function() lab.dist.all_gather(closed()) end, R .. "tensor argument 1 was already closed")
+    T.raises(function() lab.dist.all_gather(closed()) end, R .. "all_gather: tensor argument 1 was already closed")
   end
 end)
 
