@@ -118,6 +118,8 @@ end
 -- {name, tensor} pairs in registration order, depth first: "blocks.1.attn.qkv.weight"
 function Module:named_parameters(prefix, out, seen)
   errors.arg(prefix == nil or type(prefix) == "string", "Module:named_parameters", 1, "a name prefix (string) or nil", prefix)
+  errors.arg(out == nil or type(out) == "table", "Module:named_parameters", 2, "a table to fill or nil", out)
+  errors.arg(seen == nil or type(seen) == "table", "Module:named_parameters", 3, "a table of parameters seen or nil", seen)
   out, seen = out or {}, seen or {}
   prefix = prefix or ""
   for _, n in ipairs(self._names) do
