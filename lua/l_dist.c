@@ -194,10 +194,23 @@ static int done(lua_State *L, int rc, lab_work *w, int async, int ret_idx, int f
 
 /* ---- collectives ---- */
 
+/* An argument past a collective's documented positional ones was ignored: torch's order
+ * all_reduce(t, op, group) ran on the world here and hung on the ranks outside the group.
+ * Refused, pointing at the options table (which, when given, is the last argument). */
+static void no_extra_args(lua_State *L, int npos, int opts, const char *op) {
+  int last = opts ? opts - 1 : lua_gettop(L);
+  if (last <= npos) return;
+  const char *what = luaL_typename(L, npos + 1);
+  if (luaL_getmetafield(L, npos + 1, "__name") == LUA_TSTRING) what = lua_tostring(L, -1);
+  ll_error(L, "%s: argument #%d (a %s) is not used: the group and other options go in a table as the last "
+           "argument, e.g. %s(t, {group = g})", op, npos + 1, what, op);
+}
+
 /* all_reduce(t[, op][, {op=, group=, async=}]) */
 static int l_all_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "all_reduce");
   lab_redop op = opt_redop(L, 2, opts);
   int async = opt_async(L, opts);
   lab_work *w = NULL;
@@ -210,6 +223,7 @@ static int l_all_reduce(lua_State *L) {
 static int l_broadcast(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "broadcast");
   int src = ll_opt_int(L, 2, 0, "broadcast", "src");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
@@ -222,6 +236,7 @@ static int l_broadcast(lua_State *L) {
 static int l_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
+  no_extra_args(L, 3, opts, "reduce");
   int dst = ll_opt_int(L, 2, 0, "reduce", "dst");
   lab_redop op = opt_redop(L, 3, opts);
   int async = opt_async(L, opts);
@@ -235,6 +250,7 @@ static int l_reduce(lua_State *L) {
 static int l_all_gather_into_tensor(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "all_gather_into_tensor");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
@@ -262,6 +278,7 @@ static int scatter_gathered(lua_State *L) {
  * all_gather(t[, opts]) returns a new list. */
 static int l_all_gather(lua_State *L) {
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "all_gather");
   if (ll_test_tensor(L, 1)) { /* convenience form: make the list */
     lua_newtable(L);
     lua_insert(L, 1);
@@ -308,6 +325,7 @@ static int l_all_gather(lua_State *L) {
 static int l_reduce_scatter(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
+  no_extra_args(L, 3, opts, "reduce_scatter");
   lab_redop op = opt_redop(L, 3, opts);
   int async = opt_async(L, opts);
   lab_tensor *in = ll_test_tensor(L, 2);
@@ -367,6 +385,7 @@ const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct l
 static int l_all_to_all_single(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "all_to_all_single");
   int async = opt_async(L, opts);
   lab_group *g = ll_opt_group(L, opts);
   if (g->rank < 0) return ll_error(L, "all_to_all_single: this rank is not a member of %s", g->name);
@@ -382,6 +401,7 @@ static int l_all_to_all_single(lua_State *L) {
 static int l_all_to_all(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, "all_to_all");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
@@ -394,6 +414,7 @@ static int p2p(lua_State *L, int is_send, int force_async) {
   const char *op = is_send ? (force_async ? "isend" : "send") : (force_async ? "irecv" : "recv");
   int peer = ll_check_int(L, 2, op, "peer");
   int opts = ll_options_index(L);
+  no_extra_args(L, 2, opts, op);
   int tag = ll_opt_int_field(L, opts, "tag", 0, op);
   int async = force_async || opt_async(L, opts);
   lab_group *g = ll_opt_group(L, opts);

@@ -148,14 +148,16 @@ static void report_error(const char *err) {
 static int finish_batch(int failed) {
   const char *env = getenv("LLMLAB_ERROR_TIMEOUT");
   double timeout = env ? atof(env) : 10.0;
-  int any = 0;
-  if (lab_ctl_max(failed, &any, failed ? timeout : 0) == 1) {
+  /* done: still answer the stepper's pauses of ranks that stopped at a lab.breakpoint() */
+  if (stepper_batch_done(failed ? timeout : 0) == 1) {
     fprintf(stderr, "rank %d: the other ranks did not finish within %.0f s of this error "
             "(probably waiting in a collective this rank never reached); aborting the job\n",
             lab_ctl_rank(), timeout);
     fflush(stderr);
     lab_ctl_abort(1);
   }
+  int any = 0;
+  lab_ctl_max(failed, &any, 0);
   return any ? 1 : 0;
 }
 
@@ -236,6 +238,8 @@ int main(int argc, char **argv) {
   }
 
   int failed = 0;
+  int batch = o.script || o.ncode;
+  if (batch) stepper_arm_batch(L);
   for (int i = 0; i < o.ncode && !failed; i++) {
     char *err = NULL;
     if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err) < 0) {
@@ -254,7 +258,6 @@ int main(int argc, char **argv) {
     }
   }
   int status = 0;
-  int batch = o.script || o.ncode;
   if (batch) {
     fflush(stdout);
     status = finish_batch(failed);

@@ -343,6 +343,8 @@ static void line_hook(lua_State *L, lua_Debug *ar);
 
 /* Every rank: one pause. `where` describes a rank paused inside a collective wait. */
 static void pause_protocol(lua_State *L, const char *where) {
+  /* a plain script where only other ranks called lab.breakpoint(): rank 0 takes the terminal */
+  if (lab_ctl_rank() == 0 && !st.read_line) repl_attach_terminal(L);
   lab_board_raise_pause();
   if (st.own_capture && st.capturing) { /* what the script printed since the last pause */
     int64_t len = 0;
@@ -494,6 +496,22 @@ void stepper_pause_if_asked(lua_State *L) {
 
 void stepper_answer_pauses(void) {
   if (st.L && lab_board_pause_pending() && st.mode != MODE_QUIT) pause_protocol(st.L, "(finished the chunk)");
+}
+
+void stepper_arm_batch(lua_State *L) {
+  lab_dist_set_guarded(1);
+  if (lab_ctl_rank() != 0) stepper_set_terminal(NULL, stdout);
+  stepper_arm(L);
+}
+
+static void answer_pauses_when_done_batch(void) {
+  if (st.L && lab_board_pause_pending() && st.mode != MODE_QUIT) pause_protocol(st.L, "(finished the script)");
+}
+
+int stepper_batch_done(double timeout_s) {
+  int late = lab_ctl_wait_all_done_within(answer_pauses_when_done_batch, timeout_s);
+  stepper_disarm();
+  return late;
 }
 
 /* lab.breakpoint(): every rank that calls it stops here (the others at their next line) */

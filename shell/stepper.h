@@ -28,6 +28,14 @@ void stepper_disarm(void);
 void stepper_pause_if_asked(lua_State *L);
 void stepper_answer_pauses(void);
 
+/* A plain script (llmlab script.lua, -e code): every rank is armed for the whole run and its
+ * collectives wait guarded, so that a lab.breakpoint() that only some ranks reach stops them
+ * all (the others join from a collective, or when done with the script); stepper_batch_done
+ * waits until every rank is done, answering pauses meanwhile, and returns 1 when timeout_s > 0
+ * expired first (the caller then aborts the job). */
+void stepper_arm_batch(lua_State *L);
+int stepper_batch_done(double timeout_s);
+
 /* registers lab.breakpoint() */
 void stepper_register(lua_State *L);
 

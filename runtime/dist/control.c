@@ -87,16 +87,21 @@ int lab_ctl_max(int v, int *out, double timeout_s) {
   return poll_wait(&req, timeout_s);
 }
 
-void lab_ctl_wait_all_done(void (*while_waiting)(void)) {
+int lab_ctl_wait_all_done_within(void (*while_waiting)(void), double timeout_s) {
   MPI_Request req;
   MPI_Ibarrier(done_comm, &req);
   int done = 0;
+  double t0 = lab_now();
   struct timespec nap = {0, 200000};
   while (!done) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (!done) {
       if (while_waiting) while_waiting();
+      if (timeout_s > 0 && lab_now() - t0 > timeout_s) return 1; /* the caller aborts the job */
       nanosleep(&nap, NULL);
     }
   }
+  return 0;
 }
+
+void lab_ctl_wait_all_done(void (*while_waiting)(void)) { lab_ctl_wait_all_done_within(while_waiting, 0); }

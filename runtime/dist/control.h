@@ -21,5 +21,8 @@ int lab_ctl_open(void);
 /* Waits until every rank has called this, running while_waiting (if any) between polls, on
  * a channel of its own (so the callback may use the control channel). */
 void lab_ctl_wait_all_done(void (*while_waiting)(void));
+/* The same, giving up after timeout_s (> 0) seconds: returns 1 then (the wait is abandoned,
+ * so only a job about to abort may do this), 0 when every rank arrived. */
+int lab_ctl_wait_all_done_within(void (*while_waiting)(void), double timeout_s);
 
 #endif

@@ -197,4 +197,36 @@ T.test("bad input gives clear errors and leaves the job usable", function()
   T.eq(ok[1], n, "the job is still usable")
 end)
 
+-- torch's positional order all_reduce(t, op, group) was silently ignored past (t, op): the
+-- collective ran on the world and hung on the ranks outside the group. Now refused (every
+-- rank refuses before communicating, so the job stays usable).
+T.test("an extra positional argument is refused, naming the options table", function()
+  local g = dist.new_group({ 0 })
+  local x = lab.ones(2)
+  local calls = {
+    { "all_reduce", function() dist.all_reduce(x, "sum", g) end, "argument #3 (a lab.dist.Group)" },
+    { "broadcast", function() dist.broadcast(x, 0, g) end, "argument #3" },
+    { "reduce", function() dist.reduce(x, 0, "sum", g) end, "argument #4" },
+    { "all_gather_into_tensor", function() dist.all_gather_into_tensor(lab.zeros(2 * n), x, g) end, "argument #3" },
+    { "reduce_scatter", function() dist.reduce_scatter(lab.zeros(1), lab.zeros(n), "sum", g) end, "argument #4" },
+    { "all_to_all", function() dist.all_to_all(lab.zeros(n), lab.zeros(n), g) end, "argument #3" },
+    { "send", function() dist.send(x, 0, 7) end, "argument #3 (a number)" },
+  }
+  for _, c in ipairs(calls) do
+    local ok, err = pcall(c[2])
+    T.ok(not ok, c[1] .. " accepted an extra positional argument")
+    local want = "rank " .. r .. ": " .. c[1] .. ": " .. c[3]
+    T.ok(tostring(err):find(want, 1, true) ~= nil, string.format("%q lacks %q", tostring(err), want))
+    T.ok(tostring(err):find(c[1] .. "(t, {group = g})", 1, true) ~= nil, "the message shows the options table")
+  end
+  local all = {}
+  for i = 0, n - 1 do all[#all + 1] = i end
+  local y = lab.ones(2)
+  dist.all_reduce(y, "sum", { group = dist.new_group(all) }) -- the right way: op positional, then options
+  T.eq(y[1], n, "sum over a group of every rank")
+  local z = lab.ones(2)
+  dist.all_reduce(z, nil, { op = "max" })
+  T.eq(z[1], 1, "nil op with an options table")
+end)
+
 T.finish()

@@ -210,12 +210,56 @@ static void test_stepper_and_parsing(void **state) {
   assert_int_equal(finish(&s, 30), 0);
 }
 
+/* A plain script (llmlab -n N script.lua) where only rank 0 calls lab.breakpoint(): the last
+ * rank finished its script and rank 1 waits in an all_reduce rank 0 has not reached. Both used
+ * to hang the job silently (the finished rank in an unguarded final exchange, the waiting one
+ * in a blocking collective); now each joins the stop from where it is. */
+static void test_breakpoint_in_plain_script(void **state) {
+  (void)state;
+  char path[512], want[128];
+  snprintf(path, sizeof path, "%s/plain.lua", home_dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local r, n = lab.dist.rank(), lab.dist.world_size()\n"     /* 1 */
+             "local members = {}\n"                                     /* 2 */
+             "for i = 0, n - 2 do members[#members + 1] = i end\n"       /* 3 */
+             "local g = lab.dist.new_group(members)\n"                  /* 4 */
+             "if r == n - 1 then print('done early', r) return end\n"   /* 5 */
+             "local x = lab.ones(4)\n"                                  /* 6 */
+             "if r == 0 then\n"                                         /* 7 */
+             "  lab.breakpoint()\n"                                     /* 8 */
+             "  x = x * 2\n"                                            /* 9 */
+             "end\n"                                                    /* 10 */
+             "lab.dist.all_reduce(x, {group = g})\n"                       /* 11 */
+             "print('sum', r, x[1])\n");                                /* 12 */
+  fclose(f);
+  session s;
+  char *argv[] = {(char *)llmlab_path, "-n", (char *)ranks, path, NULL};
+  spawn(&s, argv);
+  assert_true(expect(&s, "plain.lua:9", 30));
+  if (nranks > 2) assert_true(expect(&s, "plain.lua:11  lab.dist.all_reduce(x, {group = g})   <- waiting in all_reduce", 30));
+  snprintf(want, sizeof want, "[%d] (finished the script)", nranks - 1);
+  assert_true(expect(&s, want, 30));
+  assert_true(expect(&s, "(step) ", 10));
+  type(&s, "n\r");
+  assert_true(expect(&s, "plain.lua:11", 30));
+  type(&s, "c\r");
+  snprintf(want, sizeof want, "sum\t0\t%d.0", nranks); /* rank 0 adds 2, ranks 1..n-2 add 1 each */
+  assert_true(expect(&s, want, 30));
+  if (nranks > 2) {
+    snprintf(want, sizeof want, "sum\t1\t%d.0", nranks);
+    assert_true(expect(&s, want, 30));
+  }
+  assert_int_equal(finish(&s, 30), 0);
+}
+
 int main(int argc, char **argv) {
   pty_setup(argc, argv);
   if (argc > 2) ranks = argv[2];
   nranks = atoi(ranks);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stepper_and_parsing),
+      cmocka_unit_test(test_breakpoint_in_plain_script),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
