@@ -142,17 +142,24 @@ static int w_gc(lua_State *L) {
 
 /* ---- argument helpers ---- */
 
-static lab_redop opt_redop(lua_State *L, int idx, int opts) {
+static lab_redop opt_redop(lua_State *L, int idx, int opts, const char *fn) {
   const char *name = NULL;
-  if (lua_type(L, idx) == LUA_TSTRING) name = lua_tostring(L, idx);
+  int t = lua_type(L, idx);
+  if (t == LUA_TSTRING) name = lua_tostring(L, idx);
+  else if (t != LUA_TNONE && t != LUA_TNIL && idx != opts) /* all_reduce(x, 5) summed */
+    ll_error(L, "%s: argument #%d: a reduction op name expected (sum, avg, max, min or prod), got %s", fn, idx,
+             luaL_typename(L, idx));
   else if (opts) {
     lua_getfield(L, opts, "op");
-    name = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+      ll_error(L, "%s: op: a reduction op name expected (sum, avg, max, min or prod), got %s", fn,
+               luaL_typename(L, -1));
+    name = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
   if (!name) return LAB_RED_SUM;
   int op = lab_redop_from_name(name);
-  if (op < 0) ll_error(L, "unknown reduction op '%s' (use sum, avg, max, min or prod)", name);
+  if (op < 0) ll_error(L, "%s: unknown reduction op '%s' (use sum, avg, max, min or prod)", fn, name);
   return (lab_redop)op;
 }
 
@@ -211,7 +218,7 @@ static int l_all_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
   no_extra_args(L, 2, opts, "all_reduce");
-  lab_redop op = opt_redop(L, 2, opts);
+  lab_redop op = opt_redop(L, 2, opts, "all_reduce");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
@@ -238,7 +245,7 @@ static int l_reduce(lua_State *L) {
   int opts = ll_options_index(L);
   no_extra_args(L, 3, opts, "reduce");
   int dst = ll_opt_int(L, 2, 0, "reduce", "dst");
-  lab_redop op = opt_redop(L, 3, opts);
+  lab_redop op = opt_redop(L, 3, opts, "reduce");
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
@@ -326,7 +333,7 @@ static int l_reduce_scatter(lua_State *L) {
   lab_tensor *out = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
   no_extra_args(L, 3, opts, "reduce_scatter");
-  lab_redop op = opt_redop(L, 3, opts);
+  lab_redop op = opt_redop(L, 3, opts, "reduce_scatter");
   int async = opt_async(L, opts);
   lab_tensor *in = ll_test_tensor(L, 2);
   if (!in) { /* a list: concatenate it first */

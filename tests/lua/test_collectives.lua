@@ -224,6 +224,15 @@ T.test("an extra positional argument is refused, naming the options table", func
   local y = lab.ones(2)
   dist.all_reduce(y, "sum", { group = dist.new_group(all) }) -- the right way: op positional, then options
   T.eq(y[1], n, "sum over a group of every rank")
+  for _, c in ipairs({
+    { function() dist.all_reduce(lab.ones(2), 5) end, "all_reduce: argument #2: a reduction op name expected" },
+    { function() dist.all_reduce(lab.ones(2), "mean") end, "all_reduce: unknown reduction op 'mean'" },
+    { function() dist.all_reduce(lab.ones(2), { op = 1 }) end, "all_reduce: op: a reduction op name expected" },
+    { function() dist.reduce_scatter(lab.zeros(1), lab.zeros(n), "median") end, "reduce_scatter: unknown reduction op" },
+  }) do
+    local ok, err = pcall(c[1])
+    T.ok(not ok and tostring(err):find("rank " .. r .. ": " .. c[2], 1, true) ~= nil, tostring(err))
+  end
   local z = lab.ones(2)
   dist.all_reduce(z, nil, { op = "max" })
   T.eq(z[1], 1, "nil op with an options table")

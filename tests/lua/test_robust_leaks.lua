@@ -97,7 +97,7 @@ end)
 
 T.test("collectives and groups refused before they start", function()
   for _ = 1, ROUNDS do
-    T.raises(function() lab.dist.all_reduce(lab.ones(2), { op = "nonsense" }) end, R .. "unknown reduction op")
+    T.raises(function() lab.dist.all_reduce(lab.ones(2), { op = "nonsense" }) end, R .. "all_reduce: unknown reduction op")
     T.raises(function() lab.dist.broadcast(lab.ones(2), 1 << 32) end, R .. "broadcast")
     T.raises(function() lab.dist.new_group({ "a" }) end, R .. "new_group")
     T.raises(function() lab.dist.all_gather(closed()) end, R .. "all_gather: tensor argument 1 was already closed")
