@@ -1,7 +1,7 @@
 /* lab._ckpt: the C side of lab.ckpt. JSON decoding (data, never code), safetensors reading
  * with checks, writer jobs (synchronous or on a background thread), the file operations of a
  * save with their fault points, and directory listing. lua/lab/ckpt.lua builds on these. */
-#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -290,34 +290,19 @@ static int l_read_file(lua_State *L) {
 }
 
 /* list_dir(path) -> sorted names (without . and ..), or nil when it is not a directory */
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 static int l_list_dir(lua_State *L) {
-  DIR *d = opendir(luaL_checkstring(L, 1));
-  if (!d) return 0;
-  size_t n = 0, cap = 16;
-  char **names = malloc(cap * sizeof *names);
-  struct dirent *e;
-  while (names && (e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    if (n == cap) {
-      char **more = realloc(names, 2 * cap * sizeof *names);
-      if (!more) break;
-      names = more;
-      cap *= 2;
-    }
-    names[n] = strdup(e->d_name);
-    if (names[n]) n++;
+  size_t n = 0;
+  char **names = ll_read_dir(luaL_checkstring(L, 1), &n);
+  if (!names) {
+    if (errno == ENOMEM) return ll_error(L, "ckpt: out of memory listing a directory");
+    return 0;
   }
-  closedir(d);
-  if (!names) return ll_error(L, "ckpt: out of memory listing a directory");
-  qsort(names, n, sizeof *names, cmp_str);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
     lua_pushstring(L, names[i]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
-    free(names[i]);
   }
-  free(names);
+  ll_free_dir(names, n);
   return 1;
 }
 

@@ -15,10 +15,9 @@ enum { MAX_DEPTH = 64 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* the entries of dir (without . and ..), sorted; NULL with errno set when it cannot be read.
- * The directory is closed before the caller walks on, so a Lua error later leaks nothing
- * of it. */
-static char **read_names(const char *dir, size_t *count) {
+/* (lab_lua.h) The directory is closed before the caller walks on, so a Lua error later
+ * leaks nothing of it. */
+char **ll_read_dir(const char *dir, size_t *count) {
   DIR *d = opendir(dir);
   if (!d) return NULL;
   size_t n = 0, cap = 16;
@@ -45,7 +44,7 @@ static char **read_names(const char *dir, size_t *count) {
   return names;
 }
 
-static void free_names(char **names, size_t n) {
+void ll_free_dir(char **names, size_t n) {
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
 }
@@ -55,7 +54,7 @@ static void free_names(char **names, size_t n) {
  * being walked would then be lost, which is the one leak this accepts.) */
 static void walk(lua_State *L, const char *dir, int depth) {
   size_t n = 0;
-  char **names = read_names(dir, &n);
+  char **names = ll_read_dir(dir, &n);
   if (!names) return; /* unreadable below the root: skipped, as find does */
   const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
   for (size_t i = 0; i < n; i++) {
@@ -70,7 +69,7 @@ static void walk(lua_State *L, const char *dir, int depth) {
       lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     }
   }
-  free_names(names, n);
+  ll_free_dir(names, n);
 }
 
 /* lab._list_files(root) -> sorted list of the regular files' paths (root/..../name), or nil
@@ -88,13 +87,13 @@ static int l_list_files(lua_State *L) {
     return 2;
   }
   size_t n = 0;
-  char **probe = read_names(root, &n);
+  char **probe = ll_read_dir(root, &n);
   if (!probe) {
     lua_pushnil(L);
     lua_pushstring(L, strerror(errno));
     return 2;
   }
-  free_names(probe, n);
+  ll_free_dir(probe, n);
   lua_newtable(L);
   walk(L, root, 0);
   return 1;
