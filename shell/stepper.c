@@ -595,12 +595,8 @@ void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   st.out = out;
   reset_breakpoints();
   char *err = NULL;
-  capture cap;
-  int captured = 0;
   lab_dist_set_guarded(1);
   int rc = stepper_run_script(L, cmdline, 1, &err);
-  (void)captured;
-  (void)cap;
   show_from_all(st.tail);
   free(st.tail);
   st.tail = NULL;

@@ -149,7 +149,7 @@ function GPT:forward(ids, targets)
   end
   errors.arg(targets == nil or lab.is_tensor(targets), "GPT:forward", 2, "a tensor of targets or nil", targets)
   local T = ids.shape[2]
-  if T > self.cfg.seq_len then errors.raise("GPT", "a sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len) end
+  if T > self.cfg.seq_len then errors.raise("GPT:forward", "a sequence of %d tokens exceeds seq_len %d", T, self.cfg.seq_len) end
   local pos = lab.arange(T, { device = ids.device })
   local x = self.drop(self.wte(ids) + self.wpe(pos))
   for _, block in self.blocks:iter() do x = block(x) end

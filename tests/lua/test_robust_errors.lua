@@ -66,6 +66,8 @@ T.test("lua/lab helpers raise argument errors, not raw Lua errors", function()
   T.raises(function() lab.format_bytes("x") end, R .. "format_bytes: bad argument #1 (a number expected, got string)")
   T.raises(function() lab.dist.print_ranks(5) end, R .. "print_ranks: bad argument #1 (a string expected, got 5)")
   T.raises(function() lab.zeros(2, "x") end, R .. "zeros: size 2 must be an integer, got string")
+  T.raises(function() lab.nn.GPT{vocab = 8, d_model = 4, n_layer = 1, n_head = 1, seq_len = 2}(lab.zeros(1, 3, {dtype = "i64"})) end,
+    R .. "GPT:forward: a sequence of 3 tokens exceeds seq_len 2")
   T.eq(lab.max_abs_diff(3, 5), 2, "numbers still work")
   T.eq(lab.format_bytes(0 / 0):find("nan", 1, true) ~= nil, true, "format_bytes(NaN) prints (it raised a raw format error)")
   T.eq(lab.format_bytes(1536), "1.50 KiB", "format_bytes")
