@@ -189,7 +189,7 @@ static void show_displays(lua_State *L, int only) {
     if (only && st.displays[i].id != only) continue;
     char *mine = NULL;
     if (frame_exists(L, st.base + st.frame)) { /* a rank that is done has nothing to show */
-      char *v = frame_eval(L, st.base + st.frame, st.displays[i].expr, NULL);
+      char *v = frame_eval(L, st.base + st.frame, st.displays[i].expr, "display", NULL);
       if (asprintf(&mine, "%d: %s = %s\n", st.displays[i].id, st.displays[i].expr, v ? v : "?") < 0) mine = NULL;
       free(v);
     }
@@ -402,7 +402,7 @@ static void pause_protocol(lua_State *L, const char *where) {
 /* evaluates cond in the frame at level (its locals and upvalues, globals behind them) */
 static int condition_holds(lua_State *L, int level, const char *cond) {
   int ok = 0;
-  char *v = frame_eval(L, level, cond, &ok); /* the same evaluation as p */
+  char *v = frame_eval(L, level, cond, NULL, &ok); /* the same evaluation as p */
   int holds = !v || (ok && strncmp(v, "nil", 3) != 0 && strncmp(v, "false", 5) != 0);
   free(v);
   return holds;

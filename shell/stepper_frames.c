@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist/dist.h"
 #include "show.h"
 
 int frame_exists(lua_State *L, int level) {
@@ -51,7 +52,7 @@ int frame_in_library(lua_State *L, int level) {
   return lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && strstr(ar.source, "/lua/lab/") != NULL;
 }
 
-char *frame_eval(lua_State *L, int level, const char *expr, int *ok) {
+char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause, int *ok) {
   int top = lua_gettop(L);
   lua_Debug ar;
   int frame = level >= 0 && lua_getstack(L, level, &ar);
@@ -82,7 +83,14 @@ char *frame_eval(lua_State *L, int level, const char *expr, int *ok) {
   if (rc == LUA_OK) {
     lua_pushvalue(L, env);
     lua_setupvalue(L, -2, 1);
+    /* at a pause every other rank waits for the next command, not in a collective: one started
+     * here would wait for them forever (or pause again inside its own wait) */
+    if (at_pause)
+      lab_dist_refuse_collectives(at_pause, "inside a stepper expression would wait for the other ranks, which are "
+                                            "paused at the prompt and never join it; run it as a line of the "
+                                            "script, or at the REPL prompt");
     rc = lua_pcall(L, 0, LUA_MULTRET, 0);
+    lab_dist_refuse_collectives(NULL, NULL);
   }
   /* every value, tab-separated as print does (p step, rank) */
   int nres = lua_gettop(L) - base + 1; /* the function slot holds the first result or the error */
@@ -160,7 +168,7 @@ char *frame_answer(lua_State *L, const char *cmd, int level) {
   if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) return listing(&ar, frame, NULL);
   if (strncmp(cmd, "l ", 2) == 0) return listing(&ar, frame, cmd + 2);
   if (strncmp(cmd, "p ", 2) == 0) {
-    char *v = frame_eval(L, level, cmd + 2, NULL), *out = NULL;
+    char *v = frame_eval(L, level, cmd + 2, "p", NULL), *out = NULL;
     if (v && asprintf(&out, "%s\n", v) < 0) out = NULL;
     free(v);
     return out;

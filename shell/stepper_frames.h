@@ -19,8 +19,10 @@ void frame_position(lua_State *L, int level, const char *where, char *buf, size_
 int frame_in_library(lua_State *L, int level);
 
 /* The values of expr in the frame, tab-separated as print shows them, or "error: ..."
- * (malloc'ed, no newline); *ok is 0 when it raised. */
-char *frame_eval(lua_State *L, int level, const char *expr, int *ok);
+ * (malloc'ed, no newline); *ok is 0 when it raised. at_pause names the command ("p",
+ * "display") when every rank is paused: collectives are then refused with an error naming
+ * it; NULL (a breakpoint's condition, which a running rank evaluates) allows them. */
+char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause, int *ok);
 
 /* The answer to bt, locals, l [N] or p expr in the frame (malloc'ed, newline-terminated), or
  * NULL for another command. */

@@ -26,6 +26,7 @@ static char call_site[96];
 static char call_traceback[512];
 static char activity[160]; /* what the board shows while this rank waits in a collective */
 static int guarded;
+static const char *refused_by, *refused_why; /* lab_dist_refuse_collectives */
 
 const char *lab_coll_name(lab_coll_op op) {
   static const char *n[LAB_NOPS] = {"all_reduce", "broadcast", "reduce", "all_gather",
@@ -85,10 +86,21 @@ const char *lab_dist_call_traceback(void) { return call_traceback; }
 void lab_dist_set_traceback(const char *tb) { snprintf(call_traceback, sizeof call_traceback, "%s", tb ? tb : ""); }
 void lab_dist_set_guarded(int on) { guarded = on; }
 int lab_dist_guarded(void) { return guarded; }
+void lab_dist_refuse_collectives(const char *who, const char *why) {
+  refused_by = who;
+  refused_why = why;
+}
+
+/* -1 (after lab_fail) while collectives are refused */
+static int refusal_check(const char *op) {
+  return refused_by ? lab_fail(refused_by, "%s %s", op, refused_why ? refused_why : "is refused here") : 0;
+}
+
 int lab_dist_group_count(void) { return ngroups; }
 lab_group *lab_dist_group_at(int i) { return i >= 0 && i < ngroups ? groups[i] : NULL; }
 
 static lab_group *group_from_split(lab_group *parent, int color, int key, const char *what) {
+  if (refusal_check(what) < 0) return NULL;
   if (free_slot() < 0) {
     lab_fail(what, "%d process groups are alive; destroy the ones no longer needed (group:destroy(), or drop "
              "every reference so the collector frees them)", MAX_GROUPS);
@@ -175,6 +187,7 @@ void lab_dist_reset_stats(void) {
 /* ---- checks ---- */
 
 static int member_check(const char *op, lab_group *g) {
+  if (refusal_check(op) < 0) return -1;
   if (g->poisoned)
     return lab_fail(op, "%s is unusable: a collective on it was abandoned (interrupted, timed out or quit) while "
                     "other ranks were elsewhere; the REPL repairs it before the next chunk, and a group still "

@@ -83,6 +83,11 @@ const char *lab_dist_call_traceback(void); /* the last call's traceback (checked
  * Ctrl-C or the watchdog can end the wait with an error instead of a hang. */
 void lab_dist_set_guarded(int on);
 int lab_dist_guarded(void);
+/* While set, every collective and group creation fails at once on this rank, before anything
+ * reaches the wire, with "who: OP why" (the stepper sets it while it evaluates p and display at
+ * a pause, where the other ranks wait for its next command and never join a collective).
+ * lab_dist_refuse_collectives(NULL, NULL) allows them again. */
+void lab_dist_refuse_collectives(const char *who, const char *why);
 /* After an abandoned collective every rank must call this at the same point (the REPL does,
  * between chunks): the ranks that never arrived post matching operations so that every
  * abandoned request completes before its buffers are freed, and the groups keep working.

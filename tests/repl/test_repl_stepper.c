@@ -1,8 +1,8 @@
 /* The stepper and the command line parsed strictly, through a pseudo-terminal at 2 and 4 ranks:
  * a breakpoint on a line of the current file whose condition reads a local (it was evaluated as
  * a global and never fired), tbreak, delete confirming, unknown commands named, l N, numbers
- * starting again in a new :step session, b listing; up/down (p and locals in the selected frame), display
- * at every stop and undisplay, finish returning on every rank though odd ranks are 0.7 s late
+ * starting again in a new :step session, b listing; up/down (p and locals in the selected frame),
+ * display at every stop and undisplay, a collective in p or display refused, finish returning on every rank though odd ranks are 0.7 s late
  * (they used to be pulled into rank 0's stop inside the function), until and until N, s! into lua/lab; a
  * lab.breakpoint() that every rank reaches at a different moment stopping once, every rank
  * there; %on with spaces in its rank list, %on without code, :ranks out of range with a
@@ -70,6 +70,15 @@ static void frames_display_finish_until(session *s, const char *dir_file) {
   type(s, "display n\r"); /* shown now, and at every stop */
   assert_true(expect(s, "] 1: n = 0.0", 10));
   assert_true(expect(s, "] 1: n = 0.7", 10));
+  /* a collective in an expression would wait for ranks paused at the prompt (it paused again
+   * inside its own wait, or hung where a rank was elsewhere): refused, and the stepper goes on */
+  type(s, "p lab.dist.all_reduce(lab.ones(1))\r");
+  assert_true(expect(s, "[0] error: rank 0: p: all_reduce inside a stepper expression would wait for the other ranks", 10));
+  assert_true(expectf(s, 10, "[%d] error: rank %d: p: all_reduce inside", nranks - 1, nranks - 1));
+  type(s, "display lab.dist.barrier()\r");
+  assert_true(expect(s, "[0] 2: lab.dist.barrier() = error: rank 0: display: barrier inside a stepper expression", 10));
+  type(s, "undisplay 2\r");
+  assert_true(expect(s, "deleted display 2", 10));
   type(s, "up\r");
   assert_true(expectf(s, 10, "%s frame 1: %s:8 in outer", all, path));
   type(s, "p v, v * 10\r"); /* in outer's frame now */
