@@ -240,7 +240,7 @@ static const char *help_text =
     "  b [file:]line [cond] a breakpoint (cond sees the frame's locals);  b lists them\n"
     "  tbreak [file:]line   a breakpoint deleted when first hit;  delete [n] (all without n)\n"
     "  up [n], down [n]     select an older / newer frame for p, locals, l, b LINE, n, finish\n"
-    "  p expr[, expr]       values in the selected frame;  locals its locals;  bt the stack\n"
+    "  p expr[, expr]       values in the selected frame;  locals its locals;  bt the stack (> marks it)\n"
     "  l [N]                source around the frame's line (or line N)\n"
     "  display [expr]       show expr at every stop (no expr: show them now);  undisplay [n]\n";
 
@@ -328,7 +328,8 @@ static int run_command(lua_State *L, const char *cmd) {
     else if (is_cmd(cmd, "h", "help")) say("%s", help_text);
     else {
       /* bt shows the whole stack, from the paused frame; the rest answer in the selected one */
-      char *a = frame_answer(L, cmd, is_cmd(cmd, "bt", "where") || strcmp(cmd, "w") == 0 ? st.base : level);
+      int bt = strcmp(cmd, "bt") == 0 || strcmp(cmd, "w") == 0 || strcmp(cmd, "where") == 0;
+      char *a = bt ? frame_backtrace(L, st.base, st.frame, st.where) : frame_answer(L, cmd, level);
       if (a) show_from_all(a);
       else say("unknown command '%s' (h for help). commands: n s s! finish until c q b tbreak delete up down "
                "p locals l bt display undisplay\n", cmd);

@@ -154,16 +154,36 @@ static char *listing(lua_Debug *ar, int frame, const char *arg) {
   return out;
 }
 
+char *frame_backtrace(lua_State *L, int base, int selected, const char *where) {
+  enum { ENDS = 12 }; /* a deep stack shows its newest and oldest frames, and the selected one */
+  int n = 0;
+  while (frame_exists(L, base + n)) n++;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "stack traceback:\n");
+  for (int i = 0; i < n; i++) {
+    if (i >= ENDS && i < n - ENDS && i != selected) { /* a run of frames left out */
+      int j = i;
+      while (j < n - ENDS && j != selected) j++;
+      lua_pushfstring(L, "  ... (%d frames)\n", j - i);
+      luaL_addvalue(&b);
+      i = j - 1;
+      continue;
+    }
+    char pos[1024];
+    frame_position(L, base + i, i == 0 ? where : NULL, pos, sizeof pos);
+    lua_pushfstring(L, "%s #%d %s\n", i == selected ? ">" : " ", i, pos);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  char *out = strdup(lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return out;
+}
+
 char *frame_answer(lua_State *L, const char *cmd, int level) {
   lua_Debug ar;
   int frame = level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar);
-  if (strcmp(cmd, "bt") == 0 || strcmp(cmd, "w") == 0 || strcmp(cmd, "where") == 0) {
-    luaL_traceback(L, L, NULL, level);
-    char *out = NULL;
-    if (asprintf(&out, "%s\n", lua_tostring(L, -1)) < 0) out = NULL;
-    lua_pop(L, 1);
-    return out;
-  }
   if (strcmp(cmd, "locals") == 0) return locals_of(L, &ar, frame);
   if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) return listing(&ar, frame, NULL);
   if (strncmp(cmd, "l ", 2) == 0) return listing(&ar, frame, cmd + 2);

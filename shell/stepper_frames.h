@@ -24,7 +24,12 @@ int frame_in_library(lua_State *L, int level);
  * it; NULL (a breakpoint's condition, which a running rank evaluates) allows them. */
 char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause, int *ok);
 
-/* The answer to bt, locals, l [N] or p expr in the frame (malloc'ed, newline-terminated), or
+/* bt: the stack from level base (the paused frame, #0) down, one frame a line with the
+ * `selected` one (up/down's frame number) marked '>' as pdb marks it; `where` follows frame 0
+ * (malloc'ed) */
+char *frame_backtrace(lua_State *L, int base, int selected, const char *where);
+
+/* The answer to locals, l [N] or p expr in the frame (malloc'ed, newline-terminated), or
  * NULL for another command. */
 char *frame_answer(lua_State *L, const char *cmd, int level);
 

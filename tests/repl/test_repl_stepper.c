@@ -1,12 +1,13 @@
 /* The stepper and the command line parsed strictly, through a pseudo-terminal at 2 and 4 ranks:
  * a breakpoint on a line of the current file whose condition reads a local (it was evaluated as
  * a global and never fired), tbreak, delete confirming, unknown commands named, l N, numbers
- * starting again in a new :step session, b listing; up/down (p and locals in the selected frame),
- * display at every stop and undisplay, a collective in p or display refused, finish returning on every rank though odd ranks are 0.7 s late
- * (they used to be pulled into rank 0's stop inside the function), until and until N, s! into lua/lab; a
- * lab.breakpoint() that every rank reaches at a different moment stopping once, every rank
- * there; %on with spaces in its rank list, %on without code, :ranks out of range with a
- * labelled error, Tab after ':st', after 'x.sh' and after a ModuleList's 'm.app'. */
+ * starting again in a new :step session, b listing; up/down (p and locals in the selected frame,
+ * bt marking it), display at every stop and undisplay, a collective in p or display refused,
+ * finish returning on every rank though odd ranks are 0.7 s late (they used to be pulled into
+ * rank 0's stop inside the function), until and until N, s! into lua/lab; a lab.breakpoint()
+ * that every rank reaches at a different moment stopping once, every rank there; %on with
+ * spaces in its rank list, %on without code, :ranks out of range with a labelled error, Tab
+ * after ':st', after 'x.sh' and after a ModuleList's 'm.app'. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,6 +82,10 @@ static void frames_display_finish_until(session *s, const char *dir_file) {
   assert_true(expect(s, "deleted display 2", 10));
   type(s, "up\r");
   assert_true(expectf(s, 10, "%s frame 1: %s:8 in outer", all, path));
+  type(s, "bt\r"); /* the selected frame marked, as pdb's where marks it */
+  assert_true(expectf(s, 10, "%s   #0 %s:3 in work", all, path));
+  assert_true(expectf(s, 10, "%s > #1 %s:8 in outer", all, path));
+  assert_true(expectf(s, 10, "%s   #2 %s:14", all, path));
   type(s, "p v, v * 10\r"); /* in outer's frame now */
   assert_true(expect(s, "[1] 1\t10", 10));
   type(s, "locals\r");
