@@ -344,69 +344,74 @@ end
 function Dropout:describe() return tostring(self.p) end
 function Dropout:forward(x) return lab.dropout(x, self.p, self.training) end
 
+-- A list of child modules named "1".."n" (self.n of them), as Sequential and ModuleList are:
+-- :append, :at(i), :iter(), #m, and integer keys as in PyTorch (model.blocks[1]): an integer
+-- (or an integral float, or a negative one counting from the end) reads the child named "1".
+-- The names stay strings, so named_parameters ("blocks.1.attn...") and state_dict keys do not
+-- change. Past the end is nil, which is what ipairs (it honours __index) stops at. m[i] = module
+-- replaces child i (1..n); appending stays :append, so the list has no holes.
+local function list_of_children(cls)
+  local name = cls.__name
+  function cls:append(m)
+    self:add(tostring(self.n + 1), m) -- counted once added: a refused append leaves no gap
+    self.n = self.n + 1
+    return self
+  end
+  function cls:at(i) return self[tostring(i)] end
+  function cls:iter()
+    local i = 0
+    return function()
+      i = i + 1
+      if i <= self.n then return i, self[tostring(i)] end
+    end
+  end
+  local function child_name(self, k)
+    if math.type(k) == "float" then k = math.tointeger(k) end
+    if math.type(k) ~= "integer" then return nil end
+    if k < 0 then k = rawget(self, "n") + 1 + k end
+    return tostring(k)
+  end
+  cls.__index = function(self, k)
+    local child = child_name(self, k)
+    if child then return rawget(self, child) end
+    return cls[k]
+  end
+  cls.__newindex = function(self, k, v)
+    local child = child_name(self, k)
+    if not child then return rawset(self, k, v) end
+    local i = tonumber(child)
+    if i < 1 or i > self.n then
+      error(string.format("rank %d: %s: index %s is outside 1..%d (use :append to add one)",
+        lab.dist.rank(), name, tostring(k), self.n), 0)
+    end
+    nn.check_module(v, name .. "[" .. tostring(k) .. "]")
+    self:add(child, v)
+  end
+  cls.__len = function(self) return self.n end
+end
+
 local Sequential = nn.class("Sequential")
 nn.Sequential = Sequential
+list_of_children(Sequential)
 function Sequential:init(...)
   local mods = { ... }
   if #mods == 1 and type(mods[1]) == "table" and getmetatable(mods[1]) == nil then mods = mods[1] end
   for i = 1, select("#", ...) > 1 and select("#", ...) or #mods do errors.module("Sequential", i, mods[i]) end
-  self.n = #mods
-  for i, m in ipairs(mods) do self:add(tostring(i), m) end
+  self.n = 0
+  for _, m in ipairs(mods) do self:append(m) end
 end
 function Sequential:forward(x)
   for i = 1, self.n do x = self[tostring(i)](x) end
   return x
 end
-function Sequential:__len() return self.n end
 
 local ModuleList = nn.class("ModuleList")
 nn.ModuleList = ModuleList
+list_of_children(ModuleList)
 function ModuleList:init(mods)
   errors.arg(mods == nil or (type(mods) == "table" and not nn.is_module(mods)), "ModuleList", 1, "a list of modules", mods)
   self.n = 0
   for _, m in ipairs(mods or {}) do self:append(m) end
-end
-function ModuleList:append(m)
-  self:add(tostring(self.n + 1), m) -- counted once added: a refused append leaves no gap
-  self.n = self.n + 1
-  return self
-end
-function ModuleList:at(i) return self[tostring(i)] end
-
--- model.blocks[1] as in PyTorch's ModuleList: an integer (or an integral float, or a negative
--- one counting from the end) reads the child named "1". The names stay strings, so
--- named_parameters ("blocks.1.attn...") and state_dict keys do not change. Past the end is nil,
--- which is what ipairs (it honours __index) stops at.
-local function child_name(self, k)
-  if math.type(k) == "float" then k = math.tointeger(k) end
-  if math.type(k) ~= "integer" then return nil end
-  if k < 0 then k = rawget(self, "n") + 1 + k end
-  return tostring(k)
-end
-function ModuleList.__index(self, k)
-  local name = child_name(self, k)
-  if name then return rawget(self, name) end
-  return ModuleList[k]
-end
--- blocks[i] = m replaces child i (1..n); appending stays :append, so the list has no holes
-function ModuleList.__newindex(self, k, v)
-  local name = child_name(self, k)
-  if not name then return rawset(self, k, v) end
-  local i = tonumber(name)
-  if i < 1 or i > self.n then
-    error(string.format("rank %d: ModuleList: index %s is outside 1..%d (use :append to add one)",
-      lab.dist.rank(), tostring(k), self.n), 0)
-  end
-  nn.check_module(v, "ModuleList[" .. tostring(k) .. "]")
-  self:add(name, v)
-end
-function ModuleList:__len() return self.n end
-function ModuleList:iter()
-  local i = 0
-  return function()
-    i = i + 1
-    if i <= self.n then return i, self[tostring(i)] end
-  end
 end
 
 local CrossEntropyLoss = nn.class("CrossEntropyLoss")

@@ -3,7 +3,7 @@
 -- as lab.assert_close(lab.ones(2), 5) giving "init.lua:42: attempt to index a number value").
 -- pcall, xpcall and coroutine.resume hand errors back with "rank N: " (lua/lab/errors.lua);
 -- lua/lab's public helpers check their arguments. Run at 1 and 2 ranks.
--- Also: ModuleList children by integer key (model.blocks[1]), as PyTorch indexes them.
+-- Also: ModuleList and Sequential children by integer key (model.blocks[1]), as PyTorch indexes them.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
 local R = "rank " .. lab.dist.rank() .. ": "
@@ -92,26 +92,41 @@ T.test("fuzz findings: FP8 state errors name the rank; a module cannot contain i
   T.eq(#s:parameters(), 2, "a shared child is fine")
 end)
 
-T.test("ModuleList indexes its children by integer, as PyTorch's does (issue 12)", function()
-  local a, b = lab.nn.Linear(3, 2), lab.nn.Linear(2, 2)
-  local m = lab.nn.ModuleList({ a, b })
-  T.ok(m[1] == a and m[2] == b, "m[1], m[2] are the children appended")
-  T.ok(m[1.0] == a and m[-1] == b and m[-2] == a, "integral floats, and negatives from the end")
-  T.ok(m[3] == nil and m[0] == nil and m[-3] == nil, "outside 1..n is nil")
-  T.ok(m["1"] == a and m:at(2) == b, "string keys and :at still work")
-  T.eq(#m, 2, "#m")
-  local seen = {}
-  for i, c in ipairs(m) do seen[i] = c end
-  T.ok(#seen == 2 and seen[1] == a and seen[2] == b, "ipairs walks the children")
-  local names = {}
-  for _, p in ipairs(m:named_parameters()) do names[#names + 1] = p[1] end
-  T.eq(table.concat(names, " "), "1.weight 1.bias 2.weight 2.bias", "parameter names unchanged")
-  local c = lab.nn.Linear(3, 2)
-  m[1] = c
-  T.ok(m[1] == c and m["1"] == c and rawget(m, 1) == nil, "m[1] = module replaces child 1")
-  T.eq(#m:parameters(), 4, "and the replaced one's parameters are gone")
-  T.raises(function() m[3] = lab.nn.Linear(1, 1) end, R .. "ModuleList: index 3 is outside 1..2 (use :append to add one)")
-  T.raises(function() m[2] = 5 end, R .. "ModuleList[2]: expected a lab.nn module, got number")
+-- the same for both lists of children (Sequential had only string keys: s[1] was nil)
+for _, cls in ipairs({ "ModuleList", "Sequential" }) do
+  T.test(cls .. " indexes its children by integer, as PyTorch's does (issue 12)", function()
+    local a, b = lab.nn.Linear(3, 2), lab.nn.Linear(2, 2)
+    local m = lab.nn[cls]({ a, b })
+    T.ok(m[1] == a and m[2] == b, "m[1], m[2] are the children appended")
+    T.ok(m[1.0] == a and m[-1] == b and m[-2] == a, "integral floats, and negatives from the end")
+    T.ok(m[3] == nil and m[0] == nil and m[-3] == nil, "outside 1..n is nil")
+    T.ok(m["1"] == a and m:at(2) == b, "string keys and :at still work")
+    T.eq(#m, 2, "#m")
+    local seen = {}
+    for i, c in ipairs(m) do seen[i] = c end
+    T.ok(#seen == 2 and seen[1] == a and seen[2] == b, "ipairs walks the children")
+    local names = {}
+    for _, p in ipairs(m:named_parameters()) do names[#names + 1] = p[1] end
+    T.eq(table.concat(names, " "), "1.weight 1.bias 2.weight 2.bias", "parameter names unchanged")
+    local keys = {}
+    for k in pairs(m:state_dict()) do keys[#keys + 1] = k end
+    table.sort(keys)
+    T.eq(table.concat(keys, " "), "1.bias 1.weight 2.bias 2.weight", "state_dict keys unchanged")
+    local c = lab.nn.Linear(3, 2)
+    m[1] = c
+    T.ok(m[1] == c and m["1"] == c and rawget(m, 1) == nil, "m[1] = module replaces child 1")
+    T.eq(#m:parameters(), 4, "and the replaced one's parameters are gone")
+    T.raises(function() m[3] = lab.nn.Linear(1, 1) end, R .. cls .. ": index 3 is outside 1..2 (use :append to add one)")
+    T.raises(function() m[2] = 5 end, R .. cls .. "[2]: expected a lab.nn module, got number")
+    T.ok(m:append(lab.nn.Linear(2, 2)) == m and #m == 3 and m[-1] == m[3], ":append adds child 3")
+    if cls == "Sequential" then -- its forward runs the children by the same names
+      local x = lab.randn(4, 3)
+      T.values(m(x), m[3](m[2](c(x))):tolist(), 0, "forward runs children 1, 2, 3 (1 replaced)")
+    end
+  end)
+end
+
+T.test("model.blocks[2] of a GPT (a ModuleList)", function()
   local g = lab.nn.GPT({ vocab = 8, d_model = 8, n_layer = 2, n_head = 2, seq_len = 4 })
   T.ok(g.blocks[2] == g.blocks["2"] and g.blocks[2].attn ~= nil and #g.blocks == 2, "model.blocks[2].attn")
   local first = g:named_parameters()[3][1]
