@@ -285,8 +285,9 @@ static int scatter_gathered(lua_State *L) {
  * all_gather(t[, opts]) returns a new list. */
 static int l_all_gather(lua_State *L) {
   int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "all_gather");
-  if (ll_test_tensor(L, 1)) { /* convenience form: make the list */
+  int convenience = ll_test_tensor(L, 1) != NULL; /* all_gather(t[, opts]): one positional */
+  no_extra_args(L, convenience ? 1 : 2, opts, "all_gather");
+  if (convenience) { /* make the list */
     lua_newtable(L);
     lua_insert(L, 1);
     if (opts) opts++;

@@ -207,6 +207,8 @@ T.test("an extra positional argument is refused, naming the options table", func
     { "all_reduce", function() dist.all_reduce(x, "sum", g) end, "argument #3 (a lab.dist.Group)" },
     { "broadcast", function() dist.broadcast(x, 0, g) end, "argument #3" },
     { "reduce", function() dist.reduce(x, 0, "sum", g) end, "argument #4" },
+    { "all_gather", function() dist.all_gather(x, g) end, "argument #2 (a lab.dist.Group)" }, -- the convenience form
+    { "all_gather", function() dist.all_gather({}, x, g) end, "argument #3 (a lab.dist.Group)" },
     { "all_gather_into_tensor", function() dist.all_gather_into_tensor(lab.zeros(2 * n), x, g) end, "argument #3" },
     { "reduce_scatter", function() dist.reduce_scatter(lab.zeros(1), lab.zeros(n), "sum", g) end, "argument #4" },
     { "all_to_all", function() dist.all_to_all(lab.zeros(n), lab.zeros(n), g) end, "argument #3" },
