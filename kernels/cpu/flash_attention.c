@@ -24,6 +24,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 #include "convert.h"
@@ -35,23 +38,54 @@ enum { BR = 64, BC = 64 }; /* query and key rows per tile */
  * aligned(4) lets it load from any float address */
 typedef float v8 __attribute__((vector_size(32), aligned(4)));
 
+/* The part of a product a tile on the causal diagonal needs. Query r of the tile sees key c
+ * iff c <= r + d (d: the tile's diagonal offset); what a query does not see is -inf in the
+ * scores and 0 in P and dS, so a product's row block [i, i + rows) can stop early:
+ *   BAND_COLS    C's rows are queries, its columns keys (scores, dP): columns c <= i + rows - 1 + d
+ *   BAND_K_END   A's rows are queries, k runs over keys (P V, dS K): k <= i + rows - 1 + d
+ *   BAND_K_BEGIN A's rows are keys, k runs over queries (P^T dO, dS^T Q): k >= i - d
+ * On a 64 x 64 tile that halves the products; the tile then costs what its visible half holds. */
+typedef enum { BAND_NONE, BAND_COLS, BAND_K_END, BAND_K_BEGIN } band_kind;
+typedef struct {
+  band_kind kind;
+  int64_t d;
+} band;
+static const band no_band = {BAND_NONE, 0};
+
+static inline int clampi(int64_t x, int hi) { return x < 0 ? 0 : (x > hi ? hi : (int)x); }
+
+/* the columns [0, *n_end) and k range [*k_beg, *k_end) row block [i, i + rows) needs */
+static inline void band_range(band b, int i, int rows, int n, int k, int *n_end, int *k_beg, int *k_end) {
+  *n_end = n, *k_beg = 0, *k_end = k;
+  if (b.kind == BAND_COLS) {
+    int e = clampi(i + rows + b.d, n);
+    *n_end = e + 15 < n ? (e + 15) / 16 * 16 : n; /* whole vector blocks: masked extras are harmless */
+  } else if (b.kind == BAND_K_END) {
+    *k_end = clampi(i + rows + b.d, k);
+  } else if (b.kind == BAND_K_BEGIN) {
+    *k_beg = clampi(i - b.d, k);
+  }
+}
+
 /* C (m x n, row stride ldc) += A (m x k) B (k x n, row stride ldb), where A's element (i, p)
- * is A[i * sam + p * sak], so a transposed operand costs nothing. Blocks of 4 rows x 16
- * columns keep 8 vector accumulators in registers across the whole k loop: per step of k,
- * two loads of B and four broadcasts of A feed eight FMAs. */
+ * is A[i * sam + p * sak], so a transposed operand costs nothing, restricted to what band bd
+ * needs. Blocks of 6 (then 4) rows x 16 columns keep 12 (8) vector accumulators in registers
+ * across the whole k loop: per step of k, two loads of B and six broadcasts of A feed twelve
+ * FMAs, enough in flight to cover their latency. */
 static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak, const float *B, int64_t ldb,
-                   float *C, int64_t ldc) {
-  int i = 0;
-  for (; i + 6 <= m; i += 6) { /* 12 accumulators: enough FMAs in flight to cover their latency */
+                   float *C, int64_t ldc, band bd) {
+  int i = 0, ne, kb, ke;
+  for (; i + 6 <= m; i += 6) {
+    band_range(bd, i, 6, n, k, &ne, &kb, &ke);
     const float *a0 = A + i * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam, *a4 = a3 + sam, *a5 = a4 + sam;
     float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc, *c4 = c3 + ldc, *c5 = c4 + ldc;
     int j = 0;
-    for (; j + 16 <= n; j += 16) {
+    for (; j + 16 <= ne; j += 16) {
       v8 x0 = *(v8 *)(c0 + j), y0 = *(v8 *)(c0 + j + 8), x1 = *(v8 *)(c1 + j), y1 = *(v8 *)(c1 + j + 8);
       v8 x2 = *(v8 *)(c2 + j), y2 = *(v8 *)(c2 + j + 8), x3 = *(v8 *)(c3 + j), y3 = *(v8 *)(c3 + j + 8);
       v8 x4 = *(v8 *)(c4 + j), y4 = *(v8 *)(c4 + j + 8), x5 = *(v8 *)(c5 + j), y5 = *(v8 *)(c5 + j + 8);
-      const float *b = B + j;
-      for (int p = 0; p < k; p++, b += ldb) {
+      const float *b = B + kb * ldb + j;
+      for (int p = kb; p < ke; p++, b += ldb) {
         v8 bl = *(const v8 *)b, bh = *(const v8 *)(b + 8);
         int64_t o = p * sak;
         x0 += a0[o] * bl, y0 += a0[o] * bh;
@@ -65,22 +99,23 @@ static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak
       *(v8 *)(c2 + j) = x2, *(v8 *)(c2 + j + 8) = y2, *(v8 *)(c3 + j) = x3, *(v8 *)(c3 + j + 8) = y3;
       *(v8 *)(c4 + j) = x4, *(v8 *)(c4 + j + 8) = y4, *(v8 *)(c5 + j) = x5, *(v8 *)(c5 + j + 8) = y5;
     }
-    for (; j < n; j++) /* columns past the last block of 16 */
+    for (; j < ne; j++) /* columns past the last block of 16 */
       for (int r = 0; r < 6; r++) {
         float sum = C[(i + r) * ldc + j];
-        for (int p = 0; p < k; p++) sum += A[(i + r) * sam + p * sak] * B[p * ldb + j];
+        for (int p = kb; p < ke; p++) sum += A[(i + r) * sam + p * sak] * B[p * ldb + j];
         C[(i + r) * ldc + j] = sum;
       }
   }
   for (; i + 4 <= m; i += 4) {
+    band_range(bd, i, 4, n, k, &ne, &kb, &ke);
     const float *a0 = A + i * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam;
     float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
     int j = 0;
-    for (; j + 16 <= n; j += 16) {
+    for (; j + 16 <= ne; j += 16) {
       v8 x0 = *(v8 *)(c0 + j), y0 = *(v8 *)(c0 + j + 8), x1 = *(v8 *)(c1 + j), y1 = *(v8 *)(c1 + j + 8);
       v8 x2 = *(v8 *)(c2 + j), y2 = *(v8 *)(c2 + j + 8), x3 = *(v8 *)(c3 + j), y3 = *(v8 *)(c3 + j + 8);
-      const float *b = B + j;
-      for (int p = 0; p < k; p++, b += ldb) {
+      const float *b = B + kb * ldb + j;
+      for (int p = kb; p < ke; p++, b += ldb) {
         v8 bl = *(const v8 *)b, bh = *(const v8 *)(b + 8);
         int64_t o = p * sak;
         x0 += a0[o] * bl, y0 += a0[o] * bh;
@@ -91,9 +126,9 @@ static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak
       *(v8 *)(c0 + j) = x0, *(v8 *)(c0 + j + 8) = y0, *(v8 *)(c1 + j) = x1, *(v8 *)(c1 + j + 8) = y1;
       *(v8 *)(c2 + j) = x2, *(v8 *)(c2 + j + 8) = y2, *(v8 *)(c3 + j) = x3, *(v8 *)(c3 + j + 8) = y3;
     }
-    for (; j < n; j++) { /* columns past the last block of 16 */
+    for (; j < ne; j++) { /* columns past the last block of 16 */
       float s0 = c0[j], s1 = c1[j], s2 = c2[j], s3 = c3[j];
-      for (int p = 0; p < k; p++) {
+      for (int p = kb; p < ke; p++) {
         float bv = B[p * ldb + j];
         int64_t o = p * sak;
         s0 += a0[o] * bv, s1 += a1[o] * bv, s2 += a2[o] * bv, s3 += a3[o] * bv;
@@ -102,18 +137,63 @@ static void mm_acc(int m, int n, int k, const float *A, int64_t sam, int64_t sak
     }
   }
   for (; i < m; i++) { /* rows past the last block of 4 */
+    band_range(bd, i, 1, n, k, &ne, &kb, &ke);
     float *c = C + i * ldc;
-    for (int p = 0; p < k; p++) {
+    for (int p = kb; p < ke; p++) {
       float x = A[i * sam + p * sak];
       const float *b = B + p * ldb;
-      for (int j = 0; j < n; j++) c[j] += x * b[j];
+      for (int j = 0; j < ne; j++) c[j] += x * b[j];
     }
   }
 }
 
+/* sum of a[i] b[i]: eight lanes of partial sums (GCC left the omp simd reduction this
+ * replaces a scalar chain of dependent adds, 4 cycles an element) */
+static float dot(const float *a, const float *b, int64_t n) {
+  v8 acc = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc += *(const v8 *)(a + i) * *(const v8 *)(b + i);
+  float s = 0;
+  for (int l = 0; l < 8; l++) s += acc[l];
+  for (; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
 /* rows x cols of src (rows ld apart) into dst as cols x rows */
 static void transpose(const float *src, int64_t ld, int rows, int cols, float *dst) {
-  for (int r = 0; r < rows; r++)
+  int r0 = 0;
+#ifdef __AVX__
+  /* 8 x 8 blocks in registers: the element loop's stores land `rows` floats apart, a cache
+   * line each, and took a quarter of the forward kernel's time */
+  for (; r0 + 8 <= rows; r0 += 8) {
+    int c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const float *s = src + r0 * ld + c;
+      __m256 a0 = _mm256_loadu_ps(s), a1 = _mm256_loadu_ps(s + ld), a2 = _mm256_loadu_ps(s + 2 * ld),
+             a3 = _mm256_loadu_ps(s + 3 * ld), a4 = _mm256_loadu_ps(s + 4 * ld), a5 = _mm256_loadu_ps(s + 5 * ld),
+             a6 = _mm256_loadu_ps(s + 6 * ld), a7 = _mm256_loadu_ps(s + 7 * ld);
+      __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1), t2 = _mm256_unpacklo_ps(a2, a3),
+             t3 = _mm256_unpackhi_ps(a2, a3), t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5),
+             t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
+      __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+             u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+             u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+             u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float *d = dst + c * rows + r0;
+      _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(d + rows, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * rows, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * rows, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * rows, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * rows, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * rows, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * rows, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    for (; c < cols; c++) /* columns past the last block of 8 */
+      for (int r = r0; r < r0 + 8; r++) dst[c * rows + r] = src[r * ld + c];
+  }
+#endif
+  for (int r = r0; r < rows; r++)
     for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * ld + c];
 }
 
@@ -209,9 +289,19 @@ static void scale_mask(const lab_flash_args *a, float *Sb, int br, int bc, int64
   float sc = (float)a->scale;
   for (int r = 0; r < br; r++) {
     float *row = Sb + r * bc;
-    int64_t lim = key_end(a, t0 + r) - s0; /* columns >= lim are masked */
-    for (int c = 0; c < bc; c++) row[c] = c < lim ? row[c] * sc : -INFINITY;
+    int64_t e = key_end(a, t0 + r) - s0; /* columns >= lim are masked */
+    int lim = e < 0 ? 0 : (e > bc ? bc : (int)e);
+    for (int c = 0; c < lim; c++) row[c] *= sc; /* two plain loops vectorise; the select did not */
+    for (int c = lim; c < bc; c++) row[c] = -INFINITY;
   }
+}
+
+/* The band of a tile of bc keys (queries from t0, keys from s0): query t0 + r sees key s0 + c iff
+ * c <= r + d, d = t0 - s0 + S - T; none when the mask is off or every query sees every key. */
+static band diag_band(const lab_flash_args *a, band_kind kind, int bc, int64_t t0, int64_t s0) {
+  int64_t d = t0 - s0 + a->S - a->T;
+  if (!a->causal || d >= bc - 1) return no_band;
+  return (band){kind, d};
 }
 
 /* ---- forward ---- */
@@ -248,8 +338,9 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
     const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
     const float *v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
     transpose(k, ldk, bc, (int)D, b->kt);
+    band cols = diag_band(a, BAND_COLS, bc, t0, s0), kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d};
     memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
-    mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc);
+    mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc, cols);
     scale_mask(a, b->s, br, bc, t0, s0);
     for (int r = 0; r < br; r++) {
       float *row = b->s + r * bc, mx = -INFINITY;
@@ -276,7 +367,7 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
         for (int64_t d = 0; d < Dv; d++) o[d] *= alpha;
       }
     }
-    mm_acc(br, (int)Dv, bc, b->s, bc, 1, v, ldv, b->o, Dv);
+    mm_acc(br, (int)Dv, bc, b->s, bc, 1, v, ldv, b->o, Dv, kend);
   }
   float *lse = (float *)a->lse + bh * T + t0;
   for (int r = 0; r < br; r++) {
@@ -350,10 +441,7 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
     int64_t ld;
     const float *go = rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t, 1, Dv, b->row, &ld);
     const float *o = rows_f32(a->dt, a->o, &L->o, L->H, bh, t, 1, Dv, b->row + Dv, &ld);
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t d = 0; d < Dv; d++) s += go[d] * o[d];
-    delta[t] = s;
+    delta[t] = dot(go, o, Dv);
   }
   for (int64_t s0 = 0; s0 < S; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
@@ -371,8 +459,10 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
       int br = (int)(T - t0 < BR ? T - t0 : BR);
       const float *q = rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
       const float *go = rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g, &ldg);
+      band cols = diag_band(a, BAND_COLS, bc, t0, s0);
+      band kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d}, kbeg = {cols.kind ? BAND_K_BEGIN : BAND_NONE, cols.d};
       memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
-      mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc);
+      mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc, cols);
       scale_mask(a, b->s, br, bc, t0, s0);
       for (int r = 0; r < br; r++) { /* P = exp(score - lse); 0 for a query that sees no key */
         float *row = b->s + r * bc, m = lse[t0 + r];
@@ -380,15 +470,15 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
         else
           for (int c = 0; c < bc; c++) row[c] = lab_expf(row[c] - m);
       }
-      mm_acc(bc, (int)Dv, br, b->s, 1, bc, go, ldg, b->dv, Dv); /* dV += P^T dO */
+      mm_acc(bc, (int)Dv, br, b->s, 1, bc, go, ldg, b->dv, Dv, kbeg); /* dV += P^T dO */
       memset(b->dp, 0, (size_t)(br * bc) * sizeof(float));
-      mm_acc(br, bc, (int)Dv, go, ldg, 1, b->vt, bc, b->dp, bc); /* dP = dO V^T */
+      mm_acc(br, bc, (int)Dv, go, ldg, 1, b->vt, bc, b->dp, bc, cols); /* dP = dO V^T */
       for (int r = 0; r < br; r++) {
         float *p = b->s + r * bc, *dp = b->dp + r * bc, dl = delta[t0 + r];
         for (int c = 0; c < bc; c++) dp[c] = p[c] * (dp[c] - dl) * sc; /* dS */
       }
-      mm_acc(bc, (int)D, br, b->dp, 1, bc, q, ldq, b->dk, D);            /* dK += dS^T Q */
-      mm_acc(br, (int)D, bc, b->dp, bc, 1, k, ldk, dq + t0 * D, D);      /* dQ += dS K */
+      mm_acc(bc, (int)D, br, b->dp, 1, bc, q, ldq, b->dk, D, kbeg);       /* dK += dS^T Q */
+      mm_acc(br, (int)D, bc, b->dp, bc, 1, k, ldk, dq + t0 * D, D, kend); /* dQ += dS K */
     }
     store_rows(a->dt, b->dk, a->dk, &L->dk, L->H, bh, s0, bc, D);
     store_rows(a->dt, b->dv, a->dv, &L->dv, L->H, bh, s0, bc, Dv);
