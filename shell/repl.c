@@ -174,7 +174,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   if (lab_board_interrupt_requested()) {
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    session_stop(L, "interrupted!");
   }
   stepper_pause_if_asked(L); /* another rank stopped in the stepper: join it */
   if (lab_board_info_pending()) { /* Ctrl-T on rank 0: show where this rank is */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist/control.h"
+
 int luaopen_lab(lua_State *L);
 
 lua_State *session_new(void) {
@@ -72,10 +74,15 @@ static char *take_error(lua_State *L) {
   return copy;
 }
 
+int session_stop(lua_State *L, const char *what) {
+  lua_pushfstring(L, "rank %d: %s", lab_ctl_rank(), what);
+  return lua_error(L);
+}
+
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
-  luaL_error(L, "interrupted!");
+  session_stop(L, "interrupted!");
 }
 
 void session_interrupt(lua_State *L) {

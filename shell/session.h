@@ -22,7 +22,13 @@ int session_run_chunk(lua_State *L, const char *code, size_t len, const char *na
 /* Runs a script file with the arguments already in `arg`; -1 with *err (with traceback). */
 int session_run_file(lua_State *L, const char *path, char **err);
 
-/* Makes the running chunk raise "interrupted!" at its next Lua instruction (signal-safe). */
+/* Makes the running chunk raise "rank N: interrupted!" at its next Lua instruction
+ * (signal-safe). */
 void session_interrupt(lua_State *L);
+
+/* Raises "rank N: what" with no position, from a hook ("interrupted!", "stepper: quit"): a
+ * user's pcall that catches it sees the rank, as in every other error; the REPL's report and
+ * the stepper's outcome strip this rank's prefix and still recognise the rest. */
+int session_stop(lua_State *L, const char *what);
 
 #endif

@@ -392,7 +392,7 @@ static void pause_protocol(lua_State *L, const char *where) {
   if (st.own_capture) st.capturing = capture_begin(&st.cap) == 0;
   if (st.mode == MODE_QUIT) {
     lua_sethook(L, NULL, 0, 0);
-    if (!where) luaL_error(L, "stepper: quit");
+    if (!where) session_stop(L, "stepper: quit");
   } else if (!st.active && st.mode != MODE_CONTINUE) {
     /* a rank that joined the pause from the REPL's hook or a wait steps from now on too */
     st.active = 1;
@@ -440,7 +440,7 @@ static void line_hook(lua_State *L, lua_Debug *ar) {
   if (ar->event != LUA_HOOKLINE) return;
   if (lab_board_interrupt_requested()) {
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    session_stop(L, "interrupted!");
   }
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
   int in_library = strstr(ar->source, "/lua/lab/") != NULL;

@@ -1,6 +1,6 @@
 /* Ctrl-C from anywhere, through a pseudo-terminal at 2 and 4 ranks: rank 0 watches the keyboard
  * until every rank has finished the chunk, so the interrupt reaches a rank spinning after rank
- * 0 is done, a %on chunk without rank 0, a default target without rank 0 (:ranks), a rank
+ * 0 is done (also inside a pcall, which sees "rank N: interrupted!"), a %on chunk without rank 0, a default target without rank 0 (:ranks), a rank
  * spinning while the others wait in all_reduce, and a :run script on every rank. A Ctrl-C
  * during one long C call (a matrix product) is reported as pending and is not dropped. Each
  * case prints its latency (Ctrl-C to the next prompt) and must stay under a few seconds. */
@@ -43,6 +43,13 @@ static void test_ctrl_c_from_anywhere(void **state) {
   snprintf(spinning, sizeof spinning, "[%s] spinning", last); /* the echo has "('spinning')" */
   snprintf(chunk, sizeof chunk, "if lab.dist.rank() == %s then print('spinning') for i = 1, 1e12 do end end", last);
   interrupt_case(&s, "one rank spinning after rank 0 finished", chunk, spinning, "error: interrupted!");
+  /* caught by the user's pcall, the interrupt names the rank as every other error does (it
+   * was a bare "interrupted!") */
+  char caught[64];
+  snprintf(chunk, sizeof chunk, "if lab.dist.rank() == %s then print('spinning') "
+           "print('caught', select(2, pcall(function() for i = 1, 1e12 do end end))) end", last);
+  snprintf(caught, sizeof caught, "[%s] caught\trank %s: interrupted!", last, last);
+  interrupt_case(&s, "a rank spinning inside pcall", chunk, spinning, caught);
   snprintf(chunk, sizeof chunk, "%%on %s print('spinning') for i = 1, 1e12 do end", last);
   interrupt_case(&s, "%on chunk without rank 0", chunk, spinning, "error: interrupted!");
   snprintf(chunk, sizeof chunk, ":ranks %s\r", last);

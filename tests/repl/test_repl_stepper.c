@@ -5,9 +5,10 @@
  * bt marking it), display at every stop and undisplay, a collective in p or display refused,
  * finish returning on every rank though odd ranks are 0.7 s late (they used to be pulled into
  * rank 0's stop inside the function), until and until N, s! into lua/lab; a lab.breakpoint()
- * that every rank reaches at a different moment stopping once, every rank there; %on with
- * spaces in its rank list, %on without code, :ranks out of range with a labelled error, Tab
- * after ':st', after 'x.sh' and after a ModuleList's 'm.app'. */
+ * that every rank reaches at a different moment stopping once, every rank there; q inside a
+ * pcall caught as "rank N: stepper: quit"; %on with spaces in its rank list, %on without code,
+ * :ranks out of range with a labelled error, Tab after ':st', after 'x.sh' and after a
+ * ModuleList's 'm.app'. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,6 +199,26 @@ static void test_stepper_and_parsing(void **state) {
   assert_true(expect(&s, "> ", 10));
   frames_display_finish_until(&s, path);
   breakpoint_reached_by_every_rank(&s);
+  /* q inside a pcall: what the pcall catches names the rank (it was a bare "stepper: quit") */
+  snprintf(path, sizeof path, "%s/caught.lua", home_dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local ok, e = pcall(function()\n"
+             "  return 1\n"
+             "end)\n"
+             "print('caught', e)\n");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, ":step %s\r", path);
+  type(&s, cmd);
+  assert_true(expect(&s, "(step) ", 30));
+  type(&s, "b 2\r");
+  assert_true(expect(&s, "breakpoint 1 at ", 10));
+  type(&s, "c\r");
+  assert_true(expect(&s, "caught.lua:2", 30));
+  type(&s, "q\r");
+  assert_true(expect(&s, "[0] caught\trank 0: stepper: quit", 30));
+  assert_true(expectf(&s, 10, "[%d] caught\trank %d: stepper: quit", nranks - 1, nranks - 1));
+  assert_true(expect(&s, "> ", 10));
   /* strict parsing */
   type(&s, "%on 0, 1 print('on', lab.dist.rank())\r");
   assert_true(expect(&s, "[0] on\t0", 20));
