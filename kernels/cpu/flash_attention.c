@@ -283,17 +283,10 @@ static int64_t key_end(const lab_flash_args *a, int64_t t) {
   return e < 0 ? 0 : (e > a->S ? a->S : e);
 }
 
-/* Scores of a tile (br x bc, keys from s0) in place: scaled, masked past each query's last key
- * (queries from t0) set to -inf. */
-static void scale_mask(const lab_flash_args *a, float *Sb, int br, int bc, int64_t t0, int64_t s0) {
-  float sc = (float)a->scale;
-  for (int r = 0; r < br; r++) {
-    float *row = Sb + r * bc;
-    int64_t e = key_end(a, t0 + r) - s0; /* columns >= lim are masked */
-    int lim = e < 0 ? 0 : (e > bc ? bc : (int)e);
-    for (int c = 0; c < lim; c++) row[c] *= sc; /* two plain loops vectorise; the select did not */
-    for (int c = lim; c < bc; c++) row[c] = -INFINITY;
-  }
+/* how many of the bc keys from s0 query t sees: the columns [0, visible) of its score row */
+static inline int visible(const lab_flash_args *a, int64_t t, int64_t s0, int bc) {
+  int64_t e = key_end(a, t) - s0;
+  return e < 0 ? 0 : (e > bc ? bc : (int)e);
 }
 
 /* The band of a tile of bc keys (queries from t0, keys from s0): query t0 + r sees key s0 + c iff
@@ -329,6 +322,7 @@ static int fwd_alloc(fwd_bufs *b, int64_t D, int64_t Dv) {
 static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int64_t bh, int64_t t0, int br) {
   int64_t T = a->T, S = a->S, D = a->D, Dv = a->Dv;
   int64_t ldq, ldk, ldv;
+  float sc = (float)a->scale;
   const float *q = rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
   memset(b->o, 0, (size_t)(br * Dv) * sizeof(float));
   for (int r = 0; r < br; r++) b->m[r] = -INFINITY, b->l[r] = 0;
@@ -341,22 +335,22 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
     band cols = diag_band(a, BAND_COLS, bc, t0, s0), kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d};
     memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
     mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc, cols);
-    scale_mask(a, b->s, br, bc, t0, s0);
     for (int r = 0; r < br; r++) {
+      /* the scale goes into the exponent (one FMA) and masked keys are never read: the scores
+       * are not rewritten scaled and masked first */
       float *row = b->s + r * bc, mx = -INFINITY;
+      int lim = visible(a, t0 + r, s0, bc);
       /* omp simd: vector max and sums (a serial float reduction keeps the compiler from
        * vectorising the loop, and lab_expf then runs one element at a time) */
 #pragma omp simd reduction(max : mx)
-      for (int c = 0; c < bc; c++) mx = row[c] > mx ? row[c] : mx;
-      if (mx == -INFINITY) { /* this query sees no key of the tile */
-        memset(row, 0, (size_t)bc * sizeof(float));
-        continue;
-      }
+      for (int c = 0; c < lim; c++) mx = row[c] * sc > mx ? row[c] * sc : mx;
+      memset(row + lim, 0, (size_t)(bc - lim) * sizeof(float));
+      if (lim == 0) continue; /* this query sees no key of the tile */
       float mnew = mx > b->m[r] ? mx : b->m[r], sum = 0;
       float alpha = lab_expf(b->m[r] - mnew); /* 0 on the first visible tile (m = -inf) */
 #pragma omp simd reduction(+ : sum)
-      for (int c = 0; c < bc; c++) {
-        float p = lab_expf(row[c] - mnew);
+      for (int c = 0; c < lim; c++) {
+        float p = lab_expf(row[c] * sc - mnew);
         row[c] = p;
         sum += p;
       }
@@ -463,12 +457,12 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
       band kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d}, kbeg = {cols.kind ? BAND_K_BEGIN : BAND_NONE, cols.d};
       memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
       mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc, cols);
-      scale_mask(a, b->s, br, bc, t0, s0);
-      for (int r = 0; r < br; r++) { /* P = exp(score - lse); 0 for a query that sees no key */
+      for (int r = 0; r < br; r++) { /* P = exp(scale score - lse) where seen, else 0 */
         float *row = b->s + r * bc, m = lse[t0 + r];
-        if (m == -INFINITY) memset(row, 0, (size_t)bc * sizeof(float));
-        else
-          for (int c = 0; c < bc; c++) row[c] = lab_expf(row[c] - m);
+        int lim = m == -INFINITY ? 0 : visible(a, t0 + r, s0, bc);
+#pragma omp simd
+        for (int c = 0; c < lim; c++) row[c] = lab_expf(row[c] * sc - m);
+        memset(row + lim, 0, (size_t)(bc - lim) * sizeof(float));
       }
       mm_acc(bc, (int)Dv, br, b->s, 1, bc, go, ldg, b->dv, Dv, kbeg); /* dV += P^T dO */
       memset(b->dp, 0, (size_t)(br * bc) * sizeof(float));
