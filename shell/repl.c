@@ -172,10 +172,7 @@ static void forget_targets(void) {
 /* every 1000 instructions: stop on Ctrl-C, and tell the board where we are */
 static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
-  if (lab_board_interrupt_requested()) {
-    lua_sethook(L, NULL, 0, 0);
-    session_stop(L, "interrupted!");
-  }
+  session_check_interrupt(L);
   stepper_pause_if_asked(L); /* another rank stopped in the stepper: join it */
   if (lab_board_info_pending()) { /* Ctrl-T on rank 0: show where this rank is */
     luaL_traceback(L, L, NULL, 0);
@@ -204,7 +201,8 @@ static int wake_pipe[2] = {-1, -1}; /* stop_watching wakes the watcher at once *
  * (a BLAS product cannot stop midway). Say so once, with what the board shows. */
 static void say_interrupt_pending(void) {
   char *report = lab_board_report();
-  fprintf(term.out, "^C interrupt pending: a rank is inside a long C call and stops when it returns. "
+  fprintf(term.out, "^C interrupt pending: a rank is inside a long C call and stops when it returns, or its "
+                    "code caught the interrupt (pcall): Ctrl-C again stops it at its next line. "
                     "What every rank is doing:%s\n", report ? report : "");
   fflush(term.out);
   free(report);
@@ -436,6 +434,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     if (captured) lab_board_set_output(cap.file_fd); /* rank 0 shows it as it comes */
     lab_dist_set_default(g);
     lab_board_set(LAB_RUNNING, "", "");
+    session_reset_interrupt();
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
     if (kind == RUN_CHUNK) {
       session_run_chunk(L, text, strlen(text), "=stdin", 1, 0, &err);
@@ -443,8 +442,9 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
       stepper_run_script(L, text, 0, &err);
     }
     /* a Ctrl-C that cut a C call short (a matrix product stops between batches, an iterator
-     * between rows) just before the chunk ended, with no Lua instruction left to raise it */
-    if (!err && lab_board_interrupt_requested())
+     * between rows) just before the chunk ended, with no Lua instruction left to raise it (not
+     * one the chunk's code caught: it went on, by its own choice) */
+    if (!err && lab_board_interrupt_requested() && !session_interrupt_raised())
       err = strdup("interrupted! (inside a C call, whose result may be incomplete)");
     lua_sethook(L, NULL, 0, 0);
     lab_dist_set_default(NULL);

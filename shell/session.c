@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
 
 int luaopen_lab(lua_State *L);
@@ -78,6 +79,25 @@ int session_stop(lua_State *L, const char *what) {
   lua_pushfstring(L, "rank %d: %s", lab_ctl_rank(), what);
   return lua_error(L);
 }
+
+static int presses_raised; /* the board's Ctrl-C count when this rank last raised */
+
+/* after a second Ctrl-C: every line of user code raises */
+static void insist_hook(lua_State *L, lua_Debug *ar) {
+  if (ar->event != LUA_HOOKLINE || !lua_getinfo(L, "S", ar) || strstr(ar->source, "/lua/lab/")) return;
+  session_stop(L, "interrupted!");
+}
+
+void session_check_interrupt(lua_State *L) {
+  int presses = lab_board_interrupt_requested();
+  if (presses == 0 || presses == presses_raised) return;
+  presses_raised = presses;
+  if (presses > 1) lua_sethook(L, insist_hook, LUA_MASKLINE, 0);
+  session_stop(L, "interrupted!");
+}
+
+void session_reset_interrupt(void) { presses_raised = 0; }
+int session_interrupt_raised(void) { return presses_raised > 0; }
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;

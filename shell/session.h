@@ -26,6 +26,17 @@ int session_run_file(lua_State *L, const char *path, char **err);
  * (signal-safe). */
 void session_interrupt(lua_State *L);
 
+/* From the hooks that poll for Ctrl-C (the REPL's count hook, the stepper's line hook): the
+ * first press raises "rank N: interrupted!" once, which a user's pcall may catch (as in
+ * lua.c, so that its own clean-up can run); a second press raises it again at every line of
+ * user code until the chunk ends, so a loop around pcall cannot go on deaf to Ctrl-C. Library
+ * lines (lua/lab/) are left to run: their closers and clean-ups restore state. */
+void session_check_interrupt(lua_State *L);
+/* At the start of a chunk, on every rank (the board's count starts again from 0). */
+void session_reset_interrupt(void);
+/* 1 when this rank raised an interrupt since the reset (the chunk may have caught it) */
+int session_interrupt_raised(void);
+
 /* Raises "rank N: what" with no position, from a hook ("interrupted!", "stepper: quit"): a
  * user's pcall that catches it sees the rank, as in every other error; the REPL's report and
  * the stepper's outcome strip this rank's prefix and still recognise the rest. */

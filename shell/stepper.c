@@ -438,10 +438,7 @@ static int pull_in_due(double grace) {
 
 static void line_hook(lua_State *L, lua_Debug *ar) {
   if (ar->event != LUA_HOOKLINE) return;
-  if (lab_board_interrupt_requested()) {
-    lua_sethook(L, NULL, 0, 0);
-    session_stop(L, "interrupted!");
-  }
+  session_check_interrupt(L);
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
   int in_library = strstr(ar->source, "/lua/lab/") != NULL;
   int skip = in_library && st.skip_lib; /* pdb skips its own frames; we skip the library's */
@@ -594,6 +591,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
 
 void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   st.out = out;
+  session_reset_interrupt();
   reset_breakpoints();
   char *err = NULL;
   lab_dist_set_guarded(1);

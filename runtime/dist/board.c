@@ -88,7 +88,7 @@ char *lab_board_report(void) {
 }
 
 void lab_board_request_interrupt(void) {
-  if (slots) __atomic_store_n(&slots[0].interrupt, 1, __ATOMIC_RELEASE);
+  if (slots) __atomic_add_fetch(&slots[0].interrupt, 1, __ATOMIC_RELEASE);
 }
 
 int lab_board_interrupt_requested(void) {

@@ -17,6 +17,8 @@ void lab_board_set(int state, const char *what, const char *site);
 /* "rank 1: in all_reduce(4 x f32) at stdin:1 for 31.0 s" lines for every rank (malloc'ed) */
 char *lab_board_report(void);
 
+/* Ctrl-C: each request counts one press; requested is the count since the last clear (0:
+ * none), so a rank can tell a second press from the first. */
 void lab_board_request_interrupt(void);
 int lab_board_interrupt_requested(void);
 void lab_board_clear_interrupt(void);
