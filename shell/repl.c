@@ -408,6 +408,19 @@ void repl_report(const char *out, long long out_len, const char *err) {
 
 typedef enum { RUN_CHUNK, RUN_SCRIPT } run_kind;
 
+/* After a chunk, a :run or a :step, every rank here: forget the Ctrl-C, and rebuild what an
+ * abandoned collective broke */
+static void after_every_rank_is_done(void) {
+  int rank = lab_ctl_rank();
+  if (rank == 0) lab_board_clear_interrupt();
+  int recovered = lab_dist_recover();
+  if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
+  if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
+    fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
+  if (rank == 0 && (recovered & LAB_RECOVERED_GROUP_LOST))
+    fprintf(term.out, "(a group with an abandoned collective could not be repaired and stays unusable)\n");
+}
+
 /* Runs code (or a script with its arguments) on this rank when it is targeted, output
  * captured, collectives guarded and on the targets' group; then reports on every rank. */
 static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const char *text) {
@@ -461,14 +474,21 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   free(out);
   free(err);
   free(member);
-  /* everyone is here: forget the Ctrl-C, and rebuild what an abandoned collective broke */
-  if (rank == 0) lab_board_clear_interrupt();
-  int recovered = lab_dist_recover();
-  if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
-  if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
-    fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
-  if (rank == 0 && (recovered & LAB_RECOVERED_GROUP_LOST))
-    fprintf(term.out, "(a group with an abandoned collective could not be repaired and stays unusable)\n");
+  after_every_rank_is_done();
+}
+
+/* :step (and --step): rank 0 watches the keyboard while the script runs between pauses, so
+ * Ctrl-C reaches it (read_for_stepper lets go of the terminal at each pause); afterwards the
+ * Ctrl-C is forgotten and what a quit abandoned is repaired, as after a chunk (a quit while
+ * a rank waited in a collective left the world unusable for the next chunk, whose first
+ * collective then waited for the watchdog) */
+static void step_everywhere(lua_State *L, const char *cmdline, int then_repair) {
+  running = 1;
+  start_watching();
+  stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout);
+  stop_watching();
+  running = 0;
+  if (then_repair) after_every_rank_is_done();
 }
 
 /* :who: each rank's host, pid, device and threads, grouped */
@@ -596,7 +616,7 @@ void repl_step_main(lua_State *L, const char *cmdline) {
   lab_dist_set_guarded(1);
   lab_dist_set_checked(1);
   open_terminal_on_rank0(L);
-  stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout);
+  step_everywhere(L, cmdline, 0);
   if (lab_ctl_rank() == 0) terminal_close(&term);
 }
 
@@ -640,7 +660,7 @@ void repl_run(lua_State *L) {
     if (kind == 'C') run_everywhere(L, RUN_CHUNK, spec, text ? text : "");
     else if (kind == 'R') run_everywhere(L, RUN_SCRIPT, spec, text ? text : "");
     else if (kind == 'W') who(L);
-    else if (kind == 'S') stepper_session(L, text ? text : "", term.out);
+    else if (kind == 'S') step_everywhere(L, text ? text : "", 1);
     if (rank == 0) fflush(term.out);
     free(msg);
   }

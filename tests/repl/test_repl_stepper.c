@@ -6,7 +6,8 @@
  * finish returning on every rank though odd ranks are 0.7 s late (they used to be pulled into
  * rank 0's stop inside the function), until and until N, s! into lua/lab; a lab.breakpoint()
  * that every rank reaches at a different moment stopping once, every rank there; q inside a
- * pcall caught as "rank N: stepper: quit"; %on with spaces in its rank list, %on without code,
+ * pcall caught as "rank N: stepper: quit"; the world repaired after a q that left ranks in a
+ * collective, and Ctrl-C while a :step script runs; %on with spaces in its rank list, %on without code,
  * :ranks out of range with a labelled error, Tab after ':st', after 'x.sh' and after a
  * ModuleList's 'm.app'. */
 #define _GNU_SOURCE
@@ -147,6 +148,45 @@ static void breakpoint_reached_by_every_rank(session *s) {
   s->buf[s->mark] = seen;
 }
 
+/* q while the other ranks wait in a collective, then a chunk with a collective: the world is
+ * repaired after :step as after a chunk (it was not: the chunk's all_reduce failed 'world is
+ * unusable' on the waiting ranks and waited for the 30 s watchdog on rank 0). Then Ctrl-C
+ * while a :step script runs after c (nothing watched the keyboard: the job had to be killed). */
+static void quit_in_a_collective_then_ctrl_c(session *s) {
+  char path[512], cmd[600];
+  snprintf(path, sizeof path, "%s/wait.lua", home_dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local x = lab.ones(1)\n"
+             "if lab.dist.rank() == 0 then\n"
+             "  local y = 1\n"
+             "end\n"
+             "lab.dist.all_reduce(x)\n"
+             "while true do end\n");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, ":step %s\r", path);
+  type(s, cmd);
+  assert_true(expect(s, "(step) ", 30));
+  type(s, "b 3\r");
+  assert_true(expect(s, "breakpoint 1 at ", 10));
+  type(s, "c\r");
+  assert_true(expect(s, "<- waiting in ", 30));
+  assert_true(expect(s, "(step) ", 10));
+  type(s, "q\r");
+  assert_true(expect(s, "stepper: quit while waiting", 15));
+  assert_true(expect(s, "> ", 10));
+  type(s, "x = lab.ones(1); lab.dist.all_reduce(x); print('sum', x[1])\r");
+  assert_true(expectf(s, 15, "[0-%d] sum\t%d.0", nranks - 1, nranks));
+  assert_true(expect(s, "> ", 10));
+  type(s, cmd); /* a new session has no breakpoint: after c every rank reaches the endless loop */
+  assert_true(expect(s, "(step) ", 30));
+  type(s, "c\r");
+  pump(s, 0.5);
+  type(s, "\x03");
+  assert_true(expectf(s, 15, "[0-%d] error: interrupted!", nranks - 1));
+  assert_true(expect(s, "> ", 10));
+}
+
 static void test_stepper_and_parsing(void **state) {
   (void)state;
   session s;
@@ -219,6 +259,7 @@ static void test_stepper_and_parsing(void **state) {
   assert_true(expect(&s, "[0] caught\trank 0: stepper: quit", 30));
   assert_true(expectf(&s, 10, "[%d] caught\trank %d: stepper: quit", nranks - 1, nranks - 1));
   assert_true(expect(&s, "> ", 10));
+  quit_in_a_collective_then_ctrl_c(&s);
   /* strict parsing */
   type(&s, "%on 0, 1 print('on', lab.dist.rank())\r");
   assert_true(expect(&s, "[0] on\t0", 20));
