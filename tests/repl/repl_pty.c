@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "repl_pty.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pty.h>
 #include <setjmp.h>
@@ -25,6 +27,65 @@ double pty_now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Sessions not yet ended by finish(): a test that fails an assertion leaves its session
+ * behind (cmocka jumps out of the test), and its ranks, each in a process group of its own
+ * under mpirun, would go on (spinning, for a test about an endless loop) after the test binary
+ * has exited, slowing every later test. At exit each one left is ended. */
+#define MAX_LIVE 64
+static pid_t live[MAX_LIVE];
+
+static void remember(pid_t pid) {
+  for (int i = 0; i < MAX_LIVE; i++)
+    if (live[i] == 0) {
+      live[i] = pid;
+      return;
+    }
+}
+
+static void forget(pid_t pid) {
+  for (int i = 0; i < MAX_LIVE; i++)
+    if (live[i] == pid) live[i] = 0;
+}
+
+/* SIGKILL to every process of session sid (forkpty made the spawned process its leader) */
+static void kill_session_members(pid_t sid) {
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    char path[300], stat[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    const char *p = strrchr(stat, ')'); /* the command name may hold spaces and parentheses */
+    int ppid, pgrp, session;
+    char state;
+    if (p && sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) == 4 && session == sid)
+      kill((pid_t)atoi(e->d_name), SIGKILL);
+  }
+  closedir(d);
+}
+
+/* SIGTERM first (mpirun passes it on to the ranks), then SIGKILL to whatever is left */
+static void end_session(pid_t pid) {
+  int st;
+  kill(pid, SIGTERM);
+  for (double end = pty_now() + 3; pty_now() < end && waitpid(pid, &st, WNOHANG) == 0;) usleep(20000);
+  kill_session_members(pid);
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, WNOHANG);
+  forget(pid);
+}
+
+static void end_sessions_left(void) {
+  for (int i = 0; i < MAX_LIVE; i++)
+    if (live[i]) end_session(live[i]);
+}
+
 void spawn(session *s, char *const argv[]) {
   memset(s, 0, sizeof *s);
   struct winsize ws = {.ws_row = 40, .ws_col = 160};
@@ -36,6 +97,7 @@ void spawn(session *s, char *const argv[]) {
     execvp(argv[0], argv);
     _exit(127);
   }
+  remember(s->pid);
 }
 
 int expect(session *s, const char *text, double timeout) {
@@ -84,11 +146,11 @@ int finish(session *s, double timeout) {
     if (r == s->pid) {
       s->have_modes = tcgetattr(s->fd, &s->modes) == 0; /* the pty keeps the modes it was left in */
       close(s->fd);
+      forget(s->pid);
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
   }
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, &st, 0);
+  end_session(s->pid);
   close(s->fd);
   return -1;
 }
@@ -108,4 +170,5 @@ void pty_setup(int argc, char **argv) {
   snprintf(home_dir, sizeof home_dir, "/tmp/llmlab-repl-test-%d", (int)getpid());
   mkdir(home_dir, 0700);
   signal(SIGPIPE, SIG_IGN);
+  atexit(end_sessions_left);
 }
