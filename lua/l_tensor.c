@@ -173,21 +173,24 @@ static int t_newindex(lua_State *L) {
   if (t->ndim == 0) return ll_error(L, "index: a 0-d tensor cannot be indexed (use :fill_())");
   int64_t i = check_index(L, t, luaL_checkinteger(L, 2), 0, "index assignment");
   ll_check_inplace(L, t, "index assignment");
+  /* every check that can raise comes before the row view exists: an error's longjmp would
+   * skip its release and leak the view and, through it, the target's storage (API fuzzer,
+   * LSan: x[1] = a closed tensor) */
+  lab_tensor *src = ll_test_tensor(L, 3);
+  int is_int = !src && lua_isinteger(L, 3) && !lab_dtype_is_float(t->dtype);
+  if (!src && !is_int && lua_type(L, 3) != LUA_TNUMBER && lua_type(L, 3) != LUA_TBOOLEAN)
+    return ll_error(L, "index: can only assign a number or a tensor, got %s", luaL_typename(L, 3));
   lab_tensor *row = lab_select(t, 0, i);
   if (!row) return ll_runtime_error(L);
   int rc;
-  lab_tensor *src = ll_test_tensor(L, 3);
   if (src) rc = lab_copy_(row, src);
-  else if (lua_isinteger(L, 3) && !lab_dtype_is_float(t->dtype)) {
+  else if (is_int) {
     int64_t v = lua_tointeger(L, 3);
     lab_tensor *s = lab_tensor_from_host(lab_cpu(), LAB_I64, 0, NULL, &v);
     rc = s ? lab_copy_(row, s) : -1;
     lab_tensor_release(s);
-  } else if (lua_type(L, 3) == LUA_TNUMBER || lua_type(L, 3) == LUA_TBOOLEAN) {
-    rc = lab_fill_(row, lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
   } else {
-    lab_tensor_release(row);
-    return ll_error(L, "index: can only assign a number or a tensor, got %s", luaL_typename(L, 3));
+    rc = lab_fill_(row, lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
   }
   lab_tensor_release(row);
   ll_check_rc(L, rc);

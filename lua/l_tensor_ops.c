@@ -139,6 +139,10 @@ int ll_where(lua_State *L) {
   lab_tensor *a = ll_test_tensor(L, 2), *b = ll_test_tensor(L, 3);
   const lab_tensor *like = a ? a : b ? b : c;
   int od;
+  /* both checked before x holds a reference: a bad b would otherwise raise past x's
+   * release and keep a alive for good (API fuzzer seed 3, LSan) */
+  ll_check_scalar_arg(L, 2);
+  ll_check_scalar_arg(L, 3);
   lab_tensor *x = ll_scalar_for(L, 2, like, &od);
   lab_tensor *y = ll_scalar_for(L, 3, like, &od);
   lab_tensor *r = lab_ad_where(c, x, y);

@@ -234,7 +234,15 @@ double ll_opt_number(lua_State *L, int opts, const char *field, double def) {
 /* A Lua number next to a tensor follows PyTorch's "weak scalar" rule: it takes the
  * tensor's type, except a fractional number with an integer tensor, which gives f32. The
  * scalar is held in the compute type so bf16 * 0.1 multiplies by f32 0.1, as GPUs do. */
+void ll_check_scalar_arg(lua_State *L, int idx) {
+  char fn[96];
+  if (!ll_test_tensor(L, idx) && lua_type(L, idx) != LUA_TNUMBER && lua_type(L, idx) != LUA_TBOOLEAN)
+    ll_error(L, "%sexpected a tensor or number as argument %d, got %s", fn_prefix(L, fn, sizeof fn), idx,
+             luaL_typename(L, idx));
+}
+
 lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *out_dtype) {
+  ll_check_scalar_arg(L, idx);
   lab_tensor *t = ll_test_tensor(L, idx);
   if (t) {
     lab_tensor_retain(t);
@@ -247,8 +255,6 @@ lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *ou
     if (!s) ll_runtime_error(L);
     return s;
   }
-  if (lua_type(L, idx) != LUA_TNUMBER)
-    ll_error(L, "expected a tensor or number as argument %d, got %s", idx, luaL_typename(L, idx));
   int is_int = lua_isinteger(L, idx);
   lab_dtype st;
   if (lab_dtype_is_float(like->dtype)) {

@@ -54,6 +54,9 @@ double ll_opt_number(lua_State *L, int opts, const char *field, double def);
 /* A number or tensor argument as a tensor (new reference); numbers become 0-d tensors of a
  * type suited to `like` (see ll_scalar_for). */
 lab_tensor *ll_scalar_for(lua_State *L, int idx, const lab_tensor *like, int *out_dtype);
+/* Raises unless argument idx is a tensor, a number or a boolean: what ll_scalar_for accepts.
+ * A caller that takes several of them checks them all before the first reference exists. */
+void ll_check_scalar_arg(lua_State *L, int idx);
 
 /* Raises when t requires grad and grad mode is on: in-place writes would corrupt what the
  * graph saved (optimizers update parameters inside lab.no_grad). */
