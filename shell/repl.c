@@ -228,6 +228,7 @@ static void report_stalls(void) {
   fprintf(term.out, "%s\n", report);
   fflush(term.out);
   free(report);
+  lab_board_stall_shown(); /* the waits it shows may give up now */
 }
 
 static void *watch_terminal(void *arg) {

@@ -21,6 +21,7 @@ typedef struct {
   volatile int monitored;   /* slot 0 only: rank 0 prints the watchdog's report itself */
   volatile int answered;    /* the info epoch this rank's trace answers */
   volatile int out_fd;      /* the file this rank's output goes to during a chunk (its pid's fd), or -1 */
+  volatile double shown;    /* the `since` of this rank's wait that rank 0 has shown in a watchdog report */
   char what[160];
   char site[120];
   char trace[1536];         /* this rank's Lua traceback when it last answered Ctrl-T */
@@ -165,20 +166,21 @@ void lab_board_set_monitored(int on) {
 }
 int lab_board_monitored(void) { return slots ? __atomic_load_n(&slots[0].monitored, __ATOMIC_ACQUIRE) : 0; }
 
+static double *covered; /* the `since` of each slot's wait the last report covered (rank 0) */
+
 char *lab_board_stalled(double seconds) {
-  static double *reported; /* the `since` of each slot's wait already reported */
   if (!slots || seconds <= 0) return NULL;
-  if (!reported) reported = calloc((size_t)nslots, sizeof *reported);
-  if (!reported) return NULL;
+  if (!covered) covered = calloc((size_t)nslots, sizeof *covered);
+  if (!covered) return NULL;
   double now = lab_now();
   int stalled = -1;
   for (int i = 0; i < nslots && stalled < 0; i++) {
     slot *s = &slots[i];
-    if (s->state == LAB_IN_COLLECTIVE && now - s->since > seconds && s->since != reported[i]) stalled = i;
+    if (s->state == LAB_IN_COLLECTIVE && now - s->since > seconds && s->since != covered[i]) stalled = i;
   }
   if (stalled < 0) return NULL;
   for (int i = 0; i < nslots; i++) /* one report per stall: every wait now seen is covered */
-    if (slots[i].state == LAB_IN_COLLECTIVE) reported[i] = slots[i].since;
+    if (slots[i].state == LAB_IN_COLLECTIVE) covered[i] = slots[i].since;
   char *board = lab_board_report();
   char *out = NULL;
   slot *s = &slots[stalled];
@@ -188,6 +190,19 @@ char *lab_board_stalled(double seconds) {
     out = NULL;
   free(board);
   return out;
+}
+
+void lab_board_stall_shown(void) {
+  if (!slots || !covered) return;
+  for (int i = 0; i < nslots; i++) __atomic_store(&slots[i].shown, &covered[i], __ATOMIC_RELEASE);
+}
+
+int lab_board_wait_shown(void) {
+  if (!slots) return 0;
+  slot *s = &slots[me];
+  double shown;
+  __atomic_load(&s->shown, &shown, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == LAB_IN_COLLECTIVE && shown == s->since;
 }
 
 void lab_board_set_watchdog(double seconds) { watchdog_s = seconds; }

@@ -55,10 +55,15 @@ char *lab_board_info_report(void);  /* malloc'ed */
 /* The watchdog's one report: rank 0 (monitored = 1) reads the board at one moment and prints
  * it while the chunk still runs; waits that give up then name only themselves. stalled returns
  * the report (malloc'ed) the first time a rank has waited longer than seconds in one collective,
- * else NULL. */
+ * else NULL; once it is printed, stall_shown tells the waits it covered (each rank's
+ * wait_shown), which give up only then: under load rank 0's watcher may print late, and a wait
+ * that gave up first was missing from the report (or there was none) while its error pointed
+ * at "the report above". */
 void lab_board_set_monitored(int on);
 int lab_board_monitored(void);
 char *lab_board_stalled(double seconds);
+void lab_board_stall_shown(void);
+int lab_board_wait_shown(void); /* this rank's current wait was in a printed report */
 
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);

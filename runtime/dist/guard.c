@@ -10,6 +10,10 @@
 #include "board.h"
 #include "clock.h"
 
+/* how long past the watchdog a monitored wait waits for rank 0's report before giving up with
+ * its own */
+#define REPORT_LATE_S 5.0
+
 void lab_group_poison(lab_group *g) { g->poisoned = 1; }
 
 int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *ctx) {
@@ -27,14 +31,17 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
       return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
     }
     if (lab_board_info_pending()) lab_board_answer_info(lab_dist_call_traceback()); /* Ctrl-T */
-    double wd = lab_board_watchdog();
-    /* when rank 0 prints the board (at wd), give it half a second to see this wait in it */
-    if (wd > 0 && lab_now() - t0 > wd + 0.5 && lab_board_monitored()) {
+    double wd = lab_board_watchdog(), waited = lab_now() - t0;
+    /* in the REPL (monitored) rank 0 prints the board once a wait passes wd: this wait gives up
+     * when that report has shown it, so the report always has it; if none has within
+     * REPORT_LATE_S more (rank 0's watcher starved for a core, a wait resumed after a debugger
+     * pause, a rank on another node), it reports the board itself, as unmonitored waits do */
+    if (wd > 0 && waited > wd && lab_board_monitored() && lab_board_wait_shown()) {
       lab_group_poison(g);
       return lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived (the report above shows every rank)",
                       wd, g->name);
     }
-    if (wd > 0 && lab_now() - t0 > wd && !lab_board_monitored()) {
+    if (wd > 0 && waited > wd && (!lab_board_monitored() || waited > wd + REPORT_LATE_S)) {
       char *report = lab_board_report();
       lab_group_poison(g);
       lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived. What every rank is doing:%s", wd,
