@@ -155,6 +155,27 @@ int finish(session *s, double timeout) {
   return -1;
 }
 
+int board_shows(session *s, const char *state, int busy, double timeout) {
+  double end = pty_now() + timeout;
+  char running[64], traceback[64];
+  snprintf(running, sizeof running, "rank %d: running Lua", busy);
+  snprintf(traceback, sizeof traceback, "rank %d stack traceback:", busy);
+  while (pty_now() < end) {
+    type(s, "\x14");
+    if (!expect(s, "^T every rank:", 10)) return 0;
+    size_t block_at = s->mark;
+    if (!expect(s, traceback, 10)) return 0; /* the states come first, then the tracebacks */
+    char kept = s->buf[s->mark];
+    s->buf[s->mark] = 0;
+    int shown = strstr(s->buf + block_at, state) != NULL, spinning = strstr(s->buf + block_at, running) != NULL;
+    s->buf[s->mark] = kept;
+    if (!spinning) return 0; /* the busy rank stopped early: what follows would not be tested */
+    if (shown) return 1;
+    usleep(200000);
+  }
+  return 0;
+}
+
 void start_ranks(session *s, const char *n) {
   char *argv[] = {(char *)llmlab_path, "-n", (char *)n, NULL};
   spawn(s, argv);

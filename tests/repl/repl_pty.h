@@ -28,6 +28,10 @@ void type(session *s, const char *keys);
 void pump(session *s, double timeout);
 /* Waits for the process to exit; returns its status, or -1 after killing it. */
 int finish(session *s, double timeout);
+/* Ctrl-T (every rank's state) until the board shows `state` (e.g. "rank 0: idle") while rank
+ * `busy` still runs Lua (its traceback closes each answer), every 0.2 s for up to timeout
+ * seconds; 1 if shown. How a test learns that a rank gave up its wait, without a fixed sleep. */
+int board_shows(session *s, const char *state, int busy, double timeout);
 /* spawn llmlab -n N and wait for the prompt */
 void start_ranks(session *s, const char *n);
 /* common set-up from main's argv */

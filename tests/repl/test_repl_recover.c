@@ -99,19 +99,30 @@ static void test_watchdog_inside_on_group(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
-  /* the first targeted rank spins 5 s (wall clock); the other times out after 1 s (1.5 s with
-   * the half second it leaves rank 0 for the report): 3.5 s to spare, for its wait may begin
-   * over 2.5 s late at 4 ranks under heavy load. The spinner then waits its own watchdog. */
+  /* the first targeted rank spins until this test lets it go (it creates the file `go`): once
+   * the other has given up its wait (the 1 s watchdog, once rank 0's report has shown it). A
+   * fixed spin (4 s, then 5 s) had to outlast a wait that may begin over 2.5 s late at 4 ranks
+   * under heavy load. The spinner then waits its own watchdog. */
   const char *target = nranks >= 4 ? "1,3" : "0,1", *shown = nranks >= 4 ? "1,3" : "0-1";
-  const char *spinner = nranks >= 4 ? "1" : "0";
-  char cmd[512], want[64];
+  int spinner = nranks >= 4 ? 1 : 0, waiter = nranks >= 4 ? 3 : 1;
+  char cmd[900], want[64], go[512];
+  snprintf(go, sizeof go, "%s/go", home_dir);
+  unlink(go);
   type(&s, ":watchdog 1\r");
   snprintf(cmd, sizeof cmd,
-           "%%on %s if lab.dist.rank() == %s then local t = lab.clock() while lab.clock() - t < 5 do end end; "
-           "lab.dist.all_reduce(lab.ones(2))\r", target, spinner);
+           "%%on %s if lab.dist.rank() == %d then local t = lab.clock() while lab.clock() - t < 60 and not io.open('%s') do end end; "
+           "lab.dist.all_reduce(lab.ones(2))\r", target, spinner, go);
   type(&s, cmd);
+  snprintf(want, sizeof want, "watchdog: rank %d has waited", waiter);
+  assert_true(expect(&s, want, 30));
+  snprintf(want, sizeof want, "rank %d: idle", waiter);
+  assert_true(board_shows(&s, want, spinner, 20));
+  FILE *f = fopen(go, "w"); /* the spinner may go on into the all_reduce */
+  assert_non_null(f);
+  fclose(f);
   assert_true(expect(&s, "watchdog: no progress for 1 s on group", 40));
   assert_true(expect(&s, "> ", 30));
+  unlink(go);
   type(&s, ":watchdog 30\r");
   snprintf(cmd, sizeof cmd, "%%on %s x = lab.ones(1); lab.dist.all_reduce(x); print(x[1])\r", target);
   type(&s, cmd);
