@@ -159,8 +159,8 @@ static float dot(const float *a, const float *b, int64_t n) {
   return s;
 }
 
-/* rows x cols of src (rows ld apart) into dst as cols x rows */
-static void transpose(const float *src, int64_t ld, int rows, int cols, float *dst) {
+/* rows x cols of src (rows ld apart) into dst as cols x rows (rows ldd apart) */
+static void transpose(const float *src, int64_t ld, int rows, int cols, float *dst, int64_t ldd) {
   int r0 = 0;
 #ifdef __AVX__
   /* 8 x 8 blocks in registers: the element loop's stores land `rows` floats apart, a cache
@@ -179,22 +179,22 @@ static void transpose(const float *src, int64_t ld, int rows, int cols, float *d
              u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
              u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
              u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      float *d = dst + c * rows + r0;
+      float *d = dst + c * ldd + r0;
       _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-      _mm256_storeu_ps(d + rows, _mm256_permute2f128_ps(u1, u5, 0x20));
-      _mm256_storeu_ps(d + 2 * rows, _mm256_permute2f128_ps(u2, u6, 0x20));
-      _mm256_storeu_ps(d + 3 * rows, _mm256_permute2f128_ps(u3, u7, 0x20));
-      _mm256_storeu_ps(d + 4 * rows, _mm256_permute2f128_ps(u0, u4, 0x31));
-      _mm256_storeu_ps(d + 5 * rows, _mm256_permute2f128_ps(u1, u5, 0x31));
-      _mm256_storeu_ps(d + 6 * rows, _mm256_permute2f128_ps(u2, u6, 0x31));
-      _mm256_storeu_ps(d + 7 * rows, _mm256_permute2f128_ps(u3, u7, 0x31));
+      _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
     }
     for (; c < cols; c++) /* columns past the last block of 8 */
-      for (int r = r0; r < r0 + 8; r++) dst[c * rows + r] = src[r * ld + c];
+      for (int r = r0; r < r0 + 8; r++) dst[c * ldd + r] = src[r * ld + c];
   }
 #endif
   for (int r = r0; r < rows; r++)
-    for (int c = 0; c < cols; c++) dst[c * rows + r] = src[r * ld + c];
+    for (int c = 0; c < cols; c++) dst[c * ldd + r] = src[r * ld + c];
 }
 
 /* n elements of dtype dt at element offset `at` of p, as f32 (f32 itself by memcpy: the
@@ -258,6 +258,16 @@ static const float *rows_f32(lab_dtype dt, const void *p, const lab_flash_layout
   return buf;
 }
 
+/* A head's operands read again and again (the forward's keys by every query tile, the
+ * backward's queries and dO by every key tile) are gathered once per head and thread into
+ * buffers of at most HEAD_CACHE_BYTES each: at T = 1024 the per-tile gathers (memcpy of
+ * rows a head view leaves 3C floats apart) were 4% of a GPT step. Longer heads take the
+ * per-tile path, so memory stays O(tile) there. */
+#define HEAD_CACHE_BYTES ((int64_t)8 << 20)
+
+/* 1 when rows of width w of layout l are f32 and adjacent: read in place, never gathered */
+static int in_place(lab_dtype dt, const lab_flash_layout *l, int64_t w) { return dt == LAB_F32 && l->st == w; }
+
 /* the call's layouts with the contiguous defaults filled in, and H >= 1 */
 typedef struct {
   int64_t H;
@@ -301,12 +311,32 @@ static band diag_band(const lab_flash_args *a, band_kind kind, int bc, int64_t t
 
 typedef struct {
   float *q, *k, *kt, *v, *s, *o, *m, *l;
+  /* the keys [0, kv_upto) of head kv_bh as K^T (D x S) and, unless read in place, V rows
+   * (S x Dv); NULL when a head is over HEAD_CACHE_BYTES */
+  float *kt_h, *v_h;
+  int64_t kv_bh, kv_upto, kt_pitch;
 } fwd_bufs;
 
-static int fwd_alloc(fwd_bufs *b, int64_t D, int64_t Dv) {
+/* K^T's row stride: S rounded up to an odd number of 16-float cache lines, so that the rows
+ * one product walks down (a row of K^T per step of k) fall in different L1 sets; S = 1024
+ * (4 KiB rows) put all 64 in one set */
+static int64_t kt_pitch_of(int64_t S) {
+  int64_t p = (S + 15) / 16 * 16;
+  return (p / 16) % 2 ? p : p + 16;
+}
+
+static int fwd_alloc(fwd_bufs *b, int64_t S, int64_t D, int64_t Dv) {
   size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv + BR * BC + BR * Dv + 2 * BR);
+  b->kt_h = b->v_h = NULL, b->kv_bh = -1, b->kv_upto = 0, b->kt_pitch = kt_pitch_of(S);
+  if ((b->kt_pitch * D + S * Dv) * (int64_t)sizeof(float) <= HEAD_CACHE_BYTES) {
+    b->kt_h = malloc((size_t)(b->kt_pitch * D + S * Dv) * sizeof(float)); /* no memory: the per-tile path */
+    b->v_h = b->kt_h ? b->kt_h + b->kt_pitch * D : NULL;
+  }
   float *p = malloc(n * sizeof(float));
-  if (!p) return -1;
+  if (!p) {
+    free(b->kt_h);
+    return -1;
+  }
   b->q = p, p += BR * D;
   b->k = p, p += BC * D;
   b->kt = p, p += BC * D;
@@ -329,12 +359,29 @@ static void fwd_tile(const lab_flash_args *a, const layouts *L, fwd_bufs *b, int
   int64_t kend = key_end(a, t0 + br - 1); /* keys past the tile's last query's: skipped */
   for (int64_t s0 = 0; s0 < kend; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
-    const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
-    const float *v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
-    transpose(k, ldk, bc, (int)D, b->kt);
+    const float *kt, *v;
+    int64_t ldkt;
+    if (b->kt_h) { /* the head's keys: gathered and transposed once per thread */
+      if (b->kv_bh != bh) b->kv_bh = bh, b->kv_upto = 0;
+      if (s0 >= b->kv_upto) { /* tiles come in order from 0: s0 == kv_upto */
+        const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
+        transpose(k, ldk, bc, (int)D, b->kt_h + s0, b->kt_pitch);
+        if (!in_place(a->dt, &L->v, Dv)) load_rows(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v_h + s0 * Dv);
+        b->kv_upto = s0 + bc;
+      }
+      kt = b->kt_h + s0, ldkt = b->kt_pitch;
+      if (in_place(a->dt, &L->v, Dv)) v = (const float *)a->v + row_at(&L->v, L->H, bh, s0);
+      else v = b->v_h + s0 * Dv;
+      ldv = Dv;
+    } else {
+      const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
+      v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
+      transpose(k, ldk, bc, (int)D, b->kt, bc);
+      kt = b->kt, ldkt = bc;
+    }
     band cols = diag_band(a, BAND_COLS, bc, t0, s0), kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d};
     memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
-    mm_acc(br, bc, (int)D, q, ldq, 1, b->kt, bc, b->s, bc, cols);
+    mm_acc(br, bc, (int)D, q, ldq, 1, kt, ldkt, b->s, bc, cols);
     for (int r = 0; r < br; r++) {
       /* the scale goes into the exponent (one FMA) and masked keys are never read: the scores
        * are not rewritten scaled and masked first */
@@ -385,7 +432,7 @@ int lab_flash_attn_fwd(const lab_flash_args *a) {
 #pragma omp parallel reduction(| : failed)
   {
     fwd_bufs b = {0};
-    if (fwd_alloc(&b, a->D, a->Dv) < 0) failed = 1;
+    if (fwd_alloc(&b, a->S, a->D, a->Dv) < 0) failed = 1;
     /* dynamic: causal tiles near the end of a head hold more keys than those at its start */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
@@ -393,7 +440,7 @@ int lab_flash_attn_fwd(const lab_flash_args *a) {
       int64_t bh = task / tiles, t0 = (task % tiles) * BR;
       fwd_tile(a, &L, &b, bh, t0, (int)(a->T - t0 < BR ? a->T - t0 : BR));
     }
-    if (!failed) free(b.q);
+    if (!failed) free(b.q), free(b.kt_h);
   }
   return failed ? -1 : 0;
 }
@@ -402,13 +449,22 @@ int lab_flash_attn_fwd(const lab_flash_args *a) {
 
 typedef struct {
   float *q, *k, *kt, *v, *vt, *g, *s, *dp, *dk, *dv, *row;
+  float *q_h, *g_h; /* a head's q and dO rows (T x D, T x Dv); NULL over HEAD_CACHE_BYTES */
 } bwd_bufs;
 
-static int bwd_alloc(bwd_bufs *b, int64_t D, int64_t Dv) {
+static int bwd_alloc(bwd_bufs *b, int64_t T, int64_t D, int64_t Dv) {
   int64_t w = D > Dv ? D : Dv;
   size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv * 2 + BR * Dv + 2 * BR * BC + BC * D + BC * Dv + 2 * w);
+  b->q_h = b->g_h = NULL;
+  if (T * (D + Dv) * (int64_t)sizeof(float) <= HEAD_CACHE_BYTES) {
+    b->q_h = malloc((size_t)(T * (D + Dv)) * sizeof(float)); /* no memory: the per-tile path */
+    b->g_h = b->q_h ? b->q_h + T * D : NULL;
+  }
   float *p = malloc(n * sizeof(float));
-  if (!p) return -1;
+  if (!p) {
+    free(b->q_h);
+    return -1;
+  }
   b->q = p, p += BR * D;
   b->k = p, p += BC * D;
   b->kt = p, p += BC * D;
@@ -437,13 +493,17 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
     const float *o = rows_f32(a->dt, a->o, &L->o, L->H, bh, t, 1, Dv, b->row + Dv, &ld);
     delta[t] = dot(go, o, Dv);
   }
+  /* q and dO rows that would be gathered for every key tile: gathered once for the head */
+  int gather_q = b->q_h && !in_place(a->dt, &L->q, D), gather_g = b->g_h && !in_place(a->dt, &L->dout, Dv);
+  if (gather_q) load_rows(a->dt, a->q, &L->q, L->H, bh, 0, T, D, b->q_h);
+  if (gather_g) load_rows(a->dt, a->dout, &L->dout, L->H, bh, 0, T, Dv, b->g_h);
   for (int64_t s0 = 0; s0 < S; s0 += BC) {
     int bc = (int)(S - s0 < BC ? S - s0 : BC);
     int64_t ldk, ldv, ldq, ldg;
     const float *k = rows_f32(a->dt, a->k, &L->k, L->H, bh, s0, bc, D, b->k, &ldk);
     const float *v = rows_f32(a->dt, a->v, &L->v, L->H, bh, s0, bc, Dv, b->v, &ldv);
-    transpose(k, ldk, bc, (int)D, b->kt);
-    transpose(v, ldv, bc, (int)Dv, b->vt);
+    transpose(k, ldk, bc, (int)D, b->kt, bc);
+    transpose(v, ldv, bc, (int)Dv, b->vt, bc);
     memset(b->dk, 0, (size_t)(bc * D) * sizeof(float));
     memset(b->dv, 0, (size_t)(bc * Dv) * sizeof(float));
     /* the first query that sees key s0: t + (S - T) >= s0 */
@@ -451,8 +511,9 @@ static void bwd_head(const lab_flash_args *a, const layouts *L, bwd_bufs *b, int
     if (tfirst < 0) tfirst = 0;
     for (int64_t t0 = tfirst / BR * BR; t0 < T; t0 += BR) {
       int br = (int)(T - t0 < BR ? T - t0 : BR);
-      const float *q = rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
-      const float *go = rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g, &ldg);
+      const float *q = gather_q ? (ldq = D, b->q_h + t0 * D) : rows_f32(a->dt, a->q, &L->q, L->H, bh, t0, br, D, b->q, &ldq);
+      const float *go = gather_g ? (ldg = Dv, b->g_h + t0 * Dv)
+                                 : rows_f32(a->dt, a->dout, &L->dout, L->H, bh, t0, br, Dv, b->g, &ldg);
       band cols = diag_band(a, BAND_COLS, bc, t0, s0);
       band kend = {cols.kind ? BAND_K_END : BAND_NONE, cols.d}, kbeg = {cols.kind ? BAND_K_BEGIN : BAND_NONE, cols.d};
       memset(b->s, 0, (size_t)(br * bc) * sizeof(float));
@@ -487,11 +548,11 @@ int lab_flash_attn_bwd(const lab_flash_args *a) {
 #pragma omp parallel reduction(| : failed)
   {
     bwd_bufs b = {0};
-    if (bwd_alloc(&b, a->D, a->Dv) < 0) failed = 1;
+    if (bwd_alloc(&b, a->T, a->D, a->Dv) < 0) failed = 1;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < a->BH; bh++)
       if (!failed) bwd_head(a, &L, &b, bh);
-    if (!failed) free(b.q);
+    if (!failed) free(b.q), free(b.q_h);
   }
   return failed ? -1 : 0;
 }

@@ -115,6 +115,13 @@ T.test("flash with bf16 and f16 inputs (f32 sums) = math in f64 on the rounded i
   compare("f16 causal", { 1, 2, 70, 64 }, 70, 64, true, "f16", 3e-3)
 end)
 
+T.test("heads over the kernel's per-thread cache (8 MiB) take the per-tile path", function()
+  -- S x (D + Dv) x 4 bytes = 600 x 4096 x 4 > 8 MiB: the keys (forward) and the queries and dO
+  -- (backward) are gathered tile by tile instead of once per head; T != S on one side
+  compare("f32 causal, heads of 9.8 MB", { 1, 1, 600, 2048 }, 600, 2048, true, "f32", 2e-5)
+  compare("bf16, heads of 8.5-9.5 MB", { 1, 1, 520, 2048 }, 580, 2048, false, "bf16", 2e-2)
+end)
+
 T.test("causal with T > S: queries that see no key give 0 and no gradient", function()
   local q = lab.randn(1, 1, 6, 4):requires_grad_()
   local k, v = lab.randn(1, 1, 2, 4):requires_grad_(), lab.randn(1, 1, 2, 4):requires_grad_()
