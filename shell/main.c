@@ -33,7 +33,8 @@ static const char *usage =
     "  --version            print the version, and whether CUDA is compiled in and finds a GPU\n"
     "  -h, --help           this text\n"
     "Environment: LLMLAB_THREADS (threads per rank), LLMLAB_CHECK_COLLECTIVES=1,\n"
-    "LLMLAB_WATCHDOG (seconds a collective may wait in the REPL or a checked script, 30),\n"
+    "LLMLAB_WATCHDOG (seconds a collective may wait in the REPL or a checked script, 30; in a\n"
+    "plain script only when set),\n"
     "LLMLAB_ERROR_TIMEOUT (seconds to wait for other ranks after an error, default 10).\n"
     "Plain `mpirun -np 4 llmlab` works too; as root add --allow-run-as-root.\n";
 
@@ -210,6 +211,11 @@ int main(int argc, char **argv) {
     lab_dist_set_guarded(1);
     const char *wd = getenv("LLMLAB_WATCHDOG");
     lab_board_set_watchdog(wd ? atof(wd) : 30.0);
+  } else if (getenv("LLMLAB_WATCHDOG")) {
+    /* plain scripts wait in collectives guarded too (stepper_arm_batch), but with no watchdog
+     * unless asked: set, a rank that never arrives is reported (what every rank is doing)
+     * instead of hanging the job. The test suite sets it, so that a hang says where it was. */
+    lab_board_set_watchdog(atof(getenv("LLMLAB_WATCHDOG")));
   }
   if (o.plan) { /* the planner is arithmetic: one rank answers */
     session_set_args(L, argv, argc, o.plan - 1);

@@ -42,6 +42,16 @@ elapsed=$(( $(date +%s) - start ))
   && echo "$err" | grep -q "did not finish within 2 s" && [ $elapsed -lt 30 ]
 check "a failed rank with others stuck in a collective aborts after the timeout ($elapsed s)" $?
 
+# rank 1 waits in an all_reduce rank 0 never calls (no rank fails): with LLMLAB_WATCHDOG set, a
+# plain script reports it with what every rank is doing instead of hanging
+start=$(date +%s)
+err="$(LLMLAB_WATCHDOG=1 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(4)) end' 2>&1)"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: all_reduce: watchdog: no progress for 1 s on world" \
+  && echo "$err" | grep -q "rank 1: in all_reduce(4 x f32)" && [ $elapsed -lt 30 ]
+check "LLMLAB_WATCHDOG reports a rank the others left in a collective ($elapsed s)" $?
+
 printf 'x = 21\n=x * 2\n' | "$LLMLAB" -n 2 > "$TMP/piped.txt"
 grep -q "^\[0-1\] 42$" "$TMP/piped.txt"; check "REPL reads piped input without a terminal" $?
 
