@@ -197,6 +197,10 @@ void lab_board_stall_shown(void) {
   for (int i = 0; i < nslots; i++) __atomic_store(&slots[i].shown, &covered[i], __ATOMIC_RELEASE);
 }
 
+int lab_board_in_wait(void) {
+  return slots && __atomic_load_n(&slots[me].state, __ATOMIC_ACQUIRE) == LAB_IN_COLLECTIVE;
+}
+
 int lab_board_wait_shown(void) {
   if (!slots) return 0;
   slot *s = &slots[me];

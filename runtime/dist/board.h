@@ -64,6 +64,7 @@ int lab_board_monitored(void);
 char *lab_board_stalled(double seconds);
 void lab_board_stall_shown(void);
 int lab_board_wait_shown(void); /* this rank's current wait was in a printed report */
+int lab_board_in_wait(void);    /* this rank's slot shows it in a collective (what rank 0 reports) */
 
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);

@@ -34,14 +34,16 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
     double wd = lab_board_watchdog(), waited = lab_now() - t0;
     /* in the REPL (monitored) rank 0 prints the board once a wait passes wd: this wait gives up
      * when that report has shown it, so the report always has it; if none has within
-     * REPORT_LATE_S more (rank 0's watcher starved for a core, a wait resumed after a debugger
-     * pause, a rank on another node), it reports the board itself, as unmonitored waits do */
-    if (wd > 0 && waited > wd && lab_board_monitored() && lab_board_wait_shown()) {
+     * REPORT_LATE_S more (rank 0's watcher starved for a core, a rank on another node), or none
+     * can (the board shows this rank running again: a wait resumed after a debugger pause), it
+     * reports the board itself, as unmonitored waits do */
+    int monitored = lab_board_monitored() && lab_board_in_wait();
+    if (wd > 0 && waited > wd && monitored && lab_board_wait_shown()) {
       lab_group_poison(g);
       return lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived (the report above shows every rank)",
                       wd, g->name);
     }
-    if (wd > 0 && waited > wd && (!lab_board_monitored() || waited > wd + REPORT_LATE_S)) {
+    if (wd > 0 && waited > wd && (!monitored || waited > wd + REPORT_LATE_S)) {
       char *report = lab_board_report();
       lab_group_poison(g);
       lab_fail(op, "watchdog: no progress for %.0f s on %s; a rank never arrived. What every rank is doing:%s", wd,
