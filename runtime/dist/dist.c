@@ -753,15 +753,16 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   return work ? start(bg, bw, work, out, in, 0) : 0;
 }
 
-static int peer_check(const char *op, lab_group *g, int peer, const char *what) {
+static int peer_check(const char *op, lab_group *g, int peer, const char *what, int tag) {
   if (root_check(op, g, peer, what) < 0) return -1;
   if (peer == g->rank) return lab_fail(op, "%s %d is this rank itself", what, peer);
+  if (tag < 0 || tag > LAB_P2P_TAG_MAX) return lab_fail(op, "tag %d is out of range (0 to %d)", tag, LAB_P2P_TAG_MAX);
   return 0;
 }
 
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
   const char *name = "send";
-  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst") < 0) return -1;
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, dst, "dst", tag) < 0) return -1;
   lab_coll_path path;
   if (route(name, g, t, NULL, 1, &path) < 0) return -1;
   if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 0, 0, st_send, &(coll_args){.root = dst, .tag = tag}, work);
@@ -774,7 +775,7 @@ int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
 
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
   const char *name = "recv";
-  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src") < 0) return -1;
+  if (member_check(name, g) < 0 || contiguous_check(name, "the", t) < 0 || peer_check(name, g, src, "src", tag) < 0) return -1;
   lab_coll_path path;
   if (route(name, g, t, NULL, 1, &path) < 0) return -1;
   if (path == LAB_PATH_STAGED) return staged(g, t, NULL, 1, 0, st_recv, &(coll_args){.root = src, .tag = tag}, work);

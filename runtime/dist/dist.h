@@ -130,6 +130,7 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
  * their splits: what rank i sends to j must be what j expects from i. */
 int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_splits, lab_tensor *in,
                           const int64_t *in_splits, lab_work **work);
+#define LAB_P2P_TAG_MAX 32766 /* tags are 0..this (MPI guarantees 32767; the backend keeps the last) */
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work);
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work);
 int lab_barrier(lab_group *g);

@@ -351,9 +351,30 @@ static int recv_test_fn(void *ctx, int *done) {
   return 0;
 }
 
+/* a send posted since the last recovery: it may have completed with nobody receiving it
+ * (MPI's eager sends), which recovery checks (mpi_recover.c, drain_p2p) */
+static int sent_since_recover;
+
+int lab_mpi_sent_since_recover(int clear) {
+  int s = sent_since_recover;
+  if (clear) sent_since_recover = 0;
+  return s;
+}
+
+const char *lab_mpi_p2p_describe(const void *msg, int64_t bytes, char *buf, size_t n) {
+  p2p_trailer tr;
+  if (bytes < (int64_t)sizeof tr) {
+    snprintf(buf, n, "a message of %lld bytes", (long long)bytes);
+    return buf;
+  }
+  memcpy(&tr, (const char *)msg + bytes - (int64_t)sizeof tr, sizeof tr);
+  return sent_str(&tr, bytes - (int64_t)sizeof tr, buf, n);
+}
+
 static int m_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   if (count_check("send", count) < 0) return -1;
+  sent_since_recover = 1;
   MPI_Datatype type;
   if (work) { /* the trailer lives in the work object until the request completes */
     lab_backend_work *w = new_work();

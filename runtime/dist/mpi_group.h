@@ -46,6 +46,13 @@ MPI_Op lab_mpi_op(int redop, int dtype);
 /* the backend's recover op (mpi_recover.c) */
 int lab_mpi_recover(void);
 
+/* Point-to-point (mpi.c): the tag recovery's fences use (user tags stay below it, dist.h's
+ * LAB_P2P_TAG_MAX); whether any send was posted since the last recovery (clear: forget it);
+ * what a message that ends in mpi.c's trailer carries ("f32[4]", or "a message of N bytes"). */
+#define LAB_P2P_FENCE_TAG (LAB_P2P_TAG_MAX + 1)
+int lab_mpi_sent_since_recover(int clear);
+const char *lab_mpi_p2p_describe(const void *msg, int64_t bytes, char *buf, size_t n);
+
 /* What a guarded wait that gave up leaves behind: its request, to be completed by recovery. */
 typedef struct {
   int ch;

@@ -314,9 +314,112 @@ static int any_poisoned(void) {
   return 0;
 }
 
+/* ---- point-to-point messages that no receive took ----
+ * A send that fits MPI's eager limit completes without its receiver, and its message waits in
+ * the receiver's queue: a later recv from that rank with that tag, chunks later, would take
+ * it instead of the message meant for it, silently. PyTorch's send is synchronous (it returns
+ * once received), so a send belongs to the chunk that makes it. After a chunk in which any
+ * rank sent, every rank sends a fence (an empty message with a tag no user may take) to every
+ * peer of every group it belongs to, on the channel user messages travel, and takes every
+ * message that arrives from that peer before the fence (MPI keeps one sender's messages in
+ * order): each is reported on stderr, naming both ranks, and dropped. An abandoned send (one
+ * too large to complete alone, whose wait the watchdog or a Ctrl-C ended) completes this way
+ * too, instead of costing its communicator. */
+
+typedef struct {
+  lab_group *g;
+  int peer;
+  int fenced;        /* its fence arrived */
+  MPI_Request req;   /* a dropped message being received, or MPI_REQUEST_NULL */
+  void *buf;
+  MPI_Status st;
+} p2p_peer;
+
+static void report_drop(p2p_peer *p, int64_t bytes) {
+  char what[80];
+  lab_mpi_p2p_describe(p->buf, bytes, what, sizeof what);
+  lab_group *g = p->g, *w = lab_dist_world();
+  fprintf(stderr, "rank %d: dropped a message from rank %d (%s, tag %d)%s%s%s that no recv took before the "
+          "chunk ended: a send must be received in the chunk that sends it\n", g->world_ranks[g->rank],
+          g->world_ranks[p->peer], what, p->st.MPI_TAG, g == w ? "" : " in group '", g == w ? "" : g->name,
+          g == w ? "" : "'");
+  fflush(stderr);
+}
+
+/* fences every peer and drops what came before each fence; a peer whose fence never came (or
+ * a message that never completed) marks its group's data channel broken */
+static void drain_p2p(req_list *posted, key_set *broken) {
+  int n = 0;
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    mpi_group *mg = member_impl(lab_dist_group_at(i));
+    if (mg && !mg->lost) n += lab_dist_group_at(i)->size - 1;
+  }
+  p2p_peer *ps = calloc((size_t)n + 1, sizeof *ps);
+  if (!ps) return;
+  n = 0;
+  for (int i = 0; i < lab_dist_group_count(); i++) {
+    lab_group *g = lab_dist_group_at(i);
+    mpi_group *mg = member_impl(g);
+    if (!mg || mg->lost) continue;
+    for (int p = 0; p < g->size; p++) {
+      if (p == g->rank) continue;
+      MPI_Request req;
+      if (MPI_Isend(NULL, 0, MPI_BYTE, p, LAB_P2P_FENCE_TAG, mg->ch[LAB_CH_DATA].comm, &req) == MPI_SUCCESS)
+        add_req(posted, req, NULL, NULL);
+      ps[n++] = (p2p_peer){.g = g, .peer = p, .req = MPI_REQUEST_NULL};
+    }
+  }
+  double end = lab_now() + recover_deadline_s();
+  struct timespec nap = {0, 100000};
+  for (int left = n; left > 0 && lab_now() <= end;) {
+    left = 0;
+    for (int i = 0; i < n; i++) {
+      p2p_peer *p = &ps[i];
+      MPI_Comm comm = ((mpi_group *)p->g->impl)->ch[LAB_CH_DATA].comm;
+      if (p->req != MPI_REQUEST_NULL) { /* a dropped message still arriving */
+        int done = 0;
+        MPI_Status st;
+        MPI_Test(&p->req, &done, &st);
+        if (!done) {
+          left++;
+          continue;
+        }
+        MPI_Count bytes = 0;
+        MPI_Get_elements_x(&st, MPI_BYTE, &bytes);
+        report_drop(p, (int64_t)bytes);
+        free(p->buf);
+        p->buf = NULL;
+      }
+      if (p->fenced) continue;
+      left++;
+      int found = 0;
+      MPI_Message msg;
+      if (MPI_Improbe(p->peer, MPI_ANY_TAG, comm, &found, &msg, &p->st) != MPI_SUCCESS || !found) continue;
+      MPI_Count bytes = 0;
+      MPI_Get_elements_x(&p->st, MPI_BYTE, &bytes);
+      p->buf = malloc((size_t)bytes + 1);
+      if (!p->buf || MPI_Imrecv(p->buf, (int)bytes, MPI_BYTE, &msg, &p->req) != MPI_SUCCESS) break;
+      if (p->st.MPI_TAG == LAB_P2P_FENCE_TAG) {
+        p->fenced = 1;
+        add_req(posted, p->req, p->buf, NULL); /* empty: completes with the rest */
+        p->req = MPI_REQUEST_NULL;
+        p->buf = NULL;
+      }
+    }
+    if (left) nanosleep(&nap, NULL);
+  }
+  for (int i = 0; i < n; i++) {
+    if (ps[i].req != MPI_REQUEST_NULL) add_req(posted, ps[i].req, ps[i].buf, NULL); /* complete_all decides */
+    else free(ps[i].buf);
+    if (!ps[i].fenced) set_add(broken, ((mpi_group *)ps[i].g->impl)->key, LAB_CH_DATA);
+  }
+  free(ps);
+}
+
 int lab_mpi_recover(void) {
-  int mine = pending != NULL || any_poisoned(), any = 0;
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  /* bit 1: something abandoned or poisoned; bit 2: a send was posted (drain_p2p) */
+  int mine = (pending != NULL || any_poisoned()) | (lab_mpi_sent_since_recover(1) ? 2 : 0), any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD);
   if (!any) return 0;
   reports rp = {0};
   if (gather_reports(&rp) < 0) return 0;
@@ -346,6 +449,7 @@ int lab_mpi_recover(void) {
   for (abandoned_req *a = pending; a; a = a->next)
     if (!a->settled && a->info.seq < 0 && !a->info.is_send && !set_has(&broken, a->key, a->info.ch))
       MPI_Cancel(&a->req);
+  if (any & 2) drain_p2p(&posted, &broken);
   /* 3: everything completes, or what did not marks its channel broken */
   complete_all(&posted);
   for (abandoned_req *a = pending; a; a = a->next)

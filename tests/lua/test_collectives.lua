@@ -180,6 +180,10 @@ T.test("bad input gives clear errors and leaves the job usable", function()
     "all_gather", "f64", "f32")
   T.raises(function() dist.reduce_scatter(lab.zeros(2), lab.ones(2 * n + 1)) end, "reduce_scatter")
   T.raises(function() dist.send(lab.ones(1), r) end, rr, "send", "this rank itself")
+  if n > 1 then -- tags are 0..32766: recovery's fences use the last tag MPI guarantees
+    T.raises(function() dist.send(lab.ones(1), (r + 1) % n, { tag = 32767 }) end, rr, "send", "tag 32767 is out of range (0 to 32766)")
+    T.raises(function() dist.recv(lab.ones(1), (r + 1) % n, { tag = -1 }) end, rr, "recv", "tag -1 is out of range")
+  end
   T.raises(function() dist.new_group({ 0, n }) end, rr, "new_group", "not in the world")
   T.raises(function() dist.all_reduce("x") end, rr, "expected a tensor")
   -- checked mode: ranks disagreeing on a collective all get an error naming each call
