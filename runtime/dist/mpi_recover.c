@@ -339,8 +339,8 @@ static void report_drop(p2p_peer *p, int64_t bytes) {
   char what[80];
   lab_mpi_p2p_describe(p->buf, bytes, what, sizeof what);
   lab_group *g = p->g, *w = lab_dist_world();
-  fprintf(stderr, "rank %d: dropped a message from rank %d (%s, tag %d)%s%s%s that no recv took before the "
-          "chunk ended: a send must be received in the chunk that sends it\n", g->world_ranks[g->rank],
+  fprintf(stderr, "rank %d: dropped a message from rank %d (%s, tag %d)%s%s%s that no recv took: a send "
+          "must be received before the chunk or script that sends it ends\n", g->world_ranks[g->rank],
           g->world_ranks[p->peer], what, p->st.MPI_TAG, g == w ? "" : " in group '", g == w ? "" : g->name,
           g == w ? "" : "'");
   fflush(stderr);

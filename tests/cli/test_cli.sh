@@ -33,6 +33,13 @@ rc=$?
 [ $rc -ne 0 ] && echo "$err" | grep -q "rank 0: .*bad on every rank" && echo "$err" | grep -q "rank 1: .*bad on every rank"
 check "errors on all ranks are each printed with the rank, exit non-zero" $?
 
+# a send nobody receives: reported and dropped when the script ends (MPI_Finalize discarded it
+# silently); the script itself succeeded
+err="$(timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 0 then lab.dist.send(lab.ones(4), 1) end' 2>&1 >/dev/null)"
+rc=$?
+[ $rc -eq 0 ] && echo "$err" | grep -qF "rank 1: dropped a message from rank 0 (f32[4], tag 0) that no recv took"
+check "a send never received is reported at the end of the script" $?
+
 # rank 1 fails while rank 0 waits in all_reduce: reported and aborted, not hung
 start=$(date +%s)
 err="$(LLMLAB_ERROR_TIMEOUT=2 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then error("planted failure") end lab.dist.all_reduce(lab.ones(4))' 2>&1)"
