@@ -11,15 +11,17 @@
  * Its outer loop walks key tiles (so dK and dV of a tile stay in cache), its inner loop the
  * query tiles that see them, dQ summing in f32 in the caller's work buffer.
  *
- * Causal masking skips the tiles that are fully masked (half the work at S = T) and masks
- * elementwise only on tiles that straddle the diagonal. Threads: the forward runs (head,
- * query tile) tasks, the backward one head per task (dQ of a head is summed by one thread). All
- * products go through mm_acc, a register-blocked loop (4 rows x 16 columns of accumulators)
- * that the compiler turns into FMA vector code.
+ * Causal masking skips the tiles that are fully masked (half the work at S = T); on tiles that
+ * straddle the diagonal each product stops where the mask begins (a band per row block) and
+ * the softmax never reads a masked score. Threads: the forward runs (head, query tile) tasks,
+ * the backward one head per task (dQ of a head is summed by one thread). All products go
+ * through mm_acc, a register-blocked loop (6 rows x 16 columns of accumulators) that the
+ * compiler turns into FMA vector code.
  *
  * Operands are read and results written through their layouts (lab_flash_layout: a row of
  * problem bh at b sb + h sh + r st), so head views of a [B, T, 3C] projection and [B, T, H, D]
- * outputs need no copies; tiles are gathered row by row into the f32 tile buffers. */
+ * outputs need no copies; rows that are not adjacent f32 are gathered into f32 buffers, once
+ * per head and thread where a head fits HEAD_CACHE_BYTES, else tile by tile. */
 #include "flash_attention.h"
 
 #include <math.h>
