@@ -49,13 +49,14 @@ void ll_free_dir(char **names, size_t n) {
   free(names);
 }
 
-/* appends the regular files under dir to the table at the top of L's stack. (Only
- * lua_pushstring can raise here, on memory exhaustion; the name lists of the directories
- * being walked would then be lost, which is the one leak this accepts.) */
-static void walk(lua_State *L, const char *dir, int depth) {
+/* appends the regular files under dir to the table at the top of L's stack; -1 (errno set)
+ * when dir itself cannot be read (below the root such a directory is skipped, as find does).
+ * (Only lua_pushstring can raise here, on memory exhaustion; the name lists of the
+ * directories being walked would then be lost, which is the one leak this accepts.) */
+static int walk(lua_State *L, const char *dir, int depth) {
   size_t n = 0;
   char **names = ll_read_dir(dir, &n);
-  if (!names) return; /* unreadable below the root: skipped, as find does */
+  if (!names) return -1;
   const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
   for (size_t i = 0; i < n; i++) {
     char path[PATH_MAX];
@@ -63,13 +64,14 @@ static void walk(lua_State *L, const char *dir, int depth) {
     struct stat st;
     if (len < 0 || (size_t)len >= sizeof path || lstat(path, &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      if (depth < MAX_DEPTH) walk(L, path, depth + 1);
+      if (depth < MAX_DEPTH) (void)walk(L, path, depth + 1);
     } else if (S_ISREG(st.st_mode)) {
       lua_pushstring(L, path);
       lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     }
   }
   ll_free_dir(names, n);
+  return 0;
 }
 
 /* lab._list_files(root) -> sorted list of the regular files' paths (root/..../name), or nil
@@ -86,16 +88,12 @@ static int l_list_files(lua_State *L) {
     lua_pushstring(L, why);
     return 2;
   }
-  size_t n = 0;
-  char **probe = ll_read_dir(root, &n);
-  if (!probe) {
+  lua_newtable(L);
+  if (walk(L, root, 0) < 0) {
     lua_pushnil(L);
     lua_pushstring(L, strerror(errno));
     return 2;
   }
-  ll_free_dir(probe, n);
-  lua_newtable(L);
-  walk(L, root, 0);
   return 1;
 }
 

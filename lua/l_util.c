@@ -42,15 +42,22 @@ static const char *fn_prefix(lua_State *L, char *buf, size_t n) {
   return buf;
 }
 
+/* raises when t is a ZeRO-3 parameter whose storage is sharded away (its bytes exist only while
+ * its module computes) */
+static void check_not_sharded(lua_State *L, const lab_tensor *t, int idx) {
+  char fn[96];
+  if (!t->storage->data && t->storage->nbytes > 0)
+    ll_error(L, "%stensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
+             "while its module computes, called through the ZeRO engine (a weight used outside "
+             "its module's forward, as a tied head, must be marked p.shared = true before "
+             "lab.zero.wrap)", fn_prefix(L, fn, sizeof fn), idx);
+}
+
 lab_tensor *ll_test_tensor(lua_State *L, int idx) {
   lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
   char fn[96];
   if (box && !*box) ll_error(L, "%stensor argument %d was already closed", fn_prefix(L, fn, sizeof fn), idx);
-  if (box && !(*box)->storage->data && (*box)->storage->nbytes > 0)
-    ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
-             "while its module computes, called through the ZeRO engine (a weight used outside "
-             "its module's forward, as a tied head, must be marked p.shared = true before "
-             "lab.zero.wrap)", idx);
+  if (box) check_not_sharded(L, *box, idx);
   return box ? *box : NULL;
 }
 
@@ -66,19 +73,9 @@ lab_tensor *ll_check_tensor_meta(lua_State *L, int idx) {
 }
 
 lab_tensor *ll_check_tensor(lua_State *L, int idx) {
-  lab_tensor **box = luaL_testudata(L, idx, LAB_TENSOR_MT);
-  char fn[96];
-  if (!box) {
-    ll_error(L, "%sexpected a tensor as argument %d, got %s", fn_prefix(L, fn, sizeof fn), idx, luaL_typename(L, idx));
-    return NULL;
-  }
-  if (!*box) ll_error(L, "%stensor argument %d was already closed", fn_prefix(L, fn, sizeof fn), idx);
-  if (!(*box)->storage->data && (*box)->storage->nbytes > 0)
-    ll_error(L, "tensor argument %d is a sharded parameter (ZeRO-3): its full value exists only "
-             "while its module computes, called through the ZeRO engine (a weight used outside "
-             "its module's forward, as a tied head, must be marked p.shared = true before "
-             "lab.zero.wrap)", idx);
-  return *box;
+  lab_tensor *t = ll_check_tensor_meta(L, idx);
+  check_not_sharded(L, t, idx);
+  return t;
 }
 
 /* Lua's collector does not see tensor bytes: after enough allocation, collect so that

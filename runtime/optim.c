@@ -36,7 +36,7 @@ int lab_adamw_multi_(int count, lab_tensor **p, lab_tensor **g, lab_tensor **m, 
   for (int i = 0; i < count; i++) {
     lab_device dev;
     if (adamw_check(p[i], g[i], m[i], v[i], &dev) < 0) return -1;
-    same = same && p[i]->dtype == p[0]->dtype && dev.type == d0.type && dev.index == d0.index;
+    same = same && p[i]->dtype == p[0]->dtype && lab_device_eq(dev, d0);
   }
   const lab_device_ops *ops = lab_device_ops_of(d0.type);
   void **pp = same && ops->adamw_multi ? malloc(sizeof(void *) * 4 * (size_t)count) : NULL;
