@@ -322,19 +322,21 @@ function MoE:dispatch_sorted(x, choice, gates, counts)
     offset[p] = {}
     for e = 1, El do offset[p][e], o = o, o + recv_counts[p][e] end
   end
+  -- An expert that received no rows still runs, on zero rows taken from recv: the output
+  -- stays in the graph, so a rank whose experts got nothing joins the backward all-to-alls
+  -- the others enter (a fresh zeros(0, d) deadlocked them), and its experts' gradients are
+  -- zeros, as the single-rank twin's slices of them are.
   local outs, order, total = {}, {}, 0
   for e = 1, El do
     local rows = {}
     for p = 1, #recv_counts do
       for i = 0, recv_counts[p][e] - 1 do rows[#rows + 1] = offset[p][e] + i end
     end
-    if #rows > 0 then
-      outs[#outs + 1] = self:ffn(lab.embedding(ids(rows), recv), e)
-      for _, r in ipairs(rows) do total = total + 1; order[r + 1] = total - 1 end
-    end
+    outs[e] = self:ffn(lab.embedding(ids(rows), recv), e)
+    for _, r in ipairs(rows) do total = total + 1; order[r + 1] = total - 1 end
   end
-  local computed = #outs > 0 and lab.cat(outs, 1) or lab.zeros(0, d)
-  local arrived = o > 0 and lab.embedding(ids(order), computed) or computed
+  local computed = lab.cat(outs, 1)
+  local arrived = lab.embedding(ids(order), computed)
   local back = arrived
   if P > 1 then
     back = lab.autograd.dist.all_to_all_single(arrived, { input_split_sizes = out_splits, output_split_sizes = in_splits, group = self.group })

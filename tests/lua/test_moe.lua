@@ -211,6 +211,35 @@ for _, opts in ipairs({
   end)
 end
 
+-- Router collapse: a zero router makes every probability equal and every token pick expert 1
+-- (ties go low), so under EP the ranks holding the other experts receive no rows from any
+-- rank. Their experts must still join the backward all-to-alls (the old code built their
+-- output as a fresh lab.zeros(0, d) outside the graph and deadlocked) and get zero gradients,
+-- and the layer must train as its twin does for a few AdamW steps.
+for _, k in ipairs({ 1, 2 }) do
+  T.test(string.format("EP=%d: every token routed to expert 1 (top-%d, no capacity) trains as its twin", n, k), function()
+    local full, ep = ep_pair({ experts = 4, top_k = k, d_ff = 8 })
+    lab.no_grad(function() full.router.weight:zero_(); ep.router.weight:zero_() end)
+    local Nl = 4
+    local X, W = lab.randn(n * Nl, 6), lab.randn(n * Nl, 6)
+    local xl, wl = X:narrow(1, r * Nl + 1, Nl):contiguous(), W:narrow(1, r * Nl + 1, Nl):contiguous()
+    local of = lab.optim.AdamW(full:parameters(), { lr = 1e-2 })
+    local oe = lab.optim.AdamW(ep:parameters(), { lr = 1e-2 })
+    for step = 1, 3 do
+      of:zero_grad(); oe:zero_grad()
+      ;((full(X) * W):sum() / (n * Nl) + full.aux_loss * 0.1):backward()
+      ;((ep(xl) * wl):sum() / Nl + ep.aux_loss * 0.1):backward()
+      lab.moe.sync_gradients(ep, { dp_group = world })
+      if step == 1 then
+        T.eq(full.stats.tokens_per_expert[1], n * Nl, "step 1: every token chose expert 1")
+        check_every_grad(ep, full, "collapsed routing, step 1")
+      end
+      of:step(); oe:step()
+    end
+    check_every_grad(ep, full, "collapsed routing, after 3 steps")
+  end)
+end
+
 local function gpt_cfg(moe)
   return { vocab = 16, d_model = 8, n_layer = 2, n_head = 2, seq_len = 4, d_ff = 12, moe = moe }
 end
