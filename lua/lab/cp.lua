@@ -231,6 +231,10 @@ function cp.ring_attention(q, k, v, opts)
         if step > 0 then kc:close(); vc:close() end -- a received block, done with
         kc, vc = kn, vn
       end
+      -- the merge works in f32 (the log-sum-exp is f32, and the partial outputs are summed
+      -- at its precision); the output goes back in q's dtype, so the gradient that comes
+      -- back is in it too, as the 16-bit kernels' backward requires
+      o = o:to(qq.dtype)
       ctx:save_for_backward(qq, kk, vv, o, lse)
       return o
     end,
