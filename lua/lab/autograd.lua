@@ -20,7 +20,8 @@ function M.gradcheck(fn, inputs, opts)
   if not lab.is_tensor(out) then errors.raise("lab.autograd.gradcheck", "the function returned a %s, not a tensor", type(out)) end
   local state = lab.get_rng_state()
   lab.manual_seed(12345)
-  local v = lab.randn(out.shape, { dtype = "f64" }):to(out.dtype)
+  -- drawn on the cpu (the same projection whatever the device), then moved to out's
+  local v = lab.randn(out.shape, { dtype = "f64", device = "cpu" }):to(out.dtype):to(out.device)
   lab.set_rng_state(state)
   for _, x in ipairs(inputs) do
     if lab.is_tensor(x) and x.requires_grad then x.grad = nil end

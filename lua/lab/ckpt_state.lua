@@ -160,7 +160,7 @@ function state.entries(st, for_load, src_optimizer)
           end
           local s = {}
           for _, k in ipairs(want) do
-            local t = lab.mem.tag(lab.zeros(p.shape, { dtype = p.dtype }), "optimizer")
+            local t = lab.mem.tag(lab.zeros(p.shape, { dtype = p.dtype, device = p.device }), "optimizer")
             if k == "momentum_buffer" then s = t else s[MOMENT_FIELDS[k] or k] = t end
             add("optim." .. info.name .. "." .. k, t, info.desc)
           end

@@ -60,14 +60,14 @@ end
 
 -- the additive causal mask of queries at qpos against keys at kpos: 0 where the key is at
 -- or before the query, -1e30 after; nil when nothing is masked, false when everything is
-local function causal_mask(qpos, kpos)
+local function causal_mask(qpos, kpos, device)
   local qmin, qmax, kmin, kmax = math.huge, -math.huge, math.huge, -math.huge
   for _, p in ipairs(qpos) do qmin, qmax = math.min(qmin, p), math.max(qmax, p) end
   for _, p in ipairs(kpos) do kmin, kmax = math.min(kmin, p), math.max(kmax, p) end
   if kmin > qmax then return false end
   if kmax <= qmin then return nil end
-  local q = lab.tensor(qpos, { dtype = "f32" }):view(#qpos, 1)
-  local k = lab.tensor(kpos, { dtype = "f32" }):view(1, #kpos)
+  local q = lab.tensor(qpos, { dtype = "f32", device = device }):view(#qpos, 1)
+  local k = lab.tensor(kpos, { dtype = "f32", device = device }):view(1, #kpos)
   return k:gt(q):to("f32") * -1e30
 end
 
@@ -176,7 +176,7 @@ end
 
 -- starts sending a to the next rank and receiving b's twin from the previous
 local function pass_on(g, a, nxt, prv, tag)
-  local got = lab.empty(a.shape, { dtype = a.dtype })
+  local got = lab.empty(a.shape, { dtype = a.dtype, device = a.device })
   return got, { lab.dist.isend(a, nxt, { group = g, tag = tag }), lab.dist.irecv(got, prv, { group = g, tag = tag }) }
 end
 local function wait_all(hs) for _, h in ipairs(hs) do h:wait() end end
@@ -205,7 +205,7 @@ function cp.ring_attention(q, k, v, opts)
   local flash = flash_ok(q) and opts.impl ~= "math" -- opts.impl = 'math': the materialised blocks
   local function mask_for(src)
     if not causal then return nil end
-    return causal_mask(pos[r], pos[src])
+    return causal_mask(pos[r], pos[src], q.device)
   end
   local F = lab.autograd.Function {
     forward = function(ctx, qq, kk, vv)
@@ -312,7 +312,7 @@ function cp.allgather_attention(q, k, v, opts)
     for j = 0, n - 1 do
       for _, p in ipairs(cp.positions(Tl * n, n, j, opts.zigzag)) do kpos[#kpos + 1] = p end
     end
-    local mask = causal_mask(cp.positions(Tl * n, n, r, opts.zigzag), kpos)
+    local mask = causal_mask(cp.positions(Tl * n, n, r, opts.zigzag), kpos, q.device)
     if mask then s = s + mask end
   end
   return s:softmax(4):matmul(vall)
@@ -348,7 +348,7 @@ function CPGPT:forward(ids, targets)
   local T = ids.shape[2]
   local pos = cp.positions(T, n, r, self.zigzag)
   local mine = cp.shard(ids, 2, { group = g, zigzag = self.zigzag }):contiguous()
-  local x = self.drop(self.wte(mine) + self.wpe(lab.tensor(pos, { dtype = "i64" })))
+  local x = self.drop(self.wte(mine) + self.wpe(lab.tensor(pos, { dtype = "i64", device = mine.device })))
   local attend = self.attention == "ring" and cp.ring_attention or cp.allgather_attention
   local B, Tl, C, H = x.shape[1], x.shape[2], cfg.d_model, cfg.n_head
   for _, block in self.blocks:iter() do

@@ -61,7 +61,8 @@ function data.text_batch(corpus, B, T)
   errors.posint("lab.data.text_batch", 3, T, "tokens")
   if T + 1 >= corpus.n then errors.raise("lab.data.text_batch", "windows of %d tokens do not fit in a corpus of %d", T + 1, corpus.n) end
   local starts = lab.randint(0, corpus.n - T - 1, { B }):tolist()
-  local ids, tg = lab.empty(B, T, { dtype = "i64" }), lab.empty(B, T, { dtype = "i64" })
+  local dev = corpus.tokens.device -- the batch is where the corpus is
+  local ids, tg = lab.empty(B, T, { dtype = "i64", device = dev }), lab.empty(B, T, { dtype = "i64", device = dev })
   for b = 1, B do
     local s = starts[b] + 1
     ids[b] = corpus.tokens:slice(1, s, s + T - 1)

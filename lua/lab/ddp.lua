@@ -74,8 +74,8 @@ function ddp.wrap(model, opts)
   for i = #named, 1, -1 do
     local p = named[i][2]
     local bytes = p:numel() * p:element_size()
-    if not current or current.bytes + bytes > limit or current.dtype ~= p.dtype then
-      current = { params = {}, bytes = 0, numel = 0, dtype = p.dtype }
+    if not current or current.bytes + bytes > limit or current.dtype ~= p.dtype or current.device ~= p.device then
+      current = { params = {}, bytes = 0, numel = 0, dtype = p.dtype, device = p.device }
       self.buckets[#self.buckets + 1] = current
     end
     current.params[#current.params + 1] = p
@@ -86,7 +86,7 @@ function ddp.wrap(model, opts)
   -- after each step the parameters' .grad are views into these buffers, so they are the
   -- gradient memory (as in PyTorch's gradient_as_bucket_view)
   for _, b in ipairs(self.buckets) do
-    b.buffer = lab.mem.tag(lab.zeros(b.numel, { dtype = b.dtype }), "grad")
+    b.buffer = lab.mem.tag(lab.zeros(b.numel, { dtype = b.dtype, device = b.device }), "grad")
   end
 
   -- 3. a hook per parameter, run after autograd accumulated its gradient

@@ -39,9 +39,9 @@ function LoRALinear:init(base, opts)
   self:add("base", base)
   for _, p in ipairs(base:parameters()) do p:requires_grad_(false) end
   local bound = 1 / math.sqrt(base.n_in) -- A as a Linear's weight would be; B zero
-  local dtype = base.weight.dtype
-  self:param("lora_A", lab.empty(r, base.n_in, { dtype = dtype }):uniform_(-bound, bound))
-  self:param("lora_B", lab.zeros(base.n_out, r, { dtype = dtype }))
+  local dtype, device = base.weight.dtype, base.weight.device -- beside the base weight
+  self:param("lora_A", lab.empty(r, base.n_in, { dtype = dtype, device = device }):uniform_(-bound, bound))
+  self:param("lora_B", lab.zeros(base.n_out, r, { dtype = dtype, device = device }))
 end
 function LoRALinear:describe()
   return string.format("%d -> %d, r %d, alpha %g", self.n_in, self.n_out, self.r, self.alpha)

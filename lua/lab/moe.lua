@@ -136,7 +136,7 @@ local function top_k(probs, k)
   return out
 end
 
-local function one_hot(idx, E) -- idx: list of 1-based experts -> [N, E] f32
+local function one_hot(idx, E, device) -- idx: list of 1-based experts -> [N, E] f32 on device
   local rows = {}
   for t, e in ipairs(idx) do
     local r = {}
@@ -144,11 +144,12 @@ local function one_hot(idx, E) -- idx: list of 1-based experts -> [N, E] f32
     r[e] = 1
     rows[t] = r
   end
-  return lab.tensor(rows, { dtype = "f32" })
+  return lab.tensor(rows, { dtype = "f32", device = device })
 end
 
--- ids for lab.embedding (0-based; the index `zero` names an appended row of zeros)
-local function ids(list) return lab.tensor(list, { dtype = "i64" }) end
+-- ids for lab.embedding (0-based; the index `zero` names an appended row of zeros), on the
+-- device of the rows they index
+local function ids(list, device) return lab.tensor(list, { dtype = "i64", device = device }) end
 
 -- ---- forward ----
 
@@ -168,7 +169,7 @@ function MoE:forward(x)
   for j = 1, K do
     local col = {}
     for t = 1, N do col[t] = choice[t][j] end
-    onehots[j] = one_hot(col, E)
+    onehots[j] = one_hot(col, E, probs.device)
     gates[j] = (probs * onehots[j]):sum(2) -- [N], differentiable through probs
   end
   if self.normalize and K > 1 then
@@ -204,7 +205,7 @@ function MoE:forward(x)
     for e = 1, E do f[g][e] = group_counts[g][e] / (Ng * K) end
   end
   local P = probs:view(G, Ng, E):mean(2) -- [G, E]
-  self.aux_loss = (P * lab.tensor(f, { dtype = "f32" })):sum() * (E / G)
+  self.aux_loss = (P * lab.tensor(f, { dtype = "f32", device = P.device })):sum() * (E / G)
   local m = logits:detach():max(2, true)
   local lse = (logits - m):exp():sum(2):log() + m:view(N)
   self.z_loss = (lse * lse):mean()
@@ -219,12 +220,12 @@ end
 -- the weighted sum over k of the expert outputs gathered for each token
 local function combine(out_rows, slot_of, gates, N, d)
   local zero = out_rows.shape[1]
-  local padded = lab.cat({ out_rows, lab.zeros(1, d) }, 1)
+  local padded = lab.cat({ out_rows, lab.zeros(1, d, { dtype = out_rows.dtype, device = out_rows.device }) }, 1)
   local y
   for j = 1, #gates do
     local s = {}
     for t = 1, N do s[t] = slot_of[t][j] or zero end
-    local term = lab.embedding(ids(s), padded) * gates[j]:view(N, 1)
+    local term = lab.embedding(ids(s, padded.device), padded) * gates[j]:view(N, 1)
     y = y and y + term or term
   end
   return y
@@ -259,7 +260,7 @@ function MoE:dispatch_padded(x, choice, gates)
     end
   end
   self.capacity = C
-  local xin = lab.embedding(ids(src), lab.cat({ x, lab.zeros(1, d) }, 1)) -- [G*E*C, d]
+  local xin = lab.embedding(ids(src, x.device), lab.cat({ x, lab.zeros(1, d, { dtype = x.dtype, device = x.device }) }, 1)) -- [G*E*C, d]
   local P, El = self.ep, self.local_experts
   -- [G, P, El, C, d] -> [P, G, El, C, d]: the block for rank p is contiguous
   local send = xin:view(G, P, El, C, d):permute(2, 1, 3, 4, 5):contiguous():view(P * G * El * C, d)
@@ -295,7 +296,7 @@ function MoE:dispatch_sorted(x, choice, gates, counts)
     end
   end
   self.dropped_slots = {}
-  local xin = lab.embedding(ids(src), x) -- [N*K, d], expert-major
+  local xin = lab.embedding(ids(src, x.device), x) -- [N*K, d], expert-major
   local recv, recv_counts, in_splits, out_splits = xin, { counts }, nil, nil
   if P > 1 then
     -- how many rows every rank sends each of my experts: an all-to-all of the counts
@@ -332,11 +333,11 @@ function MoE:dispatch_sorted(x, choice, gates, counts)
     for p = 1, #recv_counts do
       for i = 0, recv_counts[p][e] - 1 do rows[#rows + 1] = offset[p][e] + i end
     end
-    outs[e] = self:ffn(lab.embedding(ids(rows), recv), e)
+    outs[e] = self:ffn(lab.embedding(ids(rows, recv.device), recv), e)
     for _, r in ipairs(rows) do total = total + 1; order[r + 1] = total - 1 end
   end
   local computed = lab.cat(outs, 1)
-  local arrived = lab.embedding(ids(order), computed)
+  local arrived = lab.embedding(ids(order, computed.device), computed)
   local back = arrived
   if P > 1 then
     back = lab.autograd.dist.all_to_all_single(arrived, { input_split_sizes = out_splits, output_split_sizes = in_splits, group = self.group })

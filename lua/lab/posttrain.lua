@@ -79,6 +79,16 @@ function posttrain.completion_logprobs(model, seqs, prompt_len, op)
   return posttrain.token_logprobs(logits:narrow(2, prompt_len, R), seqs:narrow(2, prompt_len + 1, R))
 end
 
+-- t on the device of model's parameters: batches made on the cpu (lab.data's tasks) are
+-- moved there, as TRL's trainers move each batch to the model's device, so a model moved
+-- with model:to(device) trains on them unchanged
+local function to_model(model, t)
+  local ps = model:parameters()
+  local dev = ps[1] and ps[1].device
+  if dev and t.device ~= dev then return t:to(dev) end
+  return t
+end
+
 -- -log sigmoid(x) as -log_softmax([0, x])[2]: stable for any x, with the exact gradient
 -- sigmoid(x) - 1 everywhere (x = 0 included, where the DPO loss starts)
 local function neg_log_sigmoid(x)
@@ -184,7 +194,7 @@ function DPO:loss(pairs)
     fail("DPO", "chosen [%s] and rejected [%s] must have one shape", table.concat(c.shape, ","), table.concat(r.shape, ","))
   end
   local B = c.shape[1]
-  local both = lab.cat({ c, r }, 1)
+  local both = to_model(self.policy, lab.cat({ c, r }, 1))
   local pi = posttrain.completion_logprobs(self.policy, both, pairs.prompt_len, "DPO"):sum(2)
   local ref = lab.no_grad(function()
     return posttrain.completion_logprobs(self.reference, both, pairs.prompt_len, "DPO"):sum(2)
@@ -278,6 +288,7 @@ end
 function GRPO:rollout(prompts)
   check_seqs("GRPO", "prompts", prompts)
   local B, P = prompts.shape[1], prompts.shape[2]
+  prompts = to_model(self.policy, prompts)
   local rep = prompts:unsqueeze(2):expand(B, self.G, P):reshape(B * self.G, P)
   local seqs = lab.generate(self.policy, rep, self.sample)
   local rows = seqs:tolist()
@@ -337,7 +348,7 @@ function posttrain.mean_reward(model, prompts, reward, opts)
   local gen = { max_new_tokens = opts.max_new_tokens, temperature = opts.temperature, top_k = opts.top_k,
     greedy = opts.temperature == nil and opts.top_k == nil or nil }
   local P = prompts.shape[2]
-  local rows = lab.generate(model, prompts, gen):tolist()
+  local rows = lab.generate(model, to_model(model, prompts), gen):tolist()
   local sum = 0
   for _, row in ipairs(rows) do
     local prompt, completion = {}, {}

@@ -165,6 +165,10 @@ function Pipeline:train_step(input, target)
   local loss_sum = 0
   local in_flight = 0 -- micro-batch chunks whose activations this stage holds
   self.max_in_flight = 0
+  -- received activations live where this stage's parameters do (model:to(device) before
+  -- the pipeline was made, or after), else where the input is
+  local params = self:parameters()
+  local device = params[1] and params[1].device or (input or target).device
   local nxt, prv = (s + 1) % p, (s - 1 + p) % p
   -- a message into global stage gs for micro-batch k: even tags forward, odd backward
   local function tag(gs, k, backward) return 2 * (gs * m + k - 1) + (backward and 1 or 0) end
@@ -185,7 +189,7 @@ function Pipeline:train_step(input, target)
     if gs == 0 then
       x = input:narrow(1, (k - 1) * mb + 1, mb)
     else
-      x = lab.zeros(self.activation_shape(mb, gs), { dtype = self.dtype })
+      x = lab.zeros(self.activation_shape(mb, gs), { dtype = self.dtype, device = device })
       recv(x, prv, tag(gs, k))
       x:requires_grad_()
     end
@@ -208,7 +212,7 @@ function Pipeline:train_step(input, target)
     if gs == last_stage then
       sv.y:backward()
     else
-      local gy = lab.zeros(sv.y.shape, { dtype = sv.y.dtype })
+      local gy = lab.zeros(sv.y.shape, { dtype = sv.y.dtype, device = sv.y.device })
       recv(gy, nxt, tag(gs, k, true))
       sv.y:backward(gy)
     end
@@ -237,7 +241,7 @@ local Embed = nn.class("GPTEmbed")
 function Embed:init(model) self.model = model end
 function Embed:forward(ids)
   local m = self.model
-  return m.wte(ids) + m.wpe(lab.arange(ids.shape[2]))
+  return m.wte(ids) + m.wpe(lab.arange(ids.shape[2], { device = ids.device }))
 end
 local Head = nn.class("GPTHead")
 function Head:init(model) self.model = model end

@@ -123,8 +123,15 @@ function Engine:_make_group(params, module)
   g.padded = ((numel + n - 1) // n) * n
   g.shard_len = g.padded // n
   g.lo = r * g.shard_len + 1 -- this rank's first element in the flat buffer
-  local dtype = params[1].dtype
-  g.full = lab.mem.tag(lab.zeros(g.padded, { dtype = dtype }), "param")
+  -- the flat buffers live where the parameters do (model:to(device) before wrapping)
+  local dtype, device = params[1].dtype, params[1].device
+  for _, p in ipairs(params) do
+    if p.device ~= device or p.dtype ~= dtype then
+      errors.raise("zero.wrap", "the parameters of one module are %s on %s and %s on %s; a module's parameters share a dtype and a device",
+        dtype, device, p.dtype, p.device)
+    end
+  end
+  g.full = lab.mem.tag(lab.zeros(g.padded, { dtype = dtype, device = device }), "param")
   for _, p in ipairs(params) do
     lab._rebind(p, g.full, g.offsets[p])
     self.group_of[p] = g
@@ -136,9 +143,9 @@ function Engine:_make_group(params, module)
   else
     g.master = g.full:narrow(1, g.lo, g.shard_len)
   end
-  g.dtype = dtype
-  g.m = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
-  g.v = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype }), "optimizer")
+  g.dtype, g.device = dtype, device
+  g.m = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype, device = device }), "optimizer")
+  g.v = lab.mem.tag(lab.zeros(g.shard_len, { dtype = dtype, device = device }), "optimizer")
   -- the pieces of parameters inside this rank's shard, each with its weight decay
   g.segments = {}
   local s_lo, s_hi = g.lo, g.lo + g.shard_len - 1
@@ -243,16 +250,16 @@ end
 
 -- all of a group's gradients are in: reduce-scatter them into the shard (stages 2, 3)
 function Engine:_reduce_group(g)
-  local flat = lab.mem.tag(lab.zeros(g.padded, { dtype = g.dtype }), "comm")
+  local flat = lab.mem.tag(lab.zeros(g.padded, { dtype = g.dtype, device = g.device }), "comm")
   lab.no_grad(function()
     for _, p in ipairs(g.params) do
       if p.grad then flat:narrow(1, g.offsets[p], p:numel()):copy_(p.grad:reshape(p:numel())) end
       p.grad = nil -- the full gradient is freed: only the shard stays
     end
-    local part = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype }), "comm")
+    local part = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype, device = g.device }), "comm")
     lab.dist.reduce_scatter(part, flat, "avg", { group = self.group })
     -- the shard accumulates over backwards until the step (gradient accumulation)
-    if not g.grad_shard then g.grad_shard = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype }), "grad") end
+    if not g.grad_shard then g.grad_shard = lab.mem.tag(lab.zeros(g.shard_len, { dtype = g.dtype, device = g.device }), "grad") end
     g.grad_shard:add_(part)
     part:close()
   end)
@@ -309,7 +316,7 @@ function Engine:gathered_parameters()
   for _, g in ipairs(self.groups) do
     local full = g.full
     if self.stage == 3 then
-      full = lab.zeros(g.padded, { dtype = g.dtype })
+      full = lab.zeros(g.padded, { dtype = g.dtype, device = g.device })
       lab.dist.all_gather_into_tensor(full, g.master:clone(), { group = self.group })
     end
     for _, p in ipairs(g.params) do out[p] = full:narrow(1, g.offsets[p], p:numel()):view(p.shape):clone() end
@@ -323,7 +330,7 @@ function Engine:gathered_gradients()
   local out = {}
   for _, g in ipairs(self.groups) do
     if g.grad_shard then
-      local full = lab.zeros(g.padded, { dtype = g.dtype })
+      local full = lab.zeros(g.padded, { dtype = g.dtype, device = g.device })
       lab.dist.all_gather_into_tensor(full, g.grad_shard:clone(), { group = self.group })
       for _, p in ipairs(g.params) do out[p] = full:narrow(1, g.offsets[p], p:numel()):view(p.shape) end
     end
@@ -338,7 +345,7 @@ function Engine:step()
   self.reduced = false
   local norm
   if self.clip then -- the global norm: every rank's shard contributes its squares
-    local sq = lab.zeros(1, { dtype = "f64" })
+    local sq = lab.zeros(1, { dtype = "f64", device = self.groups[1] and self.groups[1].device })
     for _, g in ipairs(self.groups) do
       if g.grad_shard then sq:add_((g.grad_shard:to("f64") ^ 2):sum()) end
     end
@@ -353,7 +360,7 @@ function Engine:step()
   end
   local hp = { lr = self.lr, beta1 = self.betas[1], beta2 = self.betas[2], eps = self.eps, step = self.step_count }
   for _, g in ipairs(self.groups) do
-    g.grad_shard = g.grad_shard or lab.zeros(g.shard_len, { dtype = g.dtype })
+    g.grad_shard = g.grad_shard or lab.zeros(g.shard_len, { dtype = g.dtype, device = g.device })
     for _, s in ipairs(g.segments) do
       hp.weight_decay = s.wd
       lab._optim_c.adamw_step(g.master:narrow(1, s.lo, s.len), g.m:narrow(1, s.lo, s.len),

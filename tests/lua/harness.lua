@@ -1,8 +1,28 @@
 -- A small test harness for Lua tests run on every rank. Each check that fails is printed
 -- with the rank and the test's name; finish() raises if anything failed, so the job's
 -- exit status is non-zero.
+--
+-- The placement option, LLMLAB_TEST_PLACE=DEVICE (ctest's place.* lane sets sim): the default
+-- device stays cpu; a test builds its models and data there and moves them with T.place, as
+-- PyTorch's build-then-model.to('cuda') idiom does, so every wrapper and every allocation in
+-- lua/lab meets tensors on a device nobody set as the default. Without the option T.place
+-- returns what it is given (the sim lane sets the default device instead).
 local T = { failed = 0, passed = 0, current = "?" }
 local rank = lab.dist.rank()
+
+T.place_device = os.getenv("LLMLAB_TEST_PLACE")
+if T.place_device == "" then T.place_device = nil end
+if T.place_device and lab.default_device() ~= "cpu" then
+  error(string.format("rank %d: LLMLAB_TEST_PLACE=%s needs the default device left at cpu, not %s",
+    rank, T.place_device, lab.default_device()), 0)
+end
+
+-- a module (moved in place, returned) or a tensor (a copy on the device) where the
+-- placement option puts it; anything else, or no option, as it is
+function T.place(x)
+  if not T.place_device or not (lab.is_tensor(x) or lab.nn.is_module(x)) then return x end
+  return x:to(T.place_device)
+end
 
 local function fail(msg, level)
   T.failed = T.failed + 1

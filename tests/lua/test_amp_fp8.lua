@@ -15,12 +15,12 @@ local function sgd(ps) return lab.optim.SGD(ps, { lr = 0.1 }) end
 
 T.test("a Linear's forward and backward products are computed from FP8 values", function()
   lab.manual_seed(7)
-  local lin = lab.nn.Linear(8, 6)
+  local lin = T.place(lab.nn.Linear(8, 6))
   local mp = lab.amp.MixedPrecision(lin, { dtype = "bf16", optimizer = sgd,
     fp8 = lab.amp.DelayedScaling { amax_history_len = 4 } })
   lab.manual_seed(8)
-  local x0 = lab.randn(5, 8):mul(3)
-  local c = lab.randn(5, 6):to("bf16")
+  local x0 = T.place(lab.randn(5, 8)):mul(3)
+  local c = T.place(lab.randn(5, 6)):to("bf16")
   local amax = {}
   for step = 1, 2 do
     local x = x0:to("bf16"):requires_grad_(true)
@@ -120,7 +120,7 @@ local cfg = { vocab = 32, d_model = 32, n_layer = 2, n_head = 4, seq_len = 16 }
 local STEPS = 24
 local function train(fp8)
   lab.manual_seed(1)
-  local m = lab.nn.GPT(cfg)
+  local m = T.place(lab.nn.GPT(cfg))
   local adamw = function(ps) return lab.optim.AdamW(ps, { lr = 3e-3 }) end
   local mp, opt
   if fp8 then mp = lab.amp.MixedPrecision(m, { dtype = "bf16", optimizer = adamw, fp8 = fp8 }) end
@@ -129,7 +129,7 @@ local function train(fp8)
   local losses = {}
   for k = 1, STEPS do
     lab.manual_seed(100 + k)
-    local ids = lab.randint(0, cfg.vocab, { 2 * world, 16 }):narrow(1, 2 * r + 1, 2)
+    local ids = T.place(lab.randint(0, cfg.vocab, { 2 * world, 16 })):narrow(1, 2 * r + 1, 2)
     local _, loss = model(ids, ids)
     if mp then
       mp:zero_grad()
@@ -177,7 +177,7 @@ T.test("an FP8 checkpoint resumes bit for bit: scales and amax histories travel 
   local dir = common.tmpdir("fp8-ckpt")
   local function fresh(len)
     lab.manual_seed(1)
-    local m = lab.nn.GPT(cfg)
+    local m = T.place(lab.nn.GPT(cfg))
     local mp = lab.amp.MixedPrecision(m, { dtype = "bf16", fp8 = lab.amp.DelayedScaling { amax_history_len = len or 4 },
       optimizer = function(ps) return lab.optim.AdamW(ps, { lr = 3e-3 }) end })
     return m, mp
@@ -185,7 +185,7 @@ T.test("an FP8 checkpoint resumes bit for bit: scales and amax histories travel 
   local function run(m, mp, from, to, out)
     for k = from, to do
       lab.manual_seed(300 + k + 7 * r)
-      local ids = lab.randint(0, cfg.vocab, { 2, 16 })
+      local ids = T.place(lab.randint(0, cfg.vocab, { 2, 16 }))
       local _, loss = m(ids, ids)
       mp:zero_grad()
       mp:backward(loss)
@@ -224,14 +224,14 @@ T.test("mistakes are named", function()
   T.raises(function() lab.amp.DelayedScaling { amax_compute_algo = "mean" } end, "amax_compute_algo", "mean")
   T.raises(function() lab.amp.ScalingMeta("x", "e3m4") end, "amp.ScalingMeta", "e3m4")
   local Vec = lab.nn.class("VecFP8")
-  function Vec:init() self:param("w", lab.ones(3)) end
+  function Vec:init() self:param("w", T.place(lab.ones(3))) end
   T.raises(function() lab.amp.MixedPrecision(Vec(), { dtype = "bf16", optimizer = sgd, fp8 = true }) end,
     "amp.MixedPrecision", "no lab.nn.Linear")
-  T.raises(function() lab.amp.MixedPrecision(lab.nn.Linear(2, 2), { dtype = "bf16", optimizer = sgd, fp8 = "yes" }) end,
+  T.raises(function() lab.amp.MixedPrecision(T.place(lab.nn.Linear(2, 2)), { dtype = "bf16", optimizer = sgd, fp8 = "yes" }) end,
     "fp8 must be true or a lab.amp.DelayedScaling")
   local recipe = lab.amp.DelayedScaling()
-  lab.amp.MixedPrecision(lab.nn.Linear(2, 2), { dtype = "bf16", optimizer = sgd, fp8 = recipe })
-  T.raises(function() lab.amp.MixedPrecision(lab.nn.Linear(2, 2), { dtype = "bf16", optimizer = sgd, fp8 = recipe }) end,
+  lab.amp.MixedPrecision(T.place(lab.nn.Linear(2, 2)), { dtype = "bf16", optimizer = sgd, fp8 = recipe })
+  T.raises(function() lab.amp.MixedPrecision(T.place(lab.nn.Linear(2, 2)), { dtype = "bf16", optimizer = sgd, fp8 = recipe }) end,
     "already serves another model")
 end)
 

@@ -12,14 +12,14 @@ local path = dir .. "/ckpt"
 local cfg = { vocab = 16, d_model = 16, n_layer = 1, n_head = 2, seq_len = 8, dropout = 0.1 }
 local function fresh()
   lab.manual_seed(1)
-  local m = lab.ddp.wrap(lab.nn.GPT(cfg))
+  local m = lab.ddp.wrap(T.place(lab.nn.GPT(cfg)))
   return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
 end
 -- one language-model step on the batch drawn from `seed` (opt may be a ZeRO engine); with
 -- dropout_offset, dropout draws from a stream that depends only on the step
 local function lm_step(m, opt, seed, dropout_offset)
   lab.manual_seed(seed)
-  local ids = lab.randint(0, 16, { 2, 8 })
+  local ids = T.place(lab.randint(0, 16, { 2, 8 }))
   if dropout_offset then lab.set_rng_state({ seed = 77, offset = dropout_offset }) end
   opt:zero_grad()
   local _, loss = m(ids, ids)
@@ -63,7 +63,7 @@ T.test("ZeRO 1, 2 and 3: each rank saves its shards and resumes bit for bit", fu
   for stage = 1, 3 do
     check_resume("ZeRO-" .. stage, function()
       lab.manual_seed(1)
-      local z = lab.zero.wrap(lab.nn.GPT(zcfg), { stage = stage, lr = 1e-2 })
+      local z = lab.zero.wrap(T.place(lab.nn.GPT(zcfg)), { stage = stage, lr = 1e-2 })
       return z, z -- the engine is its own optimizer
     end, function(k) return 2000 + k + 10 * lab.dist.rank() end, 2, 5)
   end
@@ -74,7 +74,7 @@ T.test("tensor parallel: each rank saves its own slices and resumes bit for bit"
   local grid = lab.dist.grid { tp = lab.dist.world() }
   check_resume("TP", function()
     lab.manual_seed(1)
-    local m = lab.tp.GPT(tcfg, { group = grid.tp_group })
+    local m = T.place(lab.tp.GPT(tcfg, { group = grid.tp_group }))
     return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
   end, function(k) return 3000 + k end, 2, 4) -- the same batch on every rank of the TP group
 end)
@@ -143,7 +143,7 @@ T.test("restoring the RNG state continues the random stream (dropout and data) b
   local function run(m, opt, from, to)
     local losses = {}
     for k = from, to do
-      local ids = lab.randint(0, 16, { 2, 8 })
+      local ids = T.place(lab.randint(0, 16, { 2, 8 }))
       opt:zero_grad()
       local _, loss = m(ids, ids)
       loss:backward()

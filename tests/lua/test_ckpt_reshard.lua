@@ -16,7 +16,7 @@ local self_group = lab.dist.split(r, 0) -- each rank alone
 
 local function batch(k)
   lab.manual_seed(500 + k)
-  return lab.randint(0, 16, { 2, 8 })
+  return T.place(lab.randint(0, 16, { 2, 8 }))
 end
 local function lm_step(m, opt, k)
   local ids = batch(k)
@@ -32,13 +32,13 @@ local function lm_loss(m, k)
 end
 local function plain()
   lab.manual_seed(99) -- not the source's initial values: only the load can make them equal
-  local m = lab.nn.GPT(cfg)
+  local m = T.place(lab.nn.GPT(cfg))
   return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 })
 end
 local function tp_model(tp)
   local grid = lab.dist.grid { tp = tp }
   lab.manual_seed(1)
-  local m = lab.tp.GPT(cfg, { group = grid.tp_group })
+  local m = T.place(lab.tp.GPT(cfg, { group = grid.tp_group }))
   return m, lab.optim.AdamW(m:parameters(), { lr = 1e-2 }), grid
 end
 
@@ -114,13 +114,13 @@ end
 T.test("ZeRO-3 on " .. world .. " ranks -> DDP on " .. math.max(1, world // 2) .. ", and plain AdamW -> ZeRO-2", function()
   local zcfg = { vocab = 16, d_model = 16, n_layer = 1, n_head = 2, seq_len = 8, tied = false }
   lab.manual_seed(1)
-  local z = lab.zero.wrap(lab.nn.GPT(zcfg), { stage = 3, lr = 1e-2 })
+  local z = lab.zero.wrap(T.place(lab.nn.GPT(zcfg)), { stage = 3, lr = 1e-2 })
   for k = 1, 2 do lm_step(z, z, 10 * k + r) end -- each rank its own data
   lab.ckpt.save(path, { model = z, step = 2 })
   local half = math.max(1, world // 2)
   local g = lab.dist.split(r // half, r % half)
   lab.manual_seed(99)
-  local d = lab.ddp.wrap(lab.nn.GPT(zcfg), { group = g })
+  local d = lab.ddp.wrap(T.place(lab.nn.GPT(zcfg)), { group = g })
   local dopt = lab.optim.AdamW(d:parameters(), { lr = 1e-2 })
   lab.ckpt.load(path, { model = d, optimizer = dopt, group = g })
   T.eq(dopt.step_count, 2)
@@ -137,7 +137,7 @@ T.test("ZeRO-3 on " .. world .. " ranks -> DDP on " .. math.max(1, world // 2) .
   -- and back: the DDP model's state (the same on every rank) into a ZeRO-2 engine over the world
   lab.ckpt.save(path, { model = d, optimizer = dopt, step = 3 })
   lab.manual_seed(98)
-  local z2 = lab.zero.wrap(lab.nn.GPT(zcfg), { stage = 2, lr = 1e-2 })
+  local z2 = lab.zero.wrap(T.place(lab.nn.GPT(zcfg)), { stage = 2, lr = 1e-2 })
   lab.ckpt.load(path, { model = z2 })
   T.eq(z2.step_count, 2)
   for _, s in ipairs(z2:checkpoint_shards()) do
@@ -155,7 +155,7 @@ if world >= 2 then
     local function layers()
       lab.manual_seed(21)
       local ls = {}
-      for i = 1, 4 do ls[i] = lab.nn.Linear(W, W) end
+      for i = 1, 4 do ls[i] = T.place(lab.nn.Linear(W, W)) end
       return ls
     end
     local pg = lab.dist.split(r // 2, r % 2) -- pipelines of two stages (replicas when world = 4)
@@ -166,7 +166,7 @@ if world >= 2 then
       activation_shape = function(mb) return { mb, W } end })
     local opt = lab.optim.AdamW(pipe:parameters(), { lr = 1e-2 })
     lab.manual_seed(5)
-    local X, Y = lab.randn(4, W), lab.randn(4, W)
+    local X, Y = T.place(lab.randn(4, W)), T.place(lab.randn(4, W))
     for _ = 1, 2 do
       opt:zero_grad()
       pipe:train_step(X, Y)
@@ -174,7 +174,7 @@ if world >= 2 then
     end
     lab.ckpt.save(path, { model = pipe, optimizer = opt, step = 2 })
     lab.manual_seed(77)
-    local whole = lab.nn.Sequential(layers())
+    local whole = T.place(lab.nn.Sequential(layers()))
     for _, p in ipairs(whole:parameters()) do p:normal_() end
     local wopt = lab.optim.AdamW(whole:parameters(), { lr = 1e-2 })
     lab.ckpt.load(path, { model = whole, optimizer = wopt, group = self_group })

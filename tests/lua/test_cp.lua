@@ -29,8 +29,8 @@ for _, attention in ipairs({ "ring", "ring-math", "allgather" }) do
       attention, tostring(case.causal), tostring(case.zigzag)), function()
       lab.manual_seed(5)
       local Tn = 4 * n
-      local q, k, v = lab.randn(2, 2, Tn, 4):requires_grad_(), lab.randn(2, 2, Tn, 4):requires_grad_(), lab.randn(2, 2, Tn, 4):requires_grad_()
-      local w = lab.randn(2, 2, Tn, 4)
+      local q, k, v = T.place(lab.randn(2, 2, Tn, 4)):requires_grad_(), T.place(lab.randn(2, 2, Tn, 4)):requires_grad_(), T.place(lab.randn(2, 2, Tn, 4)):requires_grad_()
+      local w = T.place(lab.randn(2, 2, Tn, 4))
       local full = lab.sdpa(q, k, v, { causal = case.causal, impl = "math" })
       ;(full * w):sum():backward()
       local o = { group = world, zigzag = case.zigzag }
@@ -53,11 +53,11 @@ local cfg = { vocab = 16, d_model = 8, n_layer = 2, n_head = 2, seq_len = 8 * n,
 for _, attention in ipairs({ "ring", "allgather" }) do
   T.test(string.format("CP=%d GPT (%s, zigzag) equals its single-rank twin in loss and every gradient", n, attention), function()
     lab.manual_seed(9)
-    local twin = lab.nn.GPT(cfg)
+    local twin = T.place(lab.nn.GPT(cfg))
     lab.manual_seed(9)
-    local model = lab.cp.GPT(cfg, { group = world, attention = attention })
-    local ids = lab.randint(0, 16, { 2, 8 * n })
-    local tgt = lab.randint(0, 16, { 2, 8 * n })
+    local model = T.place(lab.cp.GPT(cfg, { group = world, attention = attention }))
+    local ids = T.place(lab.randint(0, 16, { 2, 8 * n }))
+    local tgt = T.place(lab.randint(0, 16, { 2, 8 * n }))
     local _, lt = twin(ids, tgt)
     lt:backward()
     local _, l = model(ids, tgt)
@@ -97,11 +97,11 @@ for _, attention in ipairs({ "ring", "allgather" }) do
     T.test(string.format("CP=%d GPT under bf16 mixed precision (%s, zigzag %s) trains as its bf16 twin", n, attention,
       tostring(zigzag)), function()
       lab.manual_seed(9)
-      local twin = lab.nn.GPT(cfg)
+      local twin = T.place(lab.nn.GPT(cfg))
       lab.manual_seed(9)
-      local model = lab.cp.GPT(cfg, { group = world, attention = attention, zigzag = zigzag })
-      local ids = lab.randint(0, 16, { 2, 8 * n })
-      local tgt = lab.randint(0, 16, { 2, 8 * n })
+      local model = T.place(lab.cp.GPT(cfg, { group = world, attention = attention, zigzag = zigzag }))
+      local ids = T.place(lab.randint(0, 16, { 2, 8 * n }))
+      local tgt = T.place(lab.randint(0, 16, { 2, 8 * n }))
       local lt, gt = train_bf16(twin, ids, tgt)
       local l, g = train_bf16(model, ids, tgt, world)
       for s = 1, 3 do T.near(l[s], lt[s], 2e-2, "loss of step " .. s) end
@@ -117,8 +117,8 @@ end
 
 T.test("all-gather CP: measured bytes equal the planner's CP term", function()
   lab.manual_seed(9)
-  local model = lab.cp.GPT(cfg, { group = world, attention = "allgather" })
-  local ids = lab.randint(0, 16, { 2, 8 * n })
+  local model = T.place(lab.cp.GPT(cfg, { group = world, attention = "allgather" }))
+  local ids = T.place(lab.randint(0, 16, { 2, 8 * n }))
   lab.dist.reset_stats()
   local _, l = model(ids, ids)
   l:backward()

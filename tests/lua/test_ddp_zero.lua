@@ -13,11 +13,11 @@ local function make(extra_unused)
   local m = lab.nn.Sequential(lab.nn.Linear(16, 32, { dtype = "f64" }), lab.nn.GELU(),
     lab.nn.Linear(32, 32, { dtype = "f64" }), lab.nn.GELU(), lab.nn.Linear(32, 8, { dtype = "f64" }))
   if extra_unused then m:add("unused", lab.nn.Linear(4, 4, { dtype = "f64" })) end
-  return m
+  return T.place(m)
 end
 
 lab.manual_seed(99)
-local X, Y = lab.randn(n * B, 16, { dtype = "f64" }), lab.randn(n * B, 8, { dtype = "f64" })
+local X, Y = T.place(lab.randn(n * B, 16, { dtype = "f64" })), T.place(lab.randn(n * B, 8, { dtype = "f64" }))
 local Xr, Yr = X:slice(1, r * B + 1, (r + 1) * B), Y:slice(1, r * B + 1, (r + 1) * B)
 local function loss_fn(model, x, y) return ((model(x) - y) ^ 2):mean() end
 
@@ -120,7 +120,7 @@ end)
 -- tensors no longer referenced are freed when Lua collects them: collect before reading
 local function tag_bytes(tag)
   collectgarbage()
-  return lab.mem.stats().tags[tag].current
+  return lab.mem.stats(T.place_device).tags[tag].current -- the account of the model's device
 end
 local PSI = make():num_parameters()
 collectgarbage()
@@ -214,14 +214,14 @@ T.test("a wrapped model is freed once dropped (its gradient hooks do not pin it)
   local function param_bytes()
     collectgarbage()
     collectgarbage()
-    return lab.mem.stats().tags.param.current
+    return lab.mem.stats(T.place_device).tags.param.current
   end
   local before = param_bytes()
   for _, wrap in ipairs({ function(m) return lab.ddp.wrap(m) end,
     function(m) return lab.zero.wrap(m, { stage = 2 }) end, function(m) return lab.zero.wrap(m, { stage = 3 }) end }) do
     do
-      local m = wrap(lab.nn.GPT(cfg))
-      local ids = lab.randint(0, 16, { 2, 8 })
+      local m = wrap(T.place(lab.nn.GPT(cfg)))
+      local ids = T.place(lab.randint(0, 16, { 2, 8 }))
       local _, loss = m(ids, ids)
       loss:backward()
     end

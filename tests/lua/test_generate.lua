@@ -13,13 +13,13 @@ local rank = lab.dist.rank()
 local cfg = { vocab = 12, d_model = 16, n_layer = 2, n_head = 4, seq_len = 8, tied = false }
 local function gpt()
   lab.manual_seed(11)
-  local m = lab.nn.GPT(cfg)
+  local m = T.place(lab.nn.GPT(cfg))
   -- larger output weights than GPT-2's init, so the logits of a random model are spread
   -- out enough to make sampling differ visibly from the argmax
   lab.no_grad(function() m.head.weight:mul_(40) end)
   return m:eval()
 end
-local prompt = lab.tensor({ { 1, 2, 10, 3, 4, 11 }, { 5, 9, 10, 0, 7, 11 }, { 3, 3, 10, 8, 1, 11 } })
+local prompt = T.place(lab.tensor({ { 1, 2, 10, 3, 4, 11 }, { 5, 9, 10, 0, 7, 11 }, { 3, 3, 10, 8, 1, 11 } }))
 
 -- the index (0-based) of the largest value of a Lua list, and softmax of a list, in plain Lua
 local function lua_argmax(row)
@@ -39,7 +39,7 @@ T.test("greedy decoding is the argmax of the forward pass, step by step (past se
     for b, seq in ipairs(seqs) do
       local ctx = {}
       for i = math.max(1, #seq - cfg.seq_len + 1), #seq do ctx[#ctx + 1] = seq[i] end
-      local logits = lab.no_grad(function() return m(lab.tensor({ ctx })) end):tolist()[1]
+      local logits = lab.no_grad(function() return m(T.place(lab.tensor({ ctx }))) end):tolist()[1]
       seq[#seq + 1] = lua_argmax(logits[#ctx])
     end
   end
@@ -108,9 +108,9 @@ end)
 
 T.test("the tensor-parallel GPT generates what the plain GPT does", function()
   lab.manual_seed(11)
-  local tp = lab.tp.GPT(cfg, { group = lab.dist.world_group() })
+  local tp = T.place(lab.tp.GPT(cfg, { group = lab.dist.world_group() }))
   lab.manual_seed(11)
-  local plain = lab.nn.GPT(cfg)
+  local plain = T.place(lab.nn.GPT(cfg))
   tp:eval() plain:eval()
   local g_tp = tp:generate(prompt, { max_new_tokens = 4, greedy = true })
   T.eq(lab.max_abs_diff(g_tp, plain:generate(prompt, { max_new_tokens = 4, greedy = true })), 0, "greedy")
@@ -138,10 +138,10 @@ T.test("mistakes are named with the op, the values and the rank", function()
   T.raises(function() m:generate(prompt, { max_new_tokens = 2, greedy = "yes" }) end, pre, "greedy", "yes")
   T.raises(function() m:generate(prompt, { max_tokens = 2 }) end, pre, "unknown option max_tokens")
   T.raises(function() m:generate(prompt, 2) end, pre, "options must be a table")
-  T.raises(function() m:generate(lab.tensor({ 1, 2 }), { max_new_tokens = 1 }) end, pre, "[B, T]", "shape [2]")
+  T.raises(function() m:generate(T.place(lab.tensor({ 1, 2 })), { max_new_tokens = 1 }) end, pre, "[B, T]", "shape [2]")
   T.raises(function() m:generate(lab.zeros(2, 3), { max_new_tokens = 1 }) end, pre, "integer token ids", "f32")
-  T.raises(function() m:generate(lab.tensor({ { 1, 12 } }), { max_new_tokens = 1 }) end, pre, "[0, 12)", "to 12")
-  T.raises(function() m:generate(lab.tensor({ { -1, 2 } }), { max_new_tokens = 1 }) end, pre, "from -1")
+  T.raises(function() m:generate(T.place(lab.tensor({ { 1, 12 } })), { max_new_tokens = 1 }) end, pre, "[0, 12)", "to 12")
+  T.raises(function() m:generate(T.place(lab.tensor({ { -1, 2 } })), { max_new_tokens = 1 }) end, pre, "from -1")
   T.raises(function() m:generate("1 2 3", { max_new_tokens = 1 }) end, pre, "tensor of token ids", "string")
 end)
 

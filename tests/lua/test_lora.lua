@@ -6,11 +6,11 @@ local T = require("harness")
 local cfg = { vocab = 32, d_model = 16, n_layer = 2, n_head = 2, seq_len = 8 }
 local function gpt()
   lab.manual_seed(5)
-  return lab.nn.GPT(cfg)
+  return T.place(lab.nn.GPT(cfg))
 end
 local function batch(k)
   lab.manual_seed(50 + k)
-  return lab.randint(0, cfg.vocab // 2, { 4, cfg.seq_len }) * 2
+  return T.place(lab.randint(0, cfg.vocab // 2, { 4, cfg.seq_len })) * 2
 end
 
 T.test("adapters start at the base model and count what they should", function()
@@ -75,7 +75,7 @@ T.test("DDP skips frozen parameters and reduces only the adapters' gradients", f
   for _, p in ipairs(trainable) do want = want + p:numel() end
   T.eq(n, want, "bucket elements = adapter elements")
   lab.manual_seed(7 + lab.dist.rank())
-  local ids = lab.randint(0, cfg.vocab, { 2, cfg.seq_len })
+  local ids = T.place(lab.randint(0, cfg.vocab, { 2, cfg.seq_len }))
   local _, loss = model(ids, ids)
   loss:backward()
   -- every adapter's gradient is the average over ranks (test_layouts.lua compares every

@@ -66,7 +66,7 @@ local function reference(m, x)
         y = y and y + o * gate or o * gate
       end
     end
-    rows[t] = y or lab.zeros(1, d)
+    rows[t] = y or T.place(lab.zeros(1, d))
   end
   return lab.cat(rows, 1), dropped
 end
@@ -88,10 +88,10 @@ for _, case in ipairs({
     case.top_k, case.activation, tostring(case.capacity_factor))
   T.test(name, function()
     lab.manual_seed(3)
-    local m = lab.moe.MoE(6, { experts = 4, top_k = case.top_k, activation = case.activation, d_ff = 10,
-      capacity_factor = case.capacity_factor, groups = case.groups })
-    local x = lab.randn(12, 6):requires_grad_()
-    local w = lab.randn(12, 6)
+    local m = T.place(lab.moe.MoE(6, { experts = 4, top_k = case.top_k, activation = case.activation, d_ff = 10,
+      capacity_factor = case.capacity_factor, groups = case.groups }))
+    local x = T.place(lab.randn(12, 6)):requires_grad_()
+    local w = T.place(lab.randn(12, 6))
     local y = m(x)
     ;(y * w):sum():backward()
     local got = {}
@@ -110,9 +110,9 @@ for _, case in ipairs({
 end
 
 T.test("aux and z losses: closed forms for a uniform router and for a given routing", function()
-  local m = lab.moe.MoE(4, { experts = 4, top_k = 1 })
+  local m = T.place(lab.moe.MoE(4, { experts = 4, top_k = 1 }))
   lab.no_grad(function() m.router.weight:zero_() end)
-  m(lab.randn(8, 4))
+  m(T.place(lab.randn(8, 4)))
   -- uniform probabilities: every token picks expert 1 (ties go low): f = (1,0,0,0), P = 1/4
   T.near(m.aux_loss:item(), 1.0, 1e-6, "aux = E * 1 * 1/E")
   T.near(m.z_loss:item(), math.log(4) ^ 2, 1e-6, "z = log(E)^2")
@@ -120,8 +120,8 @@ T.test("aux and z losses: closed forms for a uniform router and for a given rout
   T.near(m.stats.imbalance, 4, 1e-12, "max/mean = 8 / 2")
   -- a random router: E * sum f_i P_i from the probabilities directly
   lab.manual_seed(5)
-  local m2 = lab.moe.MoE(4, { experts = 4, top_k = 2 })
-  local x = lab.randn(10, 4)
+  local m2 = T.place(lab.moe.MoE(4, { experts = 4, top_k = 2 }))
+  local x = T.place(lab.randn(10, 4))
   m2(x)
   local p = x:matmul(m2.router.weight:t()):softmax(2):tolist()
   local f, P = { 0, 0, 0, 0 }, { 0, 0, 0, 0 }
@@ -138,11 +138,11 @@ T.test("aux and z losses: closed forms for a uniform router and for a given rout
 end)
 
 T.test("mistakes are named", function()
-  if n > 1 then T.raises(function() lab.moe.MoE(4, { experts = 3, group = world }) end, "3 experts do not split evenly over the " .. n) end
-  T.raises(function() lab.moe.MoE(4, { experts = 4, top_k = 5 }) end, "top_k must be an integer in 1..4")
-  T.raises(function() lab.moe.MoE(4, { experts = 4, capacity_factor = 0 }) end, "capacity_factor")
-  T.raises(function() lab.moe.MoE(4, { experts = 4, activation = "relu" }) end, "'gelu' or 'swiglu'")
-  T.raises(function() lab.moe.MoE(4, { experts = 4, groups = 3 })(lab.randn(4, 4)) end, "4 tokens do not split into 3")
+  if n > 1 then T.raises(function() T.place(lab.moe.MoE(4, { experts = 3, group = world })) end, "3 experts do not split evenly over the " .. n) end
+  T.raises(function() T.place(lab.moe.MoE(4, { experts = 4, top_k = 5 })) end, "top_k must be an integer in 1..4")
+  T.raises(function() T.place(lab.moe.MoE(4, { experts = 4, capacity_factor = 0 })) end, "capacity_factor")
+  T.raises(function() T.place(lab.moe.MoE(4, { experts = 4, activation = "relu" })) end, "'gelu' or 'swiglu'")
+  T.raises(function() T.place(lab.moe.MoE(4, { experts = 4, groups = 3 }))(T.place(lab.randn(4, 4))) end, "4 tokens do not split into 3")
 end)
 
 -- ---- expert parallelism over the world vs the single-rank twin ----
@@ -150,8 +150,8 @@ end)
 -- the twin sees every rank's tokens with one capacity group per rank; the EP layer sees its own
 local function ep_pair(opts)
   lab.manual_seed(11)
-  local full = lab.moe.MoE(6, setmetatable({ groups = n }, { __index = opts }))
-  local ep = lab.moe.MoE(6, setmetatable({ group = world }, { __index = opts }))
+  local full = T.place(lab.moe.MoE(6, setmetatable({ groups = n }, { __index = opts })))
+  local ep = T.place(lab.moe.MoE(6, setmetatable({ group = world }, { __index = opts })))
   lab.moe.copy_from_full(ep, full)
   return full, ep
 end
@@ -182,8 +182,8 @@ for _, opts in ipairs({
     opts.top_k, tostring(opts.capacity_factor)), function()
     local full, ep = ep_pair(opts)
     local Nl = 8
-    local X = lab.randn(n * Nl, 6)
-    local W = lab.randn(n * Nl, 6)
+    local X = T.place(lab.randn(n * Nl, 6))
+    local W = T.place(lab.randn(n * Nl, 6))
     local xf = X:clone():requires_grad_()
     local yf = full(xf)
     local lf = (yf * W):sum() / (n * Nl) + full.aux_loss * 0.1 + full.z_loss * 0.01
@@ -221,7 +221,7 @@ for _, k in ipairs({ 1, 2 }) do
     local full, ep = ep_pair({ experts = 4, top_k = k, d_ff = 8 })
     lab.no_grad(function() full.router.weight:zero_(); ep.router.weight:zero_() end)
     local Nl = 4
-    local X, W = lab.randn(n * Nl, 6), lab.randn(n * Nl, 6)
+    local X, W = T.place(lab.randn(n * Nl, 6)), T.place(lab.randn(n * Nl, 6))
     local xl, wl = X:narrow(1, r * Nl + 1, Nl):contiguous(), W:narrow(1, r * Nl + 1, Nl):contiguous()
     local of = lab.optim.AdamW(full:parameters(), { lr = 1e-2 })
     local oe = lab.optim.AdamW(ep:parameters(), { lr = 1e-2 })
@@ -246,12 +246,12 @@ end
 
 T.test(string.format("EP=%d MoE GPT (no drop) equals its single-rank twin in outputs and every gradient", n), function()
   lab.manual_seed(21)
-  local full = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 1, groups = n }))
-  local ep = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 1, group = world }))
+  local full = T.place(lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 1, groups = n })))
+  local ep = T.place(lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 1, group = world })))
   lab.moe.copy_from_full(ep, full)
   local b = 2
-  local ids = lab.randint(0, 16, { n * b, 4 })
-  local tgt = lab.randint(0, 16, { n * b, 4 })
+  local ids = T.place(lab.randint(0, 16, { n * b, 4 }))
+  local tgt = T.place(lab.randint(0, 16, { n * b, 4 }))
   local lf = select(2, full(ids, tgt))
   lf:backward()
   local mine = ids:narrow(1, r * b + 1, b):contiguous()
@@ -269,11 +269,11 @@ T.test("EP x DP (grid ep=2 at 4 ranks): MoE GPT with dropping equals its twin in
   local g = lab.dist.grid { ep = 2 }
   lab.manual_seed(41)
   local moe_opts = { experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, activation = "swiglu" }
-  local full = lab.nn.GPT(gpt_cfg(setmetatable({ groups = n }, { __index = moe_opts })))
-  local ep = lab.nn.GPT(gpt_cfg(setmetatable({ group = g.ep_group }, { __index = moe_opts })))
+  local full = T.place(lab.nn.GPT(gpt_cfg(setmetatable({ groups = n }, { __index = moe_opts }))))
+  local ep = T.place(lab.nn.GPT(gpt_cfg(setmetatable({ group = g.ep_group }, { __index = moe_opts }))))
   lab.moe.copy_from_full(ep, full)
-  local ids = lab.randint(0, 16, { n * 2, 4 })
-  local tgt = lab.randint(0, 16, { n * 2, 4 })
+  local ids = T.place(lab.randint(0, 16, { n * 2, 4 }))
+  local tgt = T.place(lab.randint(0, 16, { n * 2, 4 }))
   select(2, full(ids, tgt)):backward()
   select(2, ep(ids:narrow(1, r * 2 + 1, 2):contiguous(), tgt:narrow(1, r * 2 + 1, 2):contiguous())):backward()
   lab.moe.sync_gradients(ep, { dp_group = g.dp_group, expert_dp_group = g.edp_group })
@@ -289,15 +289,15 @@ T.test("TP2 x EP2 (dp 2) at 4 ranks: TP dense layers, MoE experts over EP, equal
   local cfg = gpt_cfg({ experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, groups = 2 })
   cfg.tied = false
   lab.manual_seed(51)
-  local full = lab.nn.GPT(cfg)
+  local full = T.place(lab.nn.GPT(cfg))
   local pcfg = gpt_cfg({ experts = 4, top_k = 2, every = 1, capacity_factor = 1.0, group = g.ep_group })
   pcfg.tied = false
   lab.manual_seed(51)
-  local model = lab.tp.GPT(pcfg, { group = g.tp_group })
+  local model = T.place(lab.tp.GPT(pcfg, { group = g.tp_group }))
   local function rename(name) return (name:gsub("attn%.qkv_weight$", "attn.qkv.weight"):gsub("attn%.qkv_bias$", "attn.qkv.bias")) end
   lab.moe.copy_from_full(model, full, { tp_group = g.tp_group, rename = rename })
-  local ids = lab.randint(0, 16, { 4, 4 })
-  local tgt = lab.randint(0, 16, { 4, 4 })
+  local ids = T.place(lab.randint(0, 16, { 4, 4 }))
+  local tgt = T.place(lab.randint(0, 16, { 4, 4 }))
   select(2, full(ids, tgt)):backward()
   local mine = function(t) return t:narrow(1, g.dp_rank * 2 + 1, 2):contiguous() end
   select(2, model(mine(ids), mine(tgt))):backward()
@@ -317,16 +317,16 @@ end)
 
 T.test("flops_per_token counts the top_k experts a token runs, not all of them", function()
   lab.manual_seed(1)
-  local dense = lab.nn.GPT(gpt_cfg(nil))
-  local m = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 1, every = 1, d_ff = 12 }))
+  local dense = T.place(lab.nn.GPT(gpt_cfg(nil)))
+  local m = T.place(lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 1, every = 1, d_ff = 12 })))
   -- one GELU expert has the dense MLP's shapes; the router adds d_model x experts per layer
   T.eq(m:flops_per_token() - dense:flops_per_token(), 6 * 2 * 8 * 4, "only the routers differ")
 end)
 
 T.test("measured all-to-all bytes equal the planner's formula (capacity 1.25, top-2)", function()
   lab.manual_seed(31)
-  local ep = lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 2, capacity_factor = 1.25, group = world }))
-  local ids = lab.randint(0, 16, { 3, 4 })
+  local ep = T.place(lab.nn.GPT(gpt_cfg({ experts = 4, top_k = 2, every = 2, capacity_factor = 1.25, group = world })))
+  local ids = T.place(lab.randint(0, 16, { 3, 4 }))
   lab.dist.reset_stats()
   local _, loss = ep(ids, ids)
   loss:backward()

@@ -79,7 +79,7 @@ end)
 -- a GPT in f64 (every parameter replaced by an f64 leaf), small enough for finite differences
 local function tiny_f64_gpt(seed)
   lab.manual_seed(seed)
-  local m = lab.nn.GPT({ vocab = 12, d_model = 8, n_layer = 1, n_head = 2, seq_len = 5, d_ff = 8 })
+  local m = T.place(lab.nn.GPT({ vocab = 12, d_model = 8, n_layer = 1, n_head = 2, seq_len = 5, d_ff = 8 }))
   local function f64(mod)
     for _, n in ipairs(mod._names) do
       local k = mod._kinds[n]
@@ -98,7 +98,7 @@ T.test("DPO and GRPO gradients through a GPT match finite differences, every par
   local pp = task.preference_pairs(2)
   local policy, ref = tiny_f64_gpt(1), tiny_f64_gpt(2)
   local params = policy:parameters()
-  local both = lab.cat({ pp.chosen, pp.rejected }, 1)
+  local both = T.place(lab.cat({ pp.chosen, pp.rejected }, 1))
   local rf = lab.no_grad(function() return P.completion_logprobs(ref, both, pp.prompt_len):sum(2) end)
   local ok, msg = lab.autograd.gradcheck(function()
     local pi = P.completion_logprobs(policy, both, pp.prompt_len):sum(2)
@@ -106,12 +106,12 @@ T.test("DPO and GRPO gradients through a GPT match finite differences, every par
   end, params)
   T.ok(ok, "DPO: " .. tostring(msg))
   -- GRPO on 4 completions (two groups of 2) with an old policy apart from the current one
-  local seqs = lab.cat({ pp.chosen, pp.rejected }, 1)
+  local seqs = both
   local old_model = tiny_f64_gpt(3)
   local old, rl = lab.no_grad(function()
     return P.completion_logprobs(old_model, seqs, pp.prompt_len), P.completion_logprobs(ref, seqs, pp.prompt_len)
   end)
-  local adv = P.group_advantages({ 1, 0, 0, 1 }, 2):to("f64")
+  local adv = T.place(P.group_advantages({ 1, 0, 0, 1 }, 2):to("f64"))
   ok, msg = lab.autograd.gradcheck(function()
     return (P.grpo_loss(P.completion_logprobs(policy, seqs, pp.prompt_len), old, rl, adv, 0.2, 0.1))
   end, params)
@@ -152,13 +152,13 @@ end)
 
 T.test("the reference is a frozen copy that training does not move", function()
   lab.manual_seed(4)
-  local m = lab.nn.GPT({ vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 })
+  local m = T.place(lab.nn.GPT({ vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 }))
   local state = lab.get_rng_state()
   local ref = P.reference(lab.ddp.wrap(m))
   local next_draw = lab.rand(4)
   lab.set_rng_state(state)
   T.eq(lab.max_abs_diff(lab.rand(4), next_draw), 0, "the caller's random stream is untouched")
-  local x = lab.tensor({ { 1, 2, 10, 3, 4 } })
+  local x = T.place(lab.tensor({ { 1, 2, 10, 3, 4 } }))
   T.eq(lab.max_abs_diff(ref(x), m(x)), 0, "the same outputs")
   local rp, mp = ref:named_parameters(), m:named_parameters()
   T.eq(#rp, #mp)
@@ -187,7 +187,7 @@ local cfg1 = { vocab = 12, d_model = 32, n_layer = 2, n_head = 4, seq_len = 5 } 
 T.test("DPO raises the reward margin and the preference for right answers (DDP)", function()
   local task = lab.data.add_task(1)
   lab.manual_seed(1)
-  local m = lab.nn.GPT(cfg1)
+  local m = T.place(lab.nn.GPT(cfg1))
   local ref = P.reference(m)
   local policy = lab.ddp.wrap(m)
   local dpo = P.DPO { policy = policy, reference = ref, beta = 0.1,
@@ -225,7 +225,7 @@ local base_steps
 local function sft_base()
   local task = lab.data.add_task(1)
   lab.manual_seed(1)
-  local m = lab.nn.GPT(cfg1)
+  local m = T.place(lab.nn.GPT(cfg1))
   if base_state then
     m:load_state_dict(base_state)
     return m, task
@@ -238,6 +238,7 @@ local function sft_base()
   repeat
     for _ = 1, 25 do
       local x, y = task.batch(32)
+      x, y = T.place(x), T.place(y)
       opt:zero_grad()
       local _, loss = m(x, y)
       loss:backward()
@@ -322,7 +323,7 @@ local E = require("equivalence")
 local cfgE = { vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 }
 local function fresh()
   lab.manual_seed(21)
-  return lab.nn.GPT(cfgE)
+  return T.place(lab.nn.GPT(cfgE))
 end
 local task1 = lab.data.add_task(1)
 local function pairs_for(step, r)
@@ -400,7 +401,7 @@ end)
 T.test("mistakes are named with the op, the values and the rank", function()
   local pre = "rank " .. rank .. ": "
   lab.manual_seed(4)
-  local m = lab.nn.GPT({ vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 })
+  local m = T.place(lab.nn.GPT({ vocab = 12, d_model = 16, n_layer = 1, n_head = 2, seq_len = 5 }))
   local ref = P.reference(m)
   local opt = lab.optim.AdamW(m:parameters(), { lr = 1e-3 })
   local task = lab.data.add_task(1)

@@ -10,19 +10,19 @@ local function layers()
   lab.manual_seed(21)
   local ls = {}
   for i = 1, 4 do
-    ls[#ls + 1] = lab.nn.Linear(W, W, { dtype = "f64" })
+    ls[#ls + 1] = T.place(lab.nn.Linear(W, W, { dtype = "f64" }))
     ls[#ls + 1] = lab.nn.GELU()
   end
   return ls
 end
 lab.manual_seed(5)
-local X, Y = lab.randn(B, W, { dtype = "f64" }), lab.randn(B, W, { dtype = "f64" })
+local X, Y = T.place(lab.randn(B, W, { dtype = "f64" })), T.place(lab.randn(B, W, { dtype = "f64" }))
 local function mse(y, t) return ((y - t) ^ 2):mean() end
 
 for _, schedule in ipairs({ "gpipe", "1f1b" }) do
   T.test(schedule .. ": the pipeline equals one rank with the whole batch", function()
     local all = layers()
-    local ref = lab.nn.Sequential(all)
+    local ref = T.place(lab.nn.Sequential(all))
     local ropt = lab.optim.SGD(ref:parameters(), { lr = 0.1 })
     local stages = lab.pp.partition(layers(), p)
     local pipe = lab.pp.Pipeline(stages[s + 1], { micro_batches = M, schedule = schedule, loss = mse,
@@ -50,7 +50,7 @@ end
 
 T.test("partition splits as evenly as it can", function()
   local five = {}
-  for i = 1, 5 do five[i] = lab.nn.Linear(1, 1) end -- (a stage is a Sequential: its layers are modules)
+  for i = 1, 5 do five[i] = T.place(lab.nn.Linear(1, 1)) end -- (a stage is a Sequential: its layers are modules)
   local parts = lab.pp.partition(five, 2)
   T.eq(parts[1].n, 3)
   T.eq(parts[2].n, 2)

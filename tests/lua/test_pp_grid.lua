@@ -12,13 +12,13 @@ local function layers(n)
   lab.manual_seed(21)
   local ls = {}
   for _ = 1, n do
-    ls[#ls + 1] = lab.nn.Linear(W, W, { dtype = "f64" })
+    ls[#ls + 1] = T.place(lab.nn.Linear(W, W, { dtype = "f64" }))
     ls[#ls + 1] = lab.nn.GELU()
   end
   return ls
 end
 lab.manual_seed(5)
-local X, Y = lab.randn(B, W, { dtype = "f64" }), lab.randn(B, W, { dtype = "f64" })
+local X, Y = T.place(lab.randn(B, W, { dtype = "f64" })), T.place(lab.randn(B, W, { dtype = "f64" }))
 local function mse(y, t) return ((y - t) ^ 2):mean() end
 
 -- the reference's name of a chunk's parameter: chunk-local index + the chunk's first layer
@@ -31,7 +31,7 @@ end
 
 local function run(label, chunks, firsts, opts)
   local all = layers(8)
-  local ref = lab.nn.Sequential(all)
+  local ref = T.place(lab.nn.Sequential(all))
   local ropt = lab.optim.SGD(ref:parameters(), { lr = 0.1 })
   local pipe = lab.pp.Pipeline(opts.schedule == "interleaved" and chunks or chunks[1], {
     micro_batches = opts.m, schedule = opts.schedule, loss = mse, activation_shape = function(mb) return { mb, W } end })
@@ -87,16 +87,16 @@ local function grid_case(tp, pp_, dp, schedule)
   T.test(string.format("GPT on tp %d x pp %d x dp %d (%s) equals its single-rank twin in every gradient and value", tp, pp_, dp, schedule), function()
     local g = lab.dist.grid { tp = tp, pp = pp_, dp = dp }
     lab.manual_seed(13)
-    local twin = lab.nn.GPT(cfg)
+    local twin = T.place(lab.nn.GPT(cfg))
     lab.manual_seed(13)
-    local model = lab.tp.GPT(cfg, { group = g.tp_group })
+    local model = T.place(lab.tp.GPT(cfg, { group = g.tp_group }))
     local pieces = lab.pp.gpt_pieces(model) -- embed, 2 blocks, head
     local v = schedule == "interleaved" and 2 or 1
     local stages = lab.pp.partition(pieces, pp_ * v)
     local chunks = {}
     for c = 1, v do chunks[c] = stages[(c - 1) * pp_ + g.pp_rank + 1] end
     local Bg, m = 4 * dp, 2 * pp_
-    local ids, tgt = lab.randint(0, 16, { Bg, 4 }), lab.randint(0, 16, { Bg, 4 })
+    local ids, tgt = T.place(lab.randint(0, 16, { Bg, 4 })), T.place(lab.randint(0, 16, { Bg, 4 }))
     local mine = function(t) return t:narrow(1, g.dp_rank * 4 + 1, 4):contiguous() end
     local pipe = lab.pp.Pipeline(v > 1 and chunks or chunks[1], { group = g.pp_group, micro_batches = m, schedule = schedule,
       loss = function(logits, t) return lab.tp.vocab_parallel_cross_entropy(logits, t, g.tp_group) end,
