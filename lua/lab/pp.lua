@@ -152,7 +152,7 @@ end
 -- One training step's forward and backward over the whole batch; the parameters of this
 -- stage end with the gradient of the mean loss. input and target are the whole batch
 -- (needed on the first and the last stage respectively). Returns the mean loss on every
--- rank of the group. Afterwards self.max_in_flight says how many micro-batches' activations
+-- rank of the group (with MoE layers, their auxiliary losses included, as lab.nn.GPT's). Afterwards self.max_in_flight says how many micro-batches' activations
 -- (per chunk) this stage held at once: pp.max_in_flight gives the schedule's figure.
 function Pipeline:train_step(input, target)
   local p, s, m, g, v = self.p, self.s, self.m, self.group, self.v
@@ -194,14 +194,21 @@ function Pipeline:train_step(input, target)
       x:requires_grad_()
     end
     local y = self.chunks[c](x)
+    -- the auxiliary losses of this chunk's MoE layers for this micro-batch (router balance
+    -- and z-loss, coef-weighted), added to this stage's loss as lab.nn.GPT adds them to its own
+    local aux = lab.moe.aux_total(self.chunks[c])
+    if aux then
+      aux = aux / m
+      loss_sum = loss_sum + aux:item()
+    end
     if gs == last_stage then
       local l = self.loss(y, target:narrow(1, (k - 1) * mb + 1, mb)) / m
       loss_sum = loss_sum + l:item()
-      y = l
+      y = aux and l + aux or l
     else
       send(y:detach():contiguous(), nxt, tag(gs + 1, k))
     end
-    saved[c * (m + 1) + k] = { x = x, y = y }
+    saved[c * (m + 1) + k] = { x = x, y = y, aux = gs ~= last_stage and aux or nil }
     in_flight = in_flight + 1
     self.max_in_flight = math.max(self.max_in_flight, in_flight)
   end
@@ -214,7 +221,7 @@ function Pipeline:train_step(input, target)
     else
       local gy = lab.zeros(sv.y.shape, { dtype = sv.y.dtype, device = sv.y.device })
       recv(gy, nxt, tag(gs, k, true))
-      sv.y:backward(gy)
+      if sv.aux then ((sv.y * gy):sum() + sv.aux):backward() else sv.y:backward(gy) end
     end
     if gs > 0 then
       send(sv.x.grad:contiguous(), prv, tag(gs - 1, k, true))
@@ -227,8 +234,9 @@ function Pipeline:train_step(input, target)
     if u[1] == "F" then forward(u[2], u[3]) else backward(u[2], u[3]) end
   end
   for _, h in ipairs(pending) do h:wait() end
+  -- the last stage's loss plus every stage's aux losses (zero where there are none)
   local l = lab.tensor({ loss_sum }, { dtype = "f64" })
-  lab.dist.broadcast(l, (last_stage % p), { group = g })
+  if p > 1 then lab.dist.all_reduce(l, { group = g }) end
   return l[1]
 end
 

@@ -131,6 +131,60 @@ local function grid_case(tp, pp_, dp, schedule)
     end
   end)
 end
+-- A MoE GPT through the pipeline: each stage adds its MoE layers' auxiliary (load-balancing
+-- and z) losses of every micro-batch to its backward, as the twin adds them to its loss. The
+-- twin's capacity groups are the micro-batches (of every dp rank), so its balance loss is the
+-- mean of theirs. A large aux_loss_coef makes a stage that leaves them out fail at once.
+local function moe_case(pp_, dp, schedule)
+  T.test(string.format("MoE GPT on pp %d x dp %d (%s): the aux losses join each stage's loss, equal to the twin", pp_, dp,
+    schedule), function()
+    local g = lab.dist.grid { pp = pp_, dp = dp }
+    local v = schedule == "interleaved" and 2 or 1
+    local m = 2 * pp_
+    local function moe_cfg(groups)
+      return { vocab = 16, d_model = 8, n_layer = 2 * v, n_head = 2, seq_len = 4, d_ff = 8, tied = false,
+        moe = { experts = 4, top_k = 2, every = 1, groups = groups, aux_loss_coef = 0.5, z_loss_coef = 0.1 } }
+    end
+    lab.manual_seed(17)
+    local twin = T.place(lab.nn.GPT(moe_cfg(m * dp)))
+    lab.manual_seed(17)
+    local model = T.place(lab.nn.GPT(moe_cfg(1)))
+    local stages = lab.pp.partition(lab.pp.gpt_pieces(model), pp_ * v)
+    local chunks = {}
+    for c = 1, v do chunks[c] = stages[(c - 1) * pp_ + g.pp_rank + 1] end
+    lab.manual_seed(18)
+    local ids, tgt = T.place(lab.randint(0, 16, { m * dp, 4 })), T.place(lab.randint(0, 16, { m * dp, 4 }))
+    local mine = function(t) return t:narrow(1, g.dp_rank * m + 1, m):contiguous() end
+    local pipe = lab.pp.Pipeline(v > 1 and chunks or chunks[1], { group = g.pp_group, micro_batches = m, schedule = schedule,
+      loss = function(logits, t) return lab.cross_entropy(logits, t) end,
+      activation_shape = function(mb) return { mb, 4, 8 } end })
+    local _, lt = twin(ids, tgt)
+    lt:backward()
+    local l = pipe:train_step(mine(ids), mine(tgt))
+    for _, prm in ipairs(pipe:parameters()) do
+      if prm.grad and dp > 1 then lab.dist.all_reduce(prm.grad, { op = "avg", group = g.dp_group }) end
+    end
+    local avg = lab.tensor({ l }, { dtype = "f64" })
+    lab.dist.all_reduce(avg, { op = "avg", group = g.dp_group })
+    T.near(avg[1], lt:item(), 1e-5, "the loss, aux losses included")
+    local held = {}
+    for _, prm in ipairs(pipe:parameters()) do held[prm] = true end
+    local names = {}
+    for _, np in ipairs(model:named_parameters()) do names[np[1]] = held[np[2]] end
+    E.check(T, "moe pp", E.entries(model, { rename = function(n) return names[n] and n or nil end }), twin,
+      { rtol = 1e-4, atol = 1e-6 })
+  end)
+end
+if p == 4 then
+  moe_case(2, 2, "1f1b")
+  moe_case(4, 1, "1f1b")
+elseif p == 2 then
+  moe_case(2, 1, "1f1b")
+  moe_case(2, 1, "interleaved")
+else
+  moe_case(1, 1, "1f1b")
+end
+
 if p == 4 then
   grid_case(2, 2, 1, "1f1b")
   grid_case(1, 2, 2, "1f1b")
