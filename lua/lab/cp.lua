@@ -322,24 +322,42 @@ end
 -- Built from an unsharded lab.nn.GPT with the same seed on every rank, so its parameters
 -- and their names are the full model's (replicated; gradients averaged over the CP group
 -- by sync_gradients). forward(ids, targets) takes the whole sequences and works on this
--- rank's positions; the loss is the mean over them.
+-- rank's positions; the loss is the mean over them (with MoE layers, plus their auxiliary
+-- losses over this rank's positions, as lab.nn.GPT adds them).
+-- With tp_group, tensor parallelism inside each CP rank: the modules are a lab.tp.GPT's
+-- (cfg.tied = false; each TP rank attends with its heads, the vocab-parallel loss), so the
+-- names and marks are lab.tp.GPT's. MoE layers (cfg.moe with group = an EP group) route
+-- this rank's positions; under CP x DP their gradients go through lab.moe.sync_gradients
+-- with dp_group = the grid's dp_cp_group and expert_dp_group = its edp_group.
 local CPGPT = lab.nn.class("CPGPT")
 cp.GPT = CPGPT
--- opts: group, attention ('ring' | 'allgather'), zigzag (true)
+-- opts: group (CP), attention ('ring' | 'allgather'), zigzag (true), tp_group
 function CPGPT:init(cfg, opts)
   errors.type("cp.GPT", 1, cfg, "table", "a config table")
   errors.opts("cp.GPT", 2, opts)
   opts = opts or {}
   errors.group("cp.GPT", 2, opts.group, "opts.group: a process group")
+  errors.group("cp.GPT", 2, opts.tp_group, "opts.tp_group: a process group")
   self.cfg, self.group = cfg, opts.group or lab.dist.world_group()
   self.attention, self.zigzag = opts.attention or "ring", opts.zigzag ~= false
   if self.attention ~= "ring" and self.attention ~= "allgather" then
     error(string.format("rank %d: cp.GPT: attention must be 'ring' or 'allgather', got %s", lab.dist.rank(), tostring(opts.attention)), 0)
   end
-  local full = lab.nn.GPT(cfg)
+  self.tp_group = opts.tp_group
+  local full = self.tp_group and lab.tp.GPT(cfg, { group = self.tp_group }) or lab.nn.GPT(cfg)
   for _, name in ipairs(full._names) do
     if full._kinds[name] == "module" then self:add(name, full[name]) end
   end
+end
+
+-- q, k, v [B, Tl, C or C/tp] of one block's attention: the fused projection (this TP
+-- rank's heads under TP, whose input is the f of Megatron's conjugate pair)
+local function qkv_of(self, a, h, B, Tl, C)
+  if not self.tp_group then return table.unpack(a.qkv(h):split(C, 3)) end
+  h = D.copy_to_region(h, { group = self.tp_group })
+  local per = C // self.tp_group:size()
+  local t = h:reshape(B * Tl, C):matmul(a.qkv_weight:t()) + a.qkv_bias
+  return table.unpack(t:view(B, Tl, 3 * per):split(per, 3))
 end
 
 function CPGPT:forward(ids, targets)
@@ -348,22 +366,39 @@ function CPGPT:forward(ids, targets)
   local T = ids.shape[2]
   local pos = cp.positions(T, n, r, self.zigzag)
   local mine = cp.shard(ids, 2, { group = g, zigzag = self.zigzag }):contiguous()
-  local x = self.drop(self.wte(mine) + self.wpe(lab.tensor(pos, { dtype = "i64", device = mine.device })))
+  local x = self.wte(mine) + self.wpe(lab.tensor(pos, { dtype = "i64", device = mine.device }))
+  if self.drop then x = self.drop(x) end
   local attend = self.attention == "ring" and cp.ring_attention or cp.allgather_attention
+  local tp = self.tp_group and self.tp_group:size() or 1
   local B, Tl, C, H = x.shape[1], x.shape[2], cfg.d_model, cfg.n_head
+  local Hl = H // tp -- this TP rank's heads
   for _, block in self.blocks:iter() do
     local a = block.attn
-    local q, k, v = table.unpack(a.qkv(block.ln1(x)):split(C, 3))
-    local function heads(t) return t:view(B, Tl, H, C // H):transpose(2, 3) end
+    local q, k, v = qkv_of(self, a, block.ln1(x), B, Tl, C)
+    local function heads(t) return t:view(B, Tl, Hl, C // H):transpose(2, 3) end
     local y = attend(heads(q), heads(k), heads(v), { group = g, zigzag = self.zigzag })
-    x = x + a.drop(a.proj(y:transpose(2, 3):contiguous():view(B, Tl, C)))
-    x = x + block.mlp(block.ln2(x))
+    y = a.proj(y:transpose(2, 3):contiguous():view(B, Tl, C // tp))
+    if self.tp_group then -- lab.tp.Block: its residual dropout around both sublayers
+      x = x + block:drop(y)
+      x = x + block:drop(block.mlp(block.ln2(x)))
+    else
+      x = x + a.drop(y)
+      x = x + block.mlp(block.ln2(x))
+    end
   end
   x = self.ln_f(x)
-  local logits = self.head and self.head(x) or x:view(B * Tl, C):matmul(self.wte.weight:t()):view(B, Tl, cfg.vocab)
+  local logits
+  if self.tp_group then
+    logits = self.head(x) -- [B, Tl, V/tp]
+  else
+    logits = self.head and self.head(x) or x:view(B * Tl, C):matmul(self.wte.weight:t()):view(B, Tl, cfg.vocab)
+  end
   if targets then
     local t = cp.shard(targets, 2, { group = g, zigzag = self.zigzag }):contiguous()
-    return logits, lab.cross_entropy(logits, t)
+    local loss = self.tp_group and lab.tp.vocab_parallel_cross_entropy(logits, t, self.tp_group)
+      or lab.cross_entropy(logits, t)
+    if cfg.moe then loss = loss + lab.moe.aux_total(self) end -- router balance and z-losses
+    return logits, loss
   end
   return logits
 end

@@ -48,6 +48,33 @@ for _, attention in ipairs({ "ring", "ring-math", "allgather" }) do
   end
 end
 
+-- the head dims the CUDA kernels take (64, 128) and one they do not (24), in f32 and in bf16
+-- (the CUDA kernels' dtype), ring on the FlashAttention blocks against one-rank attention in
+-- f64: the sim lane runs these through the device seam
+for _, hd in ipairs({ 24, 64, 128 }) do
+  for _, dtype in ipairs({ "f32", "bf16" }) do
+    T.test(string.format("ring attention, head dim %d, %s: values and q/k/v gradients equal one rank's", hd, dtype), function()
+      lab.manual_seed(6)
+      local Tn = 4 * n
+      local function rnd() return T.place(lab.randn(1, 2, Tn, hd, { dtype = "f64" })) end
+      local q, k, v, w = rnd():requires_grad_(), rnd():requires_grad_(), rnd():requires_grad_(), rnd()
+      local full = lab.sdpa(q, k, v, { causal = true, impl = "math" })
+      ;(full * w):sum():backward()
+      local o = { group = world, zigzag = true }
+      local function mine(t) return lab.cp.shard(t:detach(), 3, o):contiguous() end
+      local ql, kl, vl = mine(q):to(dtype):requires_grad_(), mine(k):to(dtype):requires_grad_(), mine(v):to(dtype):requires_grad_()
+      local out = lab.cp.ring_attention(ql, kl, vl, { group = world })
+      T.eq(out.dtype, dtype, "the output in q's dtype")
+      ;(out * mine(w):to(dtype)):sum():backward()
+      local tol = dtype == "f32" and 1e-5 or 4e-2
+      close(out:to("f64"), mine(full), tol, "output")
+      close(ql.grad:to("f64"), mine(q.grad), tol, "dq")
+      close(kl.grad:to("f64"), mine(k.grad), tol, "dk")
+      close(vl.grad:to("f64"), mine(v.grad), tol, "dv")
+    end)
+  end
+end
+
 local cfg = { vocab = 16, d_model = 8, n_layer = 2, n_head = 2, seq_len = 8 * n, d_ff = 16 }
 
 for _, attention in ipairs({ "ring", "allgather" }) do
