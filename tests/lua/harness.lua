@@ -10,7 +10,8 @@
 local T = { failed = 0, passed = 0, current = "?" }
 local rank = lab.dist.rank()
 
-T.place_device = os.getenv("LLMLAB_TEST_PLACE")
+-- (tests/gpu/on_gpu.lua sets the global LLMLAB_TEST_PLACE to its GPU device instead)
+T.place_device = rawget(_G, "LLMLAB_TEST_PLACE") or os.getenv("LLMLAB_TEST_PLACE")
 if T.place_device == "" then T.place_device = nil end
 if T.place_device and lab.default_device() ~= "cpu" then
   error(string.format("rank %d: LLMLAB_TEST_PLACE=%s needs the default device left at cpu, not %s",
