@@ -152,8 +152,9 @@ end
 -- One training step's forward and backward over the whole batch; the parameters of this
 -- stage end with the gradient of the mean loss. input and target are the whole batch
 -- (needed on the first and the last stage respectively). Returns the mean loss on every
--- rank of the group (with MoE layers, their auxiliary losses included, as lab.nn.GPT's). Afterwards self.max_in_flight says how many micro-batches' activations
--- (per chunk) this stage held at once: pp.max_in_flight gives the schedule's figure.
+-- rank of the group (with MoE layers, their auxiliary losses included, as lab.nn.GPT's).
+-- Afterwards self.max_in_flight says how many micro-batches' activations (per chunk) this
+-- stage held at once: pp.max_in_flight gives the schedule's figure.
 function Pipeline:train_step(input, target)
   local p, s, m, g, v = self.p, self.s, self.m, self.group, self.v
   local last_stage = v * p - 1

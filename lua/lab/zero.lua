@@ -126,9 +126,9 @@ function Engine:_make_group(params, module)
   -- the flat buffers live where the parameters do (model:to(device) before wrapping)
   local dtype, device = params[1].dtype, params[1].device
   for _, p in ipairs(params) do
-    if p.device ~= device or p.dtype ~= dtype then
-      errors.raise("zero.wrap", "the parameters of one module are %s on %s and %s on %s; a module's parameters share a dtype and a device",
-        dtype, device, p.dtype, p.device)
+    if p.device ~= device then
+      errors.raise("lab.zero.wrap", "one module's parameters are on %s and on %s; move the model with model:to(device) "
+        .. "before wrapping it", device, p.device)
     end
   end
   g.full = lab.mem.tag(lab.zeros(g.padded, { dtype = dtype, device = device }), "param")
