@@ -510,9 +510,24 @@ end
 -- "table", or "markdown" (the rows of README.md's table, which tests/lua/single/test_plan.lua
 -- compares with this function's answer). list: "runs" (default) or "misses", the published
 -- runs the planner misses by more than 15%.
+-- the figure a run publishes, from a result: MFU or HFU, tokens per second per GPU, or model
+-- FLOP/s per GPU
+local function show(metric, x)
+  if metric == "tokens" then return string.format("%.0f tok/s", x) end
+  if metric == "tflops" then return string.format("%.0f TFLOP/s", x / 1e12) end
+  return string.format("%.1f%%", 100 * x)
+end
+plan.show_metric = show
+
+local function metric_of(r, run)
+  if run.metric == "tokens" then return r.tokens_per_s / run.gpus end
+  if run.metric == "tflops" then return r.model_flops / (r.step_s * run.gpus) end
+  return r[run.metric]
+end
+
 function plan.published(format, list)
   need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
-  need(list == nil or list == "runs" or list == "misses", "published", "list is runs or misses, got %s", tostring(list))
+  need(list == nil or list == "runs" or list == "misses" or list == "added", "published", "list is runs, misses or added, got %s", tostring(list))
   local runs = require("lab.plan_published")
   local rows = {}
   if format == "table" then
@@ -527,21 +542,21 @@ function plan.published(format, list)
     local best = res[1]
     local row = { run = run, best = best, feasible = best ~= nil }
     if best then
-      row.predicted = best[run.metric]
+      row.predicted = metric_of(best, run)
       row.error = (row.predicted - run.published) / run.published
     end
     rows[#rows + 1] = row
-    local pred = best and string.format("%.1f%%", 100 * row.predicted) or "does not fit"
+    local pred = best and show(run.metric, row.predicted) or "does not fit"
     local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
     if format == "table" then
-      print(string.format("%-30s %-16s %6d %-28s %-6s %8.1f%% %8s %7s", run.source, run.model, run.gpus,
-        best and layout(best) or "does not fit", run.metric:upper(), 100 * run.published, pred, err))
+      print(string.format("%-32s %-16s %6d %-28s %-6s %14s %14s %7s", run.source, run.model, run.gpus,
+        best and layout(best) or "does not fit", run.metric:upper(), show(run.metric, run.published), pred, err))
     elseif format == "markdown" then
       local fixed = string.format("TP %d, PP %d%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
         run.vpp and ", v " .. run.vpp or "")
-      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s, %s | %s %.1f%% | %s | %s |", run.source, run.model,
+      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s, %s | %s %s | %s | %s |", run.source, run.model,
         run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and layout(best) or "-", best and variant(best) or "-",
-        run.metric:upper(), 100 * run.published, pred, err))
+        run.metric:upper(), show(run.metric, run.published), pred, err))
     end
   end
   return rows
@@ -561,6 +576,7 @@ function plan.cli(args)
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
       elseif a == "published" or a == "--published" then o.published = "runs"
       elseif a == "misses" or a == "--misses" then o.published = "misses"
+      elseif a == "added" or a == "--added" then o.published = "added"
       else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published, misses), got %s", a) end
     else
       if v:find(",") then

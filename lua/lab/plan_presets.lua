@@ -65,6 +65,25 @@ P.models["mpt-13b"] = mpt(40, 5120, 40)
 P.models["mpt-30b"] = mpt(48, 7168, 64)
 P.models["mpt-70b"] = mpt(80, 8192, 64)
 
+-- Models of the runs added for issue 32 (lua/lab/plan_published.lua says where each row is from)
+-- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2 vocabulary
+P.models["mtnlg-530b"] = gpt(105, 20480, 128, 50272)
+-- BLOOM 176B (BigScience 2022, arXiv:2211.05100, Table 3): ALiBi, vocabulary 250880 padded, no dropout
+P.models["bloom-176b"] = gpt(70, 14336, 112, 250880)
+P.models["bloom-176b"].dropout = false
+-- NeMo's GPT-3 configurations (NeMo-Framework-Launcher conf/training/gpt3): 4h GELU FFN, biases
+P.models["nemo-gpt3-5b"] = gpt(24, 4096, 32, 50304)
+P.models["nemo-gpt3-20b"] = gpt(44, 6144, 48, 50304)
+P.models["nemo-gpt3-175b"] = gpt(96, 12288, 96, 50304)
+for _, k in ipairs({ "nemo-gpt3-5b", "nemo-gpt3-20b", "nemo-gpt3-175b" }) do
+  P.models[k].dropout, P.models[k].tied = false, false
+end
+-- Qwen3 mixture-of-experts models (their released config.json): head_dim 128, 128 experts, top 8
+P.models["qwen3-30b-a3b"] = { layers = 48, hidden = 2048, heads = 32, kv_heads = 4, head_dim = 128, ffn = 768, vocab = 151936,
+  gated = true, experts = 128, top_k = 8 }
+P.models["qwen3-235b-a22b"] = { layers = 94, hidden = 4096, heads = 64, kv_heads = 4, head_dim = 128, ffn = 1536, vocab = 151936,
+  gated = true, experts = 128, top_k = 8 }
+
 local GB, TB = 1e9, 1e12
 P.gpus = {
   ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,

@@ -101,10 +101,63 @@ P.misses = {
   { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.2859, opts = { zero = 3, recompute = "full" } },
 }
 
+-- Runs added for issue 32, committed with the planner's answers on them before any change to
+-- its model (the commit that adds them says what it answered). metric "tokens": tokens per
+-- second per GPU, which needs no FLOP-counting convention.
+local mtnlg = { recompute = "full", sequence_parallel = false, attention = "materialized", dp_overlap = false, zero = 1, vpp = 1 }
+local nemo = { zero = 1, param_gather_overlap = true, precision = "fp8" }
+P.added = {
+  -- Smith et al., "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B",
+  -- arXiv:2201.11990, section 2.4: DGX A100-80GB (Selene), TP 8, PP 35 (DeepSpeed's 1F1B, not
+  -- interleaved), data parallel 8/10/12 with ZeRO-1, global batch 1920, seq 2048, activation
+  -- checkpointing; 60.1, 50.2 and 44.4 s per iteration = 126, 121 and 113 teraFLOP/s per GPU
+  -- counted with the recomputed forward (Megatron-LM's equation 3: an HFU).
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 2240, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 126 / 312, opts = mtnlg },
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 2800, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 121 / 312, opts = mtnlg },
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 3360, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 113 / 312, opts = mtnlg },
+  -- BigScience, "BLOOM: A 176B-Parameter Open-Access Multilingual Language Model",
+  -- arXiv:2211.05100, section 3.4-3.5 and the model card: 48 nodes of 8 A100-80GB, four
+  -- 100 Gb/s Omni-Path links per node (6.25 GB/s per GPU), Megatron-DeepSpeed with TP 4, PP 12,
+  -- DP 8, ZeRO-1, micro-batch 2, global batch 2048, seq 2048; "about 150 TFLOPs" per GPU in
+  -- the run (156 in their fastest configuration), counted with the recomputed forward.
+  { source = "BLOOM 176B 2022, section 3.5", model = "bloom-176b", gpu = "a100-80", gpus = 384, global_batch = 2048, seq = 2048, tp = 4, pp = 12, micro_batch = 2, metric = "hfu", published = 150 / 312,
+    opts = { recompute = "full", sequence_parallel = false, attention = "materialized", dp_overlap = false, zero = 1, vpp = 1, gpu_network = 6.25e9 } },
+  -- torchtitan (Liang et al., arXiv:2410.06511; docs/performance.md): Llama 3 70B with FSDP2 on
+  -- 64 A100-80GB, local batch 1, seq 8192, full activation checkpointing, 51.7% MFU (their
+  -- 6N + 12 l h q t per token, the planner's count)
+  { source = "torchtitan 2024, A100", model = "llama3-70b", gpu = "a100-80", gpus = 64, global_batch = 64, seq = 8192, tp = 1, pp = 1, micro_batch = 1, metric = "mfu", published = 0.517, opts = { zero = 3, recompute = "full" } },
+  -- NVIDIA NeMo performance summary, NeMo 24.07 container, DGX-H100, FP8 (GEMMs in FP8 with
+  -- Transformer Engine), tokens per second per GPU as published
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-5b", gpu = "h100", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 4, metric = "tokens", published = 22521, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-20b", gpu = "h100", gpus = 64, global_batch = 256, seq = 2048, tp = 2, pp = 1, micro_batch = 2, metric = "tokens", published = 5851, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-175b", gpu = "h100", gpus = 128, global_batch = 256, seq = 2048, tp = 4, pp = 8, vpp = 6, micro_batch = 1, metric = "tokens", published = 726, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-175b", gpu = "h100", gpus = 512, global_batch = 2048, seq = 2048, tp = 4, pp = 8, vpp = 6, micro_batch = 2, metric = "tokens", published = 782, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 8, global_batch = 128, seq = 4096, tp = 1, pp = 1, micro_batch = 1, metric = "tokens", published = 16847, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-13b", gpu = "h100", gpus = 16, global_batch = 128, seq = 4096, tp = 1, pp = 4, vpp = 10, micro_batch = 1, metric = "tokens", published = 8646, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 4096, tp = 4, pp = 4, vpp = 20, micro_batch = 1, metric = "tokens", published = 1707, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama3-8b", gpu = "h100", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, cp = 2, micro_batch = 1, metric = "tokens", published = 12036, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama3-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 8192, tp = 4, pp = 4, cp = 2, vpp = 5, micro_batch = 1, metric = "tokens", published = 1533, opts = nemo },
+  -- NeMo long-sequence performance (NeMo 24.03.01, DGX-H100, FP8): Llama 2 7B with context
+  -- parallelism, model TFLOP/s per GPU (Megatron's count: 6N + 12 l h s per token, as the
+  -- planner's). The global batch is not given: one sequence per data-parallel rank is assumed.
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 16, global_batch = 8, seq = 16384, tp = 2, pp = 1, cp = 1, micro_batch = 1, metric = "tflops", published = 660e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 32, global_batch = 8, seq = 32768, tp = 2, pp = 1, cp = 2, micro_batch = 1, metric = "tflops", published = 610e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 64, global_batch = 8, seq = 65536, tp = 4, pp = 1, cp = 2, micro_batch = 1, metric = "tflops", published = 574e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 128, global_batch = 8, seq = 131072, tp = 4, pp = 1, cp = 4, micro_batch = 1, metric = "tflops", published = 555e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 256, global_batch = 8, seq = 262144, tp = 4, pp = 1, cp = 8, micro_batch = 1, metric = "tflops", published = 549e12, opts = nemo },
+  -- Megatron-Bridge performance summary, NeMo 25.11 container, DGX-H100, FP8 with current
+  -- scaling; MoE runs dropless with the tokens force-balanced among experts
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-8b", gpu = "h100", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 1, metric = "tokens", published = 14451, opts = { zero = 3, precision = "fp8" } },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 8192, tp = 4, pp = 8, vpp = 5, micro_batch = 1, metric = "tokens", published = 1602, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-405b", gpu = "h100", gpus = 1024, global_batch = 512, seq = 8192, tp = 8, pp = 8, cp = 2, vpp = 8, micro_batch = 1, metric = "tokens", published = 292, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "qwen3-30b-a3b", gpu = "h100", gpus = 16, global_batch = 512, seq = 4096, tp = 1, pp = 2, vpp = 24, ep = 8, micro_batch = 2, metric = "tokens", published = 5275, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "qwen3-235b-a22b", gpu = "h100", gpus = 256, global_batch = 2048, seq = 4096, tp = 2, pp = 8, vpp = 4, ep = 32, micro_batch = 1, metric = "tokens", published = 1575, opts = nemo },
+}
+
 -- the plan options of a run: its layout fixed, the paper's implementation facts
 function P.options(run)
   local o = { model = run.model, gpu = run.gpu, gpus = run.gpus, global_batch = run.global_batch, seq = run.seq, tp = run.tp,
-    pp = run.pp, cp = run.cp or 1, vpp = run.vpp, micro_batch = run.micro_batch }
+    pp = run.pp, cp = run.cp or 1, ep = run.ep, vpp = run.vpp, micro_batch = run.micro_batch }
   for k, v in pairs(run.opts or {}) do o[k] = v end
   return o
 end
