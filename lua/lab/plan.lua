@@ -203,15 +203,19 @@ local function resolve(o)
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
   if not next(g) then fail("unknown gpu '%s'", tostring(o.gpu)) end
-  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "attention", "memory" }) do
+  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "gemm_fp8", "attention", "memory" }) do
     if o["gpu_" .. k] then g[k] = o["gpu_" .. k] end
   end
   if o.efficiency then g.gemm = o.efficiency end -- the old single knob: the achievable GEMM fraction
   if type(g.bf16) ~= "number" or type(g.hbm) ~= "number" then fail("the gpu table needs bf16 (FLOP/s) and hbm (bytes)") end
-  for k, v in pairs(g) do
-    if type(v) ~= "number" or not (v > 0) or v == math.huge then fail("gpu %s must be a positive number, got %s", k, tostring(v)) end
+  if o.gpu_generation ~= nil then g.generation = o.gpu_generation end
+  if g.generation ~= nil and g.generation ~= "a100" and g.generation ~= "h100" then
+    fail("gpu generation is a100 or h100 (whose fractions of peak and kernel speeds it takes), got %s", tostring(g.generation))
   end
-  for _, k in ipairs({ "gemm", "attention", "memory" }) do
+  for k, v in pairs(g) do
+    if k ~= "generation" and (type(v) ~= "number" or not (v > 0) or v == math.huge) then fail("gpu %s must be a positive number, got %s", k, tostring(v)) end
+  end
+  for _, k in ipairs({ "gemm", "gemm_fp8", "attention", "memory" }) do
     if g[k] and g[k] > 1 then fail("gpu %s is a fraction of peak (at most 1), got %s", k, tostring(g[k])) end
   end
   if g.per_node and math.type(g.per_node) ~= "integer" then fail("gpu per_node must be an integer, got %s", tostring(g.per_node)) end
@@ -243,16 +247,20 @@ function plan.enumerate(o)
   local results, rejected = {}, {}
   if o.precision ~= nil then word_list(o, "precision", nil, { "bf16", "fp8", "f32" }) end
   if o.attention ~= nil then word_list(o, "attention", nil, { "flash", "materialized" }) end
+  if o.attention_kernel ~= nil then word_list(o, "attention_kernel", nil, { "fa1", "fa2", "fa3", "cudnn", "triton" }) end
+  -- the free terms' fitted values (plan_presets.free) unless the question sets them
+  for k, v in pairs(presets.free_options()) do if o[k] == nil then o[k] = v end end
   local cp_from = o.cp_from ~= nil and positive_integer(o, "cp_from", 1 << 24) or 16384
   -- the numeric knobs: name, smallest, largest (a fraction excludes 0 where it divides)
   for _, k in ipairs({ { "memory_fraction", 1e-9, 1 }, { "workspace", 0, 1e15 }, { "latency", 0, 1 },
-    { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 } }) do
+    { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 }, { "layer_overhead", 0, 1 },
+    { "contention", 0, 1 } }) do
     local v = o[k[1]]
     if v ~= nil and (type(v) ~= "number" or not (v >= k[2] and v <= k[3])) then
       fail("%s must be a number from %g to %g, got %s", k[1], k[2], k[3], tostring(v))
     end
   end
-  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp" }) do
+  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp", "pp_blocking" }) do
     if o[k] ~= nil and type(o[k]) ~= "boolean" then fail("%s must be true or false, got %s", k, tostring(o[k])) end
   end
   local tps = int_list(o, "tp", divisors(N, o.allow_cross_node_tp and N or gpu.per_node), 1, MAX_GPUS)
@@ -337,7 +345,7 @@ function plan.enumerate(o)
     if a.uneven ~= b.uneven then return not a.uneven end
     return a.mem_total < b.mem_total
   end)
-  return results, rejected, m, gpu
+  return results, rejected, m, gpu, o
 end
 
 local function layout(r)

@@ -98,7 +98,102 @@ P.gpus = {
     per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
 }
 P.gpus.a100 = P.gpus["a100-80"]
+-- the generation whose fractions a GPU shares (the leave-one-source-out fit sets one set per
+-- generation: plan_fit.lua)
+for k, g in pairs(P.gpus) do g.generation = k:match("^a100") and "a100" or "h100" end
+P.gpus["b200"].generation = "h100" -- reuses H100's fractions, untested
+
+-- The time the roofline does not see, each a physical term (plan_time.lua applies them;
+-- explain prints them). Values a source gives are cited; the few no source gives are free
+-- constants, set with the fractions of peak by the leave-one-source-out fit (P.free below).
+P.terms = {
+  -- CUDA kernel launch, seconds per kernel the roofline would otherwise price at zero: 2.5-5
+  -- us per launch on A100/H100 (NVIDIA CUDA C++ Best Practices Guide, "kernel launch
+  -- overhead ... a few microseconds"; PyTorch's profiler shows 4-6 us gaps between eager
+  -- kernels)
+  launch = 4e-6,
+  -- Latency of one step of a ring collective (the alpha of alpha-beta), per step: NVLink 2 us,
+  -- across nodes 5 us (nccl-tests small-message latencies, as lab.netsim's dgx_h100 preset
+  -- cites them). A ring all-gather or reduce-scatter over n ranks is n - 1 steps, an
+  -- all-reduce 2(n - 1) (a tree's 2 log2 n across nodes), plus one kernel launch per call.
+  alpha_nvlink = 2e-6,
+  alpha_net = 5e-6,
+  -- Attention kernels: speed relative to FlashAttention-2 on the same GPU at head dimension
+  -- 128 and long sequences (the generation's `attention` fraction), fwd + bwd, causal.
+  --   fa1: FlashAttention-2 (Dao 2023, arXiv:2307.08691, section 4.1, Fig. 4-5) is "2x
+  --        faster than FlashAttention" forward and backward on A100: 0.5.
+  --   triton: the Triton FlashAttention the same figures compare (OpenAI's tutorial kernel,
+  --        which llm-foundry's attn_impl=triton derives from): FlashAttention-2 is 1.3-2.5x
+  --        faster (slowest in the backward): 0.6.
+  --   fa3 / cudnn on Hopper: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, Fig. 5-7):
+  --        1.5-2.0x FlashAttention-2 forward, 1.5-1.75x backward at head dim 128: 1.6; cuDNN
+  --        9's fused attention (Transformer Engine's, in NeMo/Megatron-Core) is plotted beside
+  --        it within 10%: 1.45. On Ampere both fall back to FlashAttention-2's speed.
+  attention_kernels = {
+    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.6 },
+    fa3 = { a100 = 1.0, h100 = 1.6 }, cudnn = { a100 = 1.0, h100 = 1.45 },
+  },
+  -- Sequence length: FlashAttention-2's fwd + bwd causal throughput at head dim 128 on A100
+  -- (Fig. 4d: about 63%, 76%, 87%, 93% and 98% of its 16K figure at 512, 1K, 2K, 4K, 16K
+  -- tokens) follows s / (s + 300): short sequences leave tiles and the diagonal idle.
+  attention_seq_knee = 300,
+  -- Head dimension: at 64 the same figures run at about 85% of head dim 128 (half the FLOPs
+  -- per byte of K and V loaded); 256 about as 128.
+  attention_head_dim = { [64] = 0.85, [128] = 1.0, [256] = 1.0 },
+  -- FP8 GEMMs need their inputs cast (and the amax taken): one read of bf16 and one write of
+  -- fp8 per GEMM input, Transformer Engine's cast_transpose (NVIDIA TE docs, "FP8 primer").
+  fp8_cast_bytes = 3,
+}
+
+-- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
+-- peak per GPU generation and the constants of terms no source gives. default: the value a
+-- plan uses; lo, hi: the fit's bounds.
+--   layer_overhead: seconds per layer per pass (forward, backward, recompute) per
+--     micro-batch of framework work between kernels (Python, hooks, allocator, stream syncs)
+--     that no paper measures for these runs; the order is tens of microseconds (the launch
+--     gaps of a profiler trace of one eager layer).
+--   contention: the share by which compute slows while an overlapped NCCL collective runs:
+--     NCCL's kernels take SMs (one block per channel, up to 32 channels) and HBM bandwidth;
+--     the reported slowdown of overlapped GEMMs is 10-30% (Jangda et al., "Breaking the
+--     computation and communication abstraction barrier", ASPLOS'22, section 2; Wang et al.
+--     "Overlap communication with dependent computation", ASPLOS'23).
+P.free = {
+  { name = "gemm", generation = "a100", default = 0.72, lo = 0.5, hi = 0.9 },
+  { name = "gemm", generation = "h100", default = 0.55, lo = 0.35, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.55, lo = 0.25, hi = 0.8 },
+  { name = "attention", generation = "a100", default = 0.55, lo = 0.3, hi = 0.8 },
+  { name = "attention", generation = "h100", default = 0.33, lo = 0.2, hi = 0.6 },
+  { name = "memory", default = 0.85, lo = 0.6, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.1, lo = 0, hi = 0.3 },
+}
 P.gpus.h100 = P.gpus["h100-80"]
 P.gpus.h200 = P.gpus["h200-141"]
+
+
+-- the GPU presets take the free fractions of their generation (memory: every generation)
+function P.apply_free(gpus, values)
+  for _, g in pairs(gpus) do
+    for i, f in ipairs(P.free) do
+      local v = values and values[i] or f.default
+      if f.name == "gemm" or f.name == "gemm_fp8" or f.name == "attention" then
+        if f.generation == g.generation then g[f.name] = v end
+      elseif f.name == "memory" then g.memory = v end
+    end
+  end
+end
+P.apply_free(P.gpus)
+
+-- the option values of the free terms that are not GPU fields
+function P.free_options(values)
+  local o = {}
+  for i, f in ipairs(P.free) do
+    if f.name == "bus_efficiency" or f.name == "layer_overhead" or f.name == "contention" then
+      o[f.name] = values and values[i] or f.default
+    end
+  end
+  return o
+end
 
 return P

@@ -1,0 +1,191 @@
+-- lab.plan's validation that cannot fit itself: leave-one-source-out. The free parameters
+-- (plan_presets.free: the fractions of peak per GPU generation and the constants of terms no
+-- source gives) are set, for each source in turn, by minimising the mean absolute relative
+-- error on the other sources' rows (plan_published.all); the error reported for the source's
+-- own rows is then a prediction, not a fit. The fit must be cheap enough for a test to redo
+-- it: each row's candidates are its planner's best few layouts at the default parameters
+-- (the enumeration is too slow to run inside a search), each evaluated at a parameter
+-- vector once (cached on the parameters that row depends on), and the search is a
+-- coordinate search: each parameter up or down by a step, steps shrinking. The left-out
+-- rows are then planned with the full enumeration at the source's own fitted parameters.
+local presets = require("lab.plan_presets")
+local published = require("lab.plan_published")
+local F = {}
+
+local CANDIDATES = 3 -- layouts per row the search re-evaluates
+local STEPS = { 0.1, 0.03 } -- coordinate steps, as fractions of each parameter's bounds
+local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = true }
+
+local function copy(t)
+  local o = {}
+  for k, v in pairs(t or {}) do o[k] = v end
+  return o
+end
+
+local function generation(run)
+  local g = presets.gpus[run.gpu]
+  return g and g.generation or "a100"
+end
+
+-- the indices of the free parameters a run depends on
+local function relevant(run)
+  local gen, fp8 = generation(run), (run.opts or {}).precision == "fp8"
+  local out = {}
+  for i, f in ipairs(presets.free) do
+    if not f.generation or (f.generation == gen and (f.name ~= "gemm_fp8" or fp8)) then out[#out + 1] = i end
+  end
+  return out
+end
+
+-- a run's plan options with the free parameters x (nil: their defaults) and a weak
+-- assumption's alternative (key = value) applied
+function F.options(run, x, key, value)
+  local o = published.options(run)
+  if key then o[key] = value end
+  local gen = generation(run)
+  for i, f in ipairs(presets.free) do
+    local v = x and x[i] or f.default
+    if GPU_FIELDS[f.name] then
+      if not f.generation or f.generation == gen then o["gpu_" .. f.name] = v end
+    else
+      o[f.name] = v
+    end
+  end
+  return o
+end
+
+-- the metric a run publishes, from a plan result
+function F.metric(r, run)
+  if run.metric == "tokens" then return r.tokens_per_s / run.gpus end
+  if run.metric == "tflops" then return r.model_flops / (r.step_s * run.gpus) end
+  return r[run.metric]
+end
+
+-- the full answer for a run at parameters x: best layout, figure
+function F.predict(plan, run, x, key, value)
+  local res = plan.enumerate(F.options(run, x, key, value))
+  if not res[1] then return nil end
+  return F.metric(res[1], run), res[1]
+end
+
+-- each run's shortlist: its best CANDIDATES layouts at the defaults, the resolved model,
+-- GPU and options, and the parameters it depends on
+local function shortlists(plan, rows)
+  local out = {}
+  for _, run in ipairs(rows) do
+    local res, _, m, gpu, q = plan.enumerate(F.options(run))
+    if res[1] then
+      local cands = {}
+      for i = 1, math.min(CANDIDATES, #res) do
+        local r = res[i]
+        cands[i] = { dp = r.dp, tp = r.tp, pp = r.pp, cp = r.cp, ep = r.ep, zero = r.zero, mb = r.mb, recompute = r.recompute, v = r.v }
+      end
+      out[#out + 1] = { run = run, m = m, gpu = gpu, q = q, cands = cands, uses = relevant(run), cache = {} }
+    end
+  end
+  return out
+end
+
+-- a shortlisted run's figure at parameters x (cached on the parameters it uses)
+local function quick(plan, e, x)
+  local key = {}
+  for j, i in ipairs(e.uses) do key[j] = x[i] end
+  key = table.concat(key, ",")
+  local hit = e.cache[key]
+  if hit then return hit end
+  local gpu, o = copy(e.gpu), copy(e.q)
+  local gen = e.gpu.generation
+  for i, f in ipairs(presets.free) do
+    if GPU_FIELDS[f.name] then
+      if not f.generation or f.generation == gen then gpu[f.name] = x[i] end
+    else
+      o[f.name] = x[i]
+    end
+  end
+  local best
+  for _, c in ipairs(e.cands) do
+    local r = plan.evaluate(e.m, gpu, o, c)
+    if r.fits and (not best or r.step_s < best.step_s) then best = r end
+  end
+  local err = best and math.abs(F.metric(best, e.run) - e.run.published) / e.run.published or 1
+  e.cache[key] = err
+  return err
+end
+
+local function objective(plan, entries, x)
+  local sum = 0
+  for _, e in ipairs(entries) do sum = sum + quick(plan, e, x) end
+  return sum / math.max(#entries, 1)
+end
+
+-- coordinate search from the defaults; returns x and the mean absolute relative error
+function F.fit(plan, entries)
+  local x = {}
+  for i, f in ipairs(presets.free) do x[i] = f.default end
+  local best = objective(plan, entries, x)
+  for _, step in ipairs(STEPS) do
+    local improved, passes = true, 0
+    while improved and passes < 4 do
+      improved, passes = false, passes + 1
+      for i, f in ipairs(presets.free) do
+        for _, sign in ipairs({ 1, -1 }) do
+          local y = copy(x)
+          y[i] = math.min(f.hi, math.max(f.lo, x[i] + sign * step * (f.hi - f.lo)))
+          if y[i] ~= x[i] then
+            local err = objective(plan, entries, y)
+            if err < best - 1e-9 then
+              x, best, improved = y, err, true
+              break
+            end
+          end
+        end
+      end
+    end
+  end
+  return x, best
+end
+
+-- The leave-one-source-out table: for every source, the parameters fitted on the others,
+-- and each of its rows planned with them (the full enumeration), with its range over the
+-- row's weak assumption. Returns {rows = {...}, fits = {group -> x}, all = x fitted on all}.
+function F.loso(plan)
+  local entries = shortlists(plan, published.all)
+  local groups, seen = {}, {}
+  for _, run in ipairs(published.all) do
+    if not seen[run.group] then seen[run.group] = true groups[#groups + 1] = run.group end
+  end
+  local fits, rows = {}, {}
+  for _, g in ipairs(groups) do
+    local train = {}
+    for _, e in ipairs(entries) do if e.run.group ~= g then train[#train + 1] = e end end
+    local x, train_err = F.fit(plan, train)
+    fits[g] = { x = x, train_error = train_err }
+    for _, run in ipairs(published.all) do
+      if run.group == g then
+        local pred, best = F.predict(plan, run, x)
+        local row = { run = run, best = best, feasible = pred ~= nil, predicted = pred }
+        if pred then
+          row.error = (pred - run.published) / run.published
+          row.lo, row.hi = pred, pred
+          local w = run.weak
+          if w then
+            for key, alts in pairs(w) do
+              if key ~= "why" then
+                for _, value in ipairs(alts) do
+                  local p = F.predict(plan, run, x, key, value)
+                  if p then row.lo, row.hi = math.min(row.lo, p), math.max(row.hi, p) end
+                end
+              end
+            end
+            row.why = w.why
+          end
+        end
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  local all = F.fit(plan, entries)
+  return { rows = rows, fits = fits, groups = groups, all = all }
+end
+
+return F
