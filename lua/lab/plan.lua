@@ -513,13 +513,6 @@ function plan.explain(r, m, gpu, o)
     100 * r.hfu, r.tokens_per_s))
 end
 
--- The planner against published runs (lua/lab/plan_published.lua): each run re-planned with
--- its layout fixed; returns rows {run, best, predicted, error}. format: nil (quiet),
--- "table", or "markdown" (the rows of README.md's table, which tests/lua/single/test_plan.lua
--- compares with this function's answer). list: "runs" (default) or "misses", the published
--- runs the planner misses by more than 15%.
--- the figure a run publishes, from a result: MFU or HFU, tokens per second per GPU, or model
--- FLOP/s per GPU
 local function show(metric, x)
   if metric == "tokens" then return string.format("%.0f tok/s", x) end
   if metric == "tflops" then return string.format("%.0f TFLOP/s", x / 1e12) end
@@ -527,47 +520,38 @@ local function show(metric, x)
 end
 plan.show_metric = show
 
-local function metric_of(r, run)
-  if run.metric == "tokens" then return r.tokens_per_s / run.gpus end
-  if run.metric == "tflops" then return r.model_flops / (r.step_s * run.gpus) end
-  return r[run.metric]
-end
-
-function plan.published(format, list)
+-- The planner against published runs (lua/lab/plan_published.lua), validated leave-one-
+-- source-out (lua/lab/plan_fit.lua): each source's rows planned with the free parameters
+-- fitted on the other sources only. Returns rows {run, best, predicted, error, lo, hi, why}
+-- and the fit. format: nil (quiet), "table", or "markdown" (the rows of README.md's table,
+-- which tests/lua/single/test_plan.lua compares with this function's answer).
+function plan.published(format)
   need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
-  need(list == nil or list == "runs" or list == "misses" or list == "added", "published", "list is runs, misses or added, got %s", tostring(list))
-  local runs = require("lab.plan_published")
-  local rows = {}
+  local fit = require("lab.plan_fit").loso(plan)
   if format == "table" then
-    print(string.format("%-30s %-16s %6s %-28s %-6s %9s %8s %7s", "source", "model", "GPUs", "planner's layout", "metric",
-      "published", "planner", "error"))
+    print(string.format("%-32s %-16s %6s %-30s %14s %14s %7s  %s", "source", "model", "GPUs", "planner's layout",
+      "published", "planner", "error", "range (weak assumption)"))
   elseif format == "markdown" then
-    print("| published run | model | GPUs | published layout | planner's choice | published | planner | error |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| published run | model | GPUs | published layout | planner's choice | published | planner (LOSO) | error | range |")
+    print("|---|---|---|---|---|---|---|---|---|")
   end
-  for _, run in ipairs(runs[list or "runs"]) do
-    local res = plan.enumerate(runs.options(run))
-    local best = res[1]
-    local row = { run = run, best = best, feasible = best ~= nil }
-    if best then
-      row.predicted = metric_of(best, run)
-      row.error = (row.predicted - run.published) / run.published
-    end
-    rows[#rows + 1] = row
+  for _, row in ipairs(fit.rows) do
+    local run, best = row.run, row.best
     local pred = best and show(run.metric, row.predicted) or "does not fit"
     local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
+    local range = best and row.lo < row.hi and string.format("%s to %s", show(run.metric, row.lo), show(run.metric, row.hi)) or "-"
     if format == "table" then
-      print(string.format("%-32s %-16s %6d %-28s %-6s %14s %14s %7s", run.source, run.model, run.gpus,
-        best and layout(best) or "does not fit", run.metric:upper(), show(run.metric, run.published), pred, err))
+      print(string.format("%-32s %-16s %6d %-30s %14s %14s %7s  %s", run.source, run.model, run.gpus,
+        best and layout(best) or "does not fit", show(run.metric, run.published), pred, err, range))
     elseif format == "markdown" then
-      local fixed = string.format("TP %d, PP %d%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
-        run.vpp and ", v " .. run.vpp or "")
-      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s, %s | %s %s | %s | %s |", run.source, run.model,
-        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and layout(best) or "-", best and variant(best) or "-",
-        run.metric:upper(), show(run.metric, run.published), pred, err))
+      local fixed = string.format("TP %d, PP %d%s%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
+        (run.ep or 1) > 1 and ", EP " .. run.ep or "", run.vpp and run.vpp > 1 and ", v " .. run.vpp or "")
+      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s | %s %s | %s | %s | %s |", run.source, run.model,
+        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and (layout(best) .. ", " .. variant(best)) or "-",
+        run.metric:upper(), show(run.metric, run.published), pred, err, range))
     end
   end
-  return rows
+  return fit.rows, fit
 end
 
 -- `llmlab --plan key=value ...`: numbers become numbers, a,b,c become lists
@@ -582,10 +566,8 @@ function plan.cli(args)
       elseif a == "--json" or a == "json" then o.format = "json"
       elseif a == "explain" or a == "--explain" then o.explain = true
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
-      elseif a == "published" or a == "--published" then o.published = "runs"
-      elseif a == "misses" or a == "--misses" then o.published = "misses"
-      elseif a == "added" or a == "--added" then o.published = "added"
-      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published, misses), got %s", a) end
+      elseif a == "published" or a == "--published" then o.published = true
+      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published), got %s", a) end
     else
       if v:find(",") then
         local list = {}
@@ -595,7 +577,7 @@ function plan.cli(args)
       else o[k] = tonumber(v) or v end
     end
   end
-  if o.published then return plan.published(o.format == "csv" and "table" or "markdown", o.published) end
+  if o.published then return plan.published(o.format == "csv" and "table" or "markdown") end
   return plan.run(o)
 end
 

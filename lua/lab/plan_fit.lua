@@ -7,13 +7,14 @@
 -- (the enumeration is too slow to run inside a search), each evaluated at a parameter
 -- vector once (cached on the parameters that row depends on), and the search is a
 -- coordinate search: each parameter up or down by a step, steps shrinking. The left-out
--- rows are then planned with the full enumeration at the source's own fitted parameters.
+-- rows are then re-evaluated on the same shortlist at the source's own fitted parameters.
+-- F.fit(plan, entries) over every row gives the defaults plan_presets.free carries.
 local presets = require("lab.plan_presets")
 local published = require("lab.plan_published")
 local F = {}
 
-local CANDIDATES = 3 -- layouts per row the search re-evaluates
-local STEPS = { 0.1, 0.03 } -- coordinate steps, as fractions of each parameter's bounds
+local CANDIDATES = 2 -- layouts per row the search re-evaluates
+local STEPS = { 0.06, 0.02 } -- coordinate steps, as fractions of each parameter's bounds
 local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = true }
 
 local function copy(t)
@@ -86,14 +87,11 @@ local function shortlists(plan, rows)
   return out
 end
 
--- a shortlisted run's figure at parameters x (cached on the parameters it uses)
-local function quick(plan, e, x)
-  local key = {}
-  for j, i in ipairs(e.uses) do key[j] = x[i] end
-  key = table.concat(key, ",")
-  local hit = e.cache[key]
-  if hit then return hit end
+-- a shortlisted run's best result at parameters x, with a weak assumption's alternative
+-- (key = value) when given
+local function evaluate(plan, e, x, key, value)
   local gpu, o = copy(e.gpu), copy(e.q)
+  if key then o[key] = value end
   local gen = e.gpu.generation
   for i, f in ipairs(presets.free) do
     if GPU_FIELDS[f.name] then
@@ -107,6 +105,17 @@ local function quick(plan, e, x)
     local r = plan.evaluate(e.m, gpu, o, c)
     if r.fits and (not best or r.step_s < best.step_s) then best = r end
   end
+  return best
+end
+
+-- its absolute relative error at parameters x (cached on the parameters it uses)
+local function quick(plan, e, x)
+  local key = {}
+  for j, i in ipairs(e.uses) do key[j] = x[i] end
+  key = table.concat(key, ",")
+  local hit = e.cache[key]
+  if hit then return hit end
+  local best = evaluate(plan, e, x)
   local err = best and math.abs(F.metric(best, e.run) - e.run.published) / e.run.published or 1
   e.cache[key] = err
   return err
@@ -125,7 +134,7 @@ function F.fit(plan, entries)
   local best = objective(plan, entries, x)
   for _, step in ipairs(STEPS) do
     local improved, passes = true, 0
-    while improved and passes < 4 do
+    while improved and passes < 2 do
       improved, passes = false, passes + 1
       for i, f in ipairs(presets.free) do
         for _, sign in ipairs({ 1, -1 }) do
@@ -150,6 +159,8 @@ end
 -- row's weak assumption. Returns {rows = {...}, fits = {group -> x}, all = x fitted on all}.
 function F.loso(plan)
   local entries = shortlists(plan, published.all)
+  local by_run = {}
+  for _, e in ipairs(entries) do by_run[e.run] = e end
   local groups, seen = {}, {}
   for _, run in ipairs(published.all) do
     if not seen[run.group] then seen[run.group] = true groups[#groups + 1] = run.group end
@@ -162,18 +173,22 @@ function F.loso(plan)
     fits[g] = { x = x, train_error = train_err }
     for _, run in ipairs(published.all) do
       if run.group == g then
-        local pred, best = F.predict(plan, run, x)
-        local row = { run = run, best = best, feasible = pred ~= nil, predicted = pred }
-        if pred then
-          row.error = (pred - run.published) / run.published
-          row.lo, row.hi = pred, pred
+        local e = by_run[run]
+        local best = e and evaluate(plan, e, x)
+        local row = { run = run, best = best, feasible = best ~= nil }
+        if best then
+          local pred = F.metric(best, run)
+          row.predicted, row.error, row.lo, row.hi = pred, (pred - run.published) / run.published, pred, pred
           local w = run.weak
           if w then
             for key, alts in pairs(w) do
               if key ~= "why" then
                 for _, value in ipairs(alts) do
-                  local p = F.predict(plan, run, x, key, value)
-                  if p then row.lo, row.hi = math.min(row.lo, p), math.max(row.hi, p) end
+                  local r = evaluate(plan, e, x, key, value)
+                  if r then
+                    local p = F.metric(r, run)
+                    row.lo, row.hi = math.min(row.lo, p), math.max(row.hi, p)
+                  end
                 end
               end
             end
@@ -184,8 +199,7 @@ function F.loso(plan)
       end
     end
   end
-  local all = F.fit(plan, entries)
-  return { rows = rows, fits = fits, groups = groups, all = all }
+  return { rows = rows, fits = fits, groups = groups, entries = entries }
 end
 
 return F

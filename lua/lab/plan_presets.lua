@@ -158,15 +158,15 @@ P.terms = {
 --     computation and communication abstraction barrier", ASPLOS'22, section 2; Wang et al.
 --     "Overlap communication with dependent computation", ASPLOS'23).
 P.free = {
-  { name = "gemm", generation = "a100", default = 0.72, lo = 0.5, hi = 0.9 },
-  { name = "gemm", generation = "h100", default = 0.55, lo = 0.35, hi = 0.8 },
-  { name = "gemm_fp8", generation = "h100", default = 0.55, lo = 0.25, hi = 0.8 },
-  { name = "attention", generation = "a100", default = 0.55, lo = 0.3, hi = 0.8 },
-  { name = "attention", generation = "h100", default = 0.33, lo = 0.2, hi = 0.6 },
-  { name = "memory", default = 0.85, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.8, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 30e-6, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.1, lo = 0, hi = 0.3 },
+  { name = "gemm", generation = "a100", default = 0.692, lo = 0.5, hi = 0.9 },
+  { name = "gemm", generation = "h100", default = 0.595, lo = 0.35, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.534, lo = 0.25, hi = 0.8 },
+  { name = "attention", generation = "a100", default = 0.585, lo = 0.3, hi = 0.8 },
+  { name = "attention", generation = "h100", default = 0.25, lo = 0.2, hi = 0.6 },
+  { name = "memory", default = 0.714, lo = 0.6, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.84, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 6.6e-05, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.106, lo = 0, hi = 0.3 },
 }
 P.gpus.h100 = P.gpus["h100-80"]
 P.gpus.h200 = P.gpus["h200-141"]

@@ -12,40 +12,94 @@ local T = require("harness")
 local plan = lab.plan
 local here = arg[0]:match("(.*/)") or "./"
 
-local rows = plan.published()
+local published = require("lab.plan_published")
+local t0 = os.clock()
+local rows, fit = plan.published()
+local loso_s = os.clock() - t0
 
-T.test("every published run: its layout fits and the estimate is within 15%", function()
-  T.ok(#rows >= 30, "at least 30 published runs")
+T.test("leave-one-source-out: every row in its band or listed as a miss with its reason", function()
+  T.ok(#rows >= 70, "at least 70 published rows, got " .. #rows)
+  T.ok(#fit.groups >= 12, "at least 12 sources, got " .. #fit.groups)
+  T.ok(loso_s < 15, string.format("the LOSO table is recomputed in %.1f s", loso_s))
+  local within = 0
   for _, row in ipairs(rows) do
     local run = row.run
-    T.ok(row.feasible, string.format("%s %s on %d GPUs: the published layout fits", run.source, run.model, run.gpus))
-    if row.feasible then
-      print(string.format("  %-30s %-16s %-30s %s published %.1f%%, planner %.1f%% (%+.1f%%)", run.source, run.model,
-        plan.layout(row.best), run.metric:upper(), 100 * run.published, 100 * row.predicted, 100 * row.error))
-      T.ok(math.abs(row.error) <= 0.15, string.format("%s %s on %d GPUs: %s %.3f vs published %.3f", run.source, run.model,
-        run.gpus, run.metric, row.predicted, run.published))
-      T.eq(row.best.tp, run.tp, "the published TP")
-      T.eq(row.best.pp, run.pp, "the published PP")
+    local key = published.key(run)
+    local miss = published.loso_misses[key]
+    local ok = row.feasible and math.abs(row.error) <= 0.15
+    if ok then within = within + 1 end
+    print(string.format("  %-34s %-16s %6d %s published %s, LOSO %s (%s)%s", run.source, run.model, run.gpus,
+      run.metric:upper(), plan.show_metric(run.metric, run.published), row.feasible and plan.show_metric(run.metric, row.predicted) or "-",
+      row.feasible and string.format("%+.1f%%", 100 * row.error) or "does not fit", miss and "  MISS: " .. miss or ""))
+    if miss then
+      T.ok(not ok, key .. " is now within 15%: move it out of plan_published.loso_misses")
+    else
+      T.ok(row.feasible, key .. ": the published layout fits")
+      T.ok(ok, string.format("%s: LOSO %s vs published %s (%+.1f%%) leaves the 15%% band", key,
+        row.feasible and plan.show_metric(run.metric, row.predicted) or "-", plan.show_metric(run.metric, run.published),
+        row.feasible and 100 * row.error or 0))
+      if row.feasible then
+        T.eq(row.best.tp, run.tp, key .. ": the published TP")
+        T.eq(row.best.pp, run.pp, key .. ": the published PP")
+      end
     end
+  end
+  T.ok(within >= 0.9 * #rows, string.format("%d of %d rows within 15%% (at least 90%%)", within, #rows))
+end)
+
+T.test("no source whose rows are all optimistic by more than 10% (but the listed one)", function()
+  local by = {}
+  for _, row in ipairs(rows) do
+    local g = by[row.run.group] or { n = 0, optimistic = 0 }
+    by[row.run.group] = g
+    g.n = g.n + 1
+    if row.feasible and row.error > 0.10 then g.optimistic = g.optimistic + 1 end
+  end
+  for name, g in pairs(by) do
+    local all = g.optimistic == g.n
+    T.ok(all == (published.optimistic_sources[name] ~= nil),
+      string.format("%s: %d of %d rows optimistic by more than 10%%", name, g.optimistic, g.n))
   end
 end)
 
-local misses = plan.published(nil, "misses")
-
-T.test("the runs it misses are still missed by more than 15% (or move them up)", function()
-  for _, row in ipairs(misses) do
-    local run = row.run
-    T.ok(row.feasible, string.format("%s %s: the published layout fits", run.source, run.model))
+T.test("ranges: a weak assumption spreads the answer, and the published figure lies in it", function()
+  local spread = 0
+  for _, row in ipairs(rows) do
     if row.feasible then
-      print(string.format("  miss: %-28s %-9s seq %-6d %s published %.1f%%, planner %.1f%% (%+.1f%%)", run.source, run.model,
-        run.seq, run.metric:upper(), 100 * run.published, 100 * row.predicted, 100 * row.error))
-      T.ok(math.abs(row.error) > 0.15, string.format("%s %s seq %d is now within 15%%: move it to the runs", run.source,
-        run.model, run.seq))
+      T.ok(row.lo <= row.predicted and row.predicted <= row.hi, "the answer lies in its own range")
+      if row.run.weak then
+        T.ok(type(row.why) == "string" and #row.why > 0, "the range names its assumption")
+        if row.hi > row.lo then spread = spread + 1 end
+      end
+      -- the range widened by the planner's validated error (15%) holds the published
+      -- figure, for every row not listed as a miss, and for the misses whose assumption
+      -- explains them
+      local key = published.key(row.run)
+      local explained = published.loso_misses[key] and row.run.weak and row.lo <= row.run.published and row.run.published <= row.hi
+      if not published.loso_misses[key] or explained then
+        -- (|predicted / published - 1| <= 0.15 is published in [predicted / 1.15, predicted / 0.85])
+        T.ok(row.run.published >= row.lo / 1.15 and row.run.published <= row.hi / 0.85,
+          key .. ": the published figure lies in the range")
+      end
     end
   end
+  T.ok(spread >= 10, "weak assumptions spread at least 10 rows' answers, got " .. spread)
 end)
 
--- README.md's table under `heading` shows `want` rows, each with the planner's number
+T.test("the fit cannot see the source it predicts", function()
+  -- a fold's parameters come from the other sources only: refitting a fold without one of
+  -- its training sources changes nothing about the rows it was not trained on (the fold is
+  -- deterministic), and the left-out rows never enter their own fold's objective
+  local F = require("lab.plan_fit")
+  local g = fit.groups[1]
+  local train = {}
+  for _, e in ipairs(fit.entries) do if e.run.group ~= g then train[#train + 1] = e end end
+  local x = F.fit(plan, train)
+  for i, v in ipairs(x) do T.near(v, fit.fits[g].x[i], 1e-12, "fold " .. g .. ": parameter " .. i) end
+  for _, e in ipairs(train) do T.ok(e.run.group ~= g, "no left-out row trains its own fold") end
+end)
+
+-- README.md's table under `heading` shows each row's published and LOSO figures
 local function readme_matches(heading, want)
   local f = assert(io.open(here .. "../../../README.md"))
   local text = f:read("a")
@@ -54,24 +108,22 @@ local function readme_matches(heading, want)
   T.ok(section, "README.md has the section " .. heading)
   local shown = {}
   for line in (section or ""):gmatch("[^\n]+") do
-    local published, predicted = line:match("^|.-| [HM]FU ([%d.]+)%% | ([%d.]+)%% |")
-    if published then shown[#shown + 1] = { tonumber(published), tonumber(predicted) } end
+    local published_s, predicted = line:match("^|.-| %u+ ([^|]-) | ([^|]-) | [^|]- | [^|]- |$")
+    if published_s then shown[#shown + 1] = { published_s, predicted } end
   end
-  local rows = want
-  T.eq(#shown, #rows, "one README row per published run")
-  for i, row in ipairs(rows) do
-    if shown[i] and row.feasible then
-      T.ok(math.abs(shown[i][1] - 100 * row.run.published) < 0.051, "row " .. i .. ": the published figure")
-      T.ok(math.abs(shown[i][2] - 100 * row.predicted) < 0.051,
-        string.format("row %d (%s %s): README says %.1f%%, the planner now says %.1f%% (regenerate with llmlab --plan published)",
-          i, row.run.source, row.run.model, shown[i][2], 100 * row.predicted))
+  T.eq(#shown, #want, "one README row per published run")
+  for i, row in ipairs(want) do
+    if shown[i] then
+      T.eq(shown[i][1], plan.show_metric(row.run.metric, row.run.published), "row " .. i .. ": the published figure")
+      T.eq(shown[i][2], row.feasible and plan.show_metric(row.run.metric, row.predicted) or "does not fit",
+        string.format("row %d (%s %s): README says %s (regenerate with llmlab --plan published)", i, row.run.source,
+          row.run.model, shown[i][2]))
     end
   end
 end
 
-T.test("README.md's published-run tables are the planner's answers", function()
+T.test("README.md's published-run table is the planner's leave-one-source-out answer", function()
   readme_matches("### The planner against published runs", rows)
-  readme_matches("### Published runs the planner misses", misses)
 end)
 
 T.test("FLOPs: the papers' closed forms", function()
