@@ -397,9 +397,52 @@ local function why_best(results)
     variant(results[2]), reasons(a, results[2]))
 end
 
+-- The range of an answer where an assumption is weak: the layout r re-evaluated with each
+-- alternative the question leaves open, optimistic to pessimistic. Open: the attention
+-- kernel (when flash attention is not named: Triton's, FlashAttention-2's, or on Hopper
+-- FlashAttention-3's) and, across nodes, the network (when gpu_network is not given: the
+-- preset's bandwidth or half of it, a cluster with half the NICs). Fills r.step_lo_s,
+-- r.step_hi_s, r.mfu_lo, r.mfu_hi and r.range_why (the assumption that moves it most).
+function plan.range(r, m, gpu, q, given)
+  given = given or q
+  local open = {}
+  if (q.attention or "flash") == "flash" and given.attention_kernel == nil then
+    local kernels = { "triton", "fa2" }
+    if time.with_defaults(gpu).generation == "h100" then kernels[3] = "fa3" end
+    open[#open + 1] = { why = "attention kernel not given (attention_kernel=" .. table.concat(kernels, ", ") .. ")",
+      alts = (function()
+        local out = {}
+        for _, k in ipairs(kernels) do out[#out + 1] = { q = { attention_kernel = k } } end
+        return out
+      end)() }
+  end
+  if given.gpu_network == nil and q.gpus > (gpu.per_node or 8) then
+    open[#open + 1] = { why = "network not given (gpu_network= per GPU: the preset's or half of it)",
+      alts = { { g = { network = gpu.network } }, { g = { network = gpu.network / 2 } } } }
+  end
+  local c = { dp = r.dp, tp = r.tp, pp = r.pp, cp = r.cp, ep = r.ep, zero = r.zero, mb = r.mb, recompute = r.recompute, v = r.v }
+  r.step_lo_s, r.step_hi_s, r.range_why = r.step_s, r.step_s, nil
+  local widest = 0
+  for _, a in ipairs(open) do
+    local lo, hi = r.step_s, r.step_s
+    for _, alt in ipairs(a.alts) do
+      local qq, gg = copy(q), copy(gpu)
+      for k, v in pairs(alt.q or {}) do qq[k] = v end
+      for k, v in pairs(alt.g or {}) do gg[k] = v end
+      local x = evaluate(m, gg, qq, c)
+      if x.fits then lo, hi = math.min(lo, x.step_s), math.max(hi, x.step_s) end
+    end
+    r.step_lo_s, r.step_hi_s = math.min(r.step_lo_s, lo), math.max(r.step_hi_s, hi)
+    if hi - lo > widest then widest, r.range_why = hi - lo, a.why end
+  end
+  r.mfu_lo, r.mfu_hi = r.mfu * r.step_s / r.step_hi_s, r.mfu * r.step_s / r.step_lo_s
+  return r
+end
+
 -- prints the ranked table; returns the results (best first)
 function plan.run(o)
-  local results, rejected, m, gpu = plan.enumerate(o)
+  local results, rejected, m, gpu, q = plan.enumerate(o)
+  if results[1] then plan.range(results[1], m, gpu, q, o) end
   if o.top ~= nil and (math.type(o.top) ~= "integer" or o.top < 1) then fail("top must be a positive integer, got %s", tostring(o.top)) end
   if o.format ~= nil and o.format ~= "table" and o.format ~= "csv" and o.format ~= "json" then
     fail("format must be table, csv or json, got %s", tostring(o.format))
@@ -457,6 +500,11 @@ function plan.run(o)
       r.tokens_per_s))
   end
   print(string.format("best: %s (%s) wins: %s", layout(results[1]), variant(results[1]), why_best(results)))
+  local b = results[1]
+  if b.range_why then
+    print(string.format("range: step %.2f to %.2f s, MFU %.1f%% to %.1f%%; driven most by the %s", b.step_lo_s, b.step_hi_s,
+      100 * b.mfu_lo, 100 * b.mfu_hi, b.range_why))
+  end
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
     for i = 1, math.min(20, #rejected) do
@@ -465,7 +513,7 @@ function plan.run(o)
         string.format("tp%d pp%d cp%d", r.tp, r.pp, r.cp or 1), r.why))
     end
   end
-  if o.explain then plan.explain(results[1], m, gpu, o) end
+  if o.explain then plan.explain(results[1], m, gpu, q) end
   return results, rejected
 end
 
@@ -478,6 +526,9 @@ function plan.explain(r, m, gpu, o)
   need(type(o) == "table" and is_int(o.seq) and is_int(o.global_batch), "explain", "options need seq and global_batch")
   m = model_arg("explain", m)
   gpu = time.with_defaults(gpu)
+  local given = o
+  o = copy(given)
+  for k, v in pairs(presets.free_options()) do if o[k] == nil then o[k] = v end end
   local c = plan.param_counts(m)
   local bp = mem.bytes_per(o.precision)
   local dz = r.dp * (r.cp or 1)
@@ -497,8 +548,33 @@ function plan.explain(r, m, gpu, o)
   print(string.format("  one layer, one micro-batch: GEMMs %.2f ms, attention %.2f ms, element-wise %.2f ms, TP/CP/EP collectives %.2f ms;"
     .. " forward %.2f + backward %.2f + recompute %.2f ms", lt.gemm * 3e3, lt.attention * 1e3, lt.elementwise * 1e3, lt.comm * 1e3,
     lt.fwd * 1e3, lt.bwd * 1e3, lt.rec * 1e3))
-  print(string.format("  (roofline: GEMMs at %.0f%% of %.0f TFLOP/s where the shapes fill the GPU, attention at %.0f%%, streams at %.0f%% of %.1f TB/s)",
-    100 * gpu.gemm, ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, 100 * gpu.attention, 100 * gpu.memory, gpu.hbm_bw / 1e12))
+  local gf = o.precision == "fp8" and (gpu.gemm_fp8 or gpu.gemm) or gpu.gemm
+  print(string.format("  (roofline: GEMMs at %.0f%% of %.0f TFLOP/s where the shapes fill the GPU, streams at %.0f%% of %.1f TB/s;"
+    .. " fractions fitted on every published source, plan_presets.free)",
+    100 * gf, ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, 100 * gpu.memory, gpu.hbm_bw / 1e12))
+  -- the terms the roofline does not see (plan_presets.terms, each with its source)
+  local terms = presets.terms
+  if lt.attention_fraction then
+    local hd = m.head_dim or m.hidden // m.heads
+    local kernel = o.attention_kernel or "fa2"
+    print(string.format("  attention: %s kernel at %.0f%% of peak = FlashAttention-2's %.0f%% on this generation x kernel %.2f"
+      .. " x head dim %d x sequence %d / (%d + %d) (FlashAttention-2/3 papers' figures)", kernel, 100 * lt.attention_fraction,
+      100 * gpu.attention, (terms.attention_kernels[kernel] or {})[gpu.generation] or 1, hd, o.seq // (r.cp or 1),
+      o.seq // (r.cp or 1), terms.attention_seq_knee))
+  end
+  print(string.format("  collective latency: %.0f us per NVLink ring step, %.0f us per network step, %.0f us launch per call;"
+    .. " framework overhead %.0f us per layer per pass (%.3f s a step)", 1e6 * terms.alpha_nvlink, 1e6 * terms.alpha_net,
+    1e6 * terms.launch, 1e6 * (o.layer_overhead or 0), (lt.overhead or 0) * r.layers_held * r.microbatches))
+  if (r.t_contention or 0) > 0 then
+    print(string.format("  overlap contention: compute beside %.3f s of overlapped collectives runs %.0f%% slower: +%.3f s",
+      r.t_dp - r.t_dp_exposed, 100 * (o.contention or 0), r.t_contention))
+  end
+  if (r.t_pp_blocking or 0) > 0 then
+    print(string.format("  blocking pipeline sends: +%.2f ms per micro-batch on every stage", 1e3 * r.t_pp_blocking))
+  end
+  if o.precision == "fp8" then
+    print(string.format("  fp8: %d bytes per GEMM input element cast (Transformer Engine's cast + amax)", terms.fp8_cast_bytes))
+  end
   print(string.format("  slowest pipeline rank: %.3f s per micro-batch x (m %d + (p-1)/v %.2f) = %.3f s; bubble (p-1)/(v m) = %.3f",
     r.stage_s, r.microbatches, r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0, r.stage_s * (r.microbatches + (r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0)), r.bubble))
   print(string.format("  traffic per GPU: tp %.2f GB, dp %.2f GB, pp %.2f GB, ep %.2f GB, cp %.2f GB", gb(r.bytes_tp), gb(r.bytes_dp),

@@ -99,6 +99,41 @@ T.test("the fit cannot see the source it predicts", function()
   for _, e in ipairs(train) do T.ok(e.run.group ~= g, "no left-out row trains its own fold") end
 end)
 
+-- runs fn with print captured; returns the printed lines
+local function printed(fn)
+  local lines, saved = {}, print
+  print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+    lines[#lines + 1] = table.concat(parts, "\t")
+  end
+  local ok, err = pcall(fn)
+  print = saved
+  if not ok then error(err, 0) end
+  return table.concat(lines, "\n")
+end
+
+T.test("an answer with a weak assumption carries a range naming it", function()
+  local o = { model = "llama3-70b", gpus = 1024, gpu = "h100", global_batch = 1024, seq = 8192, top = 1 }
+  local res
+  local out = printed(function() res = plan(o) end)
+  local b = res[1]
+  T.ok(b.step_lo_s < b.step_s and b.step_s < b.step_hi_s, "optimistic < answer < pessimistic")
+  T.ok(b.mfu_lo < b.mfu and b.mfu < b.mfu_hi, "the MFU range holds the answer")
+  T.ok(out:find("range: step", 1, true) and out:find("attention kernel not given", 1, true), "printed with its assumption")
+  -- naming the kernel and the network closes the range
+  o.attention_kernel, o.gpu_network = "fa3", 50e9
+  out = printed(function() res = plan(o) end)
+  T.eq(res[1].step_lo_s, res[1].step_s, "no open assumption: no range")
+  T.ok(not out:find("range: step", 1, true), "and none printed")
+  -- explain shows the terms the roofline does not see
+  out = printed(function() plan { model = "mpt-13b", gpus = 64, gpu = "h100", global_batch = 128, seq = 2048, tp = 1, pp = 1,
+    micro_batch = 2, zero = 3, recompute = "none", attention_kernel = "triton", explain = true } end)
+  for _, want in ipairs({ "attention: triton kernel", "collective latency", "framework overhead", "overlap contention" }) do
+    T.ok(out:find(want, 1, true), "explain shows " .. want)
+  end
+end)
+
 -- README.md's table under `heading` shows each row's published and LOSO figures
 local function readme_matches(heading, want)
   local f = assert(io.open(here .. "../../../README.md"))
@@ -263,20 +298,6 @@ T.test("the planner's numbers for one layout are the formulas'", function()
   local bad = plan.enumerate { model = "llama3-405b", gpu = "a100-40", gpus = 8, global_batch = 8, seq = 4096 }
   T.eq(#bad, 0, "405B does not fit on 8 A100-40GB")
 end)
-
--- runs fn with print captured; returns the printed lines
-local function printed(fn)
-  local lines, saved = {}, print
-  print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
-    lines[#lines + 1] = table.concat(parts, "\t")
-  end
-  local ok, err = pcall(fn)
-  print = saved
-  if not ok then error(err, 0) end
-  return table.concat(lines, "\n")
-end
 
 T.test("output formats, and a verdict that agrees with the count", function()
   local o = { model = "llama2-7b", gpus = 16, gpu = "h100", global_batch = 64, seq = 4096, top = 3 }
