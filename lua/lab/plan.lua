@@ -307,13 +307,18 @@ function plan.enumerate(o)
         else
           local d = N // (t * p * cp)
           for _, ep in ipairs(eps) do
-            if d % ep == 0 then
+            -- experts over ep ranks of the data-parallel group, each expert split over tp as
+            -- the layer (expert tensor parallel = tp); or, when ep does not divide dp but
+            -- divides tp x dp, over tp x dp ranks with whole experts (Megatron-Core's expert
+            -- tensor parallel 1: the experts' ranks span the TP group)
+            local etp1 = d % ep ~= 0 and t > 1 and (d * t) % ep == 0 or nil
+            if d % ep == 0 or etp1 then
               for _, mb in ipairs(mbs) do
                 if B % (d * mb) == 0 then
                   for _, rec in ipairs(recs) do
-                    local key = table.concat({ t, cp, ep, mb, rec }, ",")
+                    local key = table.concat({ t, cp, ep, mb, rec, etp1 and 1 or 0 }, ",")
                     cache[key] = cache[key] or time.layer(m, time.with_defaults(gpu), o,
-                      { tp = t, cp = cp, ep = ep, mb = mb, recompute = rec })
+                      { tp = t, cp = cp, ep = ep, mb = mb, recompute = rec, etp1 = etp1 })
                     for _, zero in ipairs(zeros) do
                       for _, v in ipairs(vs) do
                         evaluated = evaluated + 1
@@ -321,7 +326,7 @@ function plan.enumerate(o)
                           fail("more than %d layouts for %d GPUs; narrow them (tp=, pp=, vpp=, zero=, micro_batch=)", MAX_LAYOUTS, N)
                         end
                         local r = evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
-                          recompute = rec, v = v }, cache[key])
+                          recompute = rec, v = v, etp1 = etp1 }, cache[key])
                         if r.fits then results[#results + 1] = r else rejected[#rejected + 1] = r end
                       end
                     end
@@ -352,7 +357,7 @@ local function layout(r)
   need(type(r) == "table" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "layout", "expects a layout {dp=, tp=, pp=, ...}")
   local s = string.format("dp%d tp%d pp%d", r.dp, r.tp, r.pp)
   if (r.cp or 1) > 1 then s = s .. " cp" .. r.cp end
-  if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep end
+  if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep .. (r.etp1 and " etp1" or "") end
   if (r.v or 1) > 1 then s = s .. " v" .. r.v end
   if r.uneven then s = s .. " uneven" end
   return s

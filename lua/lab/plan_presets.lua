@@ -5,14 +5,13 @@
 -- mixture-of-experts. Sources: the models' papers and released configs.
 -- GPUs: dense bf16 and fp8 FLOP/s, HBM capacity (bytes) and bandwidth, streaming
 -- multiprocessors, NVLink bandwidth per GPU per direction, scale-out network bandwidth per
--- GPU, GPUs per node (vendor datasheets), and three achievable fractions that are
--- assumptions of this planner, not datasheet figures: gemm (of dense peak, a large
--- well-shaped GEMM), attention (of dense peak, the flash-attention kernels forward and
--- backward), memory (of HBM bandwidth, streaming element-wise kernels). The GEMM fractions
--- are the planner's calibration against the published runs of README.md's planner section;
--- attention: FlashAttention-2 reaches 50-73% of peak on A100 (its paper) and 300-335
--- TFLOP/s forward on H100 at head dimension 128 (FlashAttention-3's paper). H200 and B200
--- reuse H100's fractions, untested.
+-- GPU, GPUs per node (vendor datasheets), and the generation whose achievable fractions it
+-- takes: gemm (of dense peak, a large well-shaped GEMM; gemm_fp8 for FP8), attention (of
+-- dense peak, FlashAttention-2 forward and backward at head dimension 128 and long
+-- sequences), memory (of HBM bandwidth, streaming element-wise kernels). Those fractions
+-- are assumptions of this planner, not datasheet figures: free parameters (P.free below)
+-- set by a fit on the published runs and validated leave-one-source-out (plan_fit.lua).
+-- P.terms holds the time the roofline does not see, each with its source.
 local P = {}
 
 local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, biases, dropout, tied embeddings
@@ -87,17 +86,19 @@ P.models["qwen3-235b-a22b"] = { layers = 94, hidden = 4096, heads = 64, kv_heads
 local GB, TB = 1e9, 1e12
 P.gpus = {
   ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
-    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+    per_node = 8 },
   ["a100-80"] = { bf16 = 312e12, fp8 = nil, hbm = 80 * GB, hbm_bw = 2.039 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
-    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+    per_node = 8 },
   ["h100-80"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 80 * GB, hbm_bw = 3.35 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
   ["h200-141"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 141 * GB, hbm_bw = 4.8 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
   ["b200"] = { bf16 = 2250e12, fp8 = 4500e12, hbm = 192 * GB, hbm_bw = 8 * TB, sms = 148, nvlink = 900 * GB, network = 100 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
 }
 P.gpus.a100 = P.gpus["a100-80"]
+P.gpus.h100 = P.gpus["h100-80"]
+P.gpus.h200 = P.gpus["h200-141"]
 -- the generation whose fractions a GPU shares (the leave-one-source-out fit sets one set per
 -- generation: plan_fit.lua)
 for k, g in pairs(P.gpus) do g.generation = k:match("^a100") and "a100" or "h100" end
@@ -143,6 +144,12 @@ P.terms = {
   -- FP8 GEMMs need their inputs cast (and the amax taken): one read of bf16 and one write of
   -- fp8 per GEMM input, Transformer Engine's cast_transpose (NVIDIA TE docs, "FP8 primer").
   fp8_cast_bytes = 3,
+  -- Dropless MoE token dispatch (Megatron-Core's token dispatcher, megatron/core/transformer/
+  -- moe/token_dispatcher.py and moe_utils.py): permute the routed copies into expert order
+  -- (read and write), sort them by local expert after the all-to-all (read and write), undo
+  -- both (read and write), and the weighted unpermute (read): 7 passes over the top_k x
+  -- hidden copies of each token, each way.
+  moe_dispatch_passes = 7,
 }
 
 -- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
@@ -158,18 +165,16 @@ P.terms = {
 --     computation and communication abstraction barrier", ASPLOS'22, section 2; Wang et al.
 --     "Overlap communication with dependent computation", ASPLOS'23).
 P.free = {
-  { name = "gemm", generation = "a100", default = 0.692, lo = 0.5, hi = 0.9 },
+  { name = "gemm", generation = "a100", default = 0.7, lo = 0.5, hi = 0.9 },
   { name = "gemm", generation = "h100", default = 0.595, lo = 0.35, hi = 0.8 },
-  { name = "gemm_fp8", generation = "h100", default = 0.534, lo = 0.25, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.589, lo = 0.25, hi = 0.8 },
   { name = "attention", generation = "a100", default = 0.585, lo = 0.3, hi = 0.8 },
-  { name = "attention", generation = "h100", default = 0.25, lo = 0.2, hi = 0.6 },
-  { name = "memory", default = 0.714, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.84, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 6.6e-05, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.106, lo = 0, hi = 0.3 },
+  { name = "attention", generation = "h100", default = 0.242, lo = 0.2, hi = 0.6 },
+  { name = "memory", default = 0.665, lo = 0.6, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.93, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 144e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.202, lo = 0, hi = 0.3 },
 }
-P.gpus.h100 = P.gpus["h100-80"]
-P.gpus.h200 = P.gpus["h200-141"]
 
 
 -- the GPU presets take the free fractions of their generation (memory: every generation)

@@ -156,7 +156,7 @@ end
 function M.ep_bytes(m, o, c, layers)
   local ep = c.ep or 1
   if ep <= 1 or not m.experts then return 0 end
-  local tokens = c.mb * (o.seq / (c.cp or 1))
+  local tokens = c.mb * (o.seq / (c.cp or 1)) / (c.etp1 and c.tp or 1)
   return layers * 4 * c.microbatches * M.ep_all_to_all_bytes(tokens, m.hidden, m.top_k, ep, mem.bytes_per(o.precision).p,
     o.capacity_factor, m.experts, 1, o.expert_imbalance)
 end
@@ -195,13 +195,17 @@ function M.layer(m, gpu, o, c)
   -- GEMMs forward: QKV, output projection, FFN (dense or the local experts)
   local g = gemm(n, h, (q + 2 * kv_total) / t, eg) + gemm(n, q / t, h, eg)
   local load = 1
+  -- experts whose ranks span TP (etp1) take whole experts and route this rank's sequence-
+  -- parallel share of the tokens; otherwise each expert is split over tp as the layer is
+  local et = c.etp1 and 1 or t
+  local n_moe = c.etp1 and n / t or n
   if m.experts then
     load = o.expert_load or 1
     local local_experts = m.experts / ep
-    local rows = n * (m.top_k or 1) * load / local_experts -- tokens per local expert
+    local rows = n_moe * (m.top_k or 1) * load / local_experts -- tokens per local expert
     g = g + gemm(n, h, m.experts, eg) -- router
-        + gemm(rows, h, (m.gated and 2 or 1) * f / t, eg, local_experts)
-        + gemm(rows, f / t, h, eg, local_experts)
+        + gemm(rows, h, (m.gated and 2 or 1) * f / et, eg, local_experts)
+        + gemm(rows, f / et, h, eg, local_experts)
   else
     g = g + gemm(n, h, (m.gated and 2 or 1) * f / t, eg) + gemm(n, f / t, h, eg)
   end
@@ -227,8 +231,13 @@ function M.layer(m, gpu, o, c)
   local rep = e * 10 * h + (m.dropout and 2 * h or 0)
   local act_fn = e * (m.gated and 3 or 2) * f * (m.experts and (m.top_k or 1) * load or 1)
   -- FP8: every GEMM input is cast from bf16 (read 2, write 1 byte per element)
-  local cast = o.precision == "fp8" and TERMS.fp8_cast_bytes * (2 * h / (sp and t or 1) + (q + f * load) / t) or 0
-  local elem = n * (rep / (sp and t or 1) + act_fn / t + cast) / (gpu.hbm_bw * gpu.memory)
+  -- (the expert GEMMs' inputs are the routed copies: top_k x load of them per token)
+  local k_load = m.experts and (m.top_k or 1) * load or 1
+  local cast = o.precision == "fp8" and TERMS.fp8_cast_bytes * (h / (sp and t or 1) + q / t + k_load * (h + f) / t) or 0
+  -- dropless MoE token dispatch: permute into expert order, sort by local expert after the
+  -- all-to-all, and back (plan_presets.terms.moe_dispatch_passes passes over the routed copies)
+  local dispatch = m.experts and ep >= 1 and TERMS.moe_dispatch_passes * e * k_load * h * (n_moe / n) or 0
+  local elem = n * (rep / (sp and t or 1) + act_fn / t + cast + dispatch) / (gpu.hbm_bw * gpu.memory)
   -- communication in the layer's critical path
   local ab = n * h * e
   local tp1 = t > 1 and link_time(o, 2 * ring(t) * ab, M.group_bw(gpu, 1, t), 2 * (t - 1), crosses(gpu, 1, t))
@@ -240,7 +249,8 @@ function M.layer(m, gpu, o, c)
   end
   local ep1 = 0
   if ep > 1 and m.experts then
-    ep1 = link_time(o, n * (m.top_k or 1) * load * h * e * ring(ep), M.group_bw(gpu, t * cp, ep), ep - 1, crosses(gpu, t * cp, ep))
+    local stride = c.etp1 and 1 or t * cp
+    ep1 = link_time(o, n_moe * (m.top_k or 1) * load * h * e * ring(ep), M.group_bw(gpu, stride, ep), ep - 1, crosses(gpu, stride, ep))
   end
   local comm_f = 2 * tp1 + cp1 + 2 * ep1
   local comm_b = 2 * tp1 + cp1 + 2 * ep1

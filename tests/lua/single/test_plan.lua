@@ -134,6 +134,27 @@ T.test("an answer with a weak assumption carries a range naming it", function()
   end
 end)
 
+T.test("experts whose ranks span the TP group (expert tensor parallel 1)", function()
+  local o = { model = "qwen3-235b-a22b", gpu = "h100", gpus = 256, global_batch = 2048, seq = 4096, tp = 2, pp = 8, vpp = 4,
+    ep = 32, micro_batch = 1, zero = 1 }
+  local res = plan.enumerate(o)
+  T.ok(#res > 0 and res[1].etp1, "EP 32 over dp 16 x tp 2 is a layout (Megatron-Bridge's Qwen3-235B run)")
+  T.ok(res[1] and plan.layout(res[1]):find("ep32 etp1", 1, true), "and the layout says so")
+  -- the same ep over dp (experts split over tp) against over tp x dp (whole experts, each
+  -- rank routing its sequence-parallel half of the tokens)
+  local m = lab.plan_presets.models["qwen3-235b-a22b"]
+  local gpu = lab.plan_presets.gpus.h100
+  local q = { seq = 4096, global_batch = 2048 }
+  local c = { dp = 16, tp = 2, pp = 8, ep = 16, zero = 1, mb = 1, recompute = "none", v = 4 }
+  local split = plan.evaluate(m, gpu, q, c)
+  c.etp1 = true
+  local whole = plan.evaluate(m, gpu, q, c)
+  T.near(whole.bytes_ep, split.bytes_ep / 2, 1e-12, "half the tokens leave each rank")
+  local counts = plan.param_counts(m)
+  T.near(whole.params_per_gpu - split.params_per_gpu, counts.mlp / 16 / m.layers * whole.layers_held / 2, 1e-9,
+    "each rank holds whole experts: the expert parameters per GPU double at tp 2")
+end)
+
 -- README.md's table under `heading` shows each row's published and LOSO figures
 local function readme_matches(heading, want)
   local f = assert(io.open(here .. "../../../README.md"))
