@@ -13,8 +13,12 @@
 --                       and element-wise passes against the GPU's peak and HBM bandwidth;
 --                       TP/CP/EP/PP/DP traffic and how much of it is exposed; MFU and HFU
 --   plan_check.lua      argument checks, errors that name the rank and the value
---   plan_presets.lua    models and GPUs; plan_published.lua the published runs
--- This file is the API: the public helpers, the bounded enumeration, the printed answers.
+--   plan_presets.lua    models, GPUs, the cited terms of the time the roofline does not
+--                       see, and the free parameters (fractions of peak, two constants)
+--   plan_published.lua  the published runs; plan_fit.lua their leave-one-source-out fit
+--   plan_explain.lua    the arithmetic of one answer, line by line
+-- This file is the API: the public helpers, the bounded enumeration, the printed answers
+-- and their ranges where an assumption is weak.
 -- Assumptions (all overridable): bf16 weights and gradients with fp32 Adam states (16
 -- bytes per parameter before ZeRO), flash attention, sequence parallelism with TP, data-
 -- parallel reductions overlapped with the last micro-batch's backward, TP/CP/EP
@@ -409,6 +413,14 @@ end
 -- preset's bandwidth or half of it, a cluster with half the NICs). Fills r.step_lo_s,
 -- r.step_hi_s, r.mfu_lo, r.mfu_hi and r.range_why (the assumption that moves it most).
 function plan.range(r, m, gpu, q, given)
+  need(type(r) == "table" and type(r.step_s) == "number" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "range",
+    "the first argument is a result of plan.enumerate or plan.evaluate")
+  check_model(m)
+  need(type(gpu) == "table" and type(gpu.bf16) == "number" and type(gpu.hbm) == "number", "range",
+    "the gpu is a table with bf16 (FLOP/s) and hbm (bytes)")
+  need(type(q) == "table" and is_int(q.seq) and is_int(q.global_batch) and is_int(q.gpus), "range",
+    "options need seq, global_batch and gpus (the fifth value plan.enumerate returns)")
+  need(given == nil or type(given) == "table", "range", "the question asked is a table, got %s", type(given))
   given = given or q
   local open = {}
   if (q.attention or "flash") == "flash" and given.attention_kernel == nil then
@@ -522,84 +534,22 @@ function plan.run(o)
   return results, rejected
 end
 
--- the arithmetic of one configuration, line by line
+-- the arithmetic of one configuration, line by line (plan_explain.lua)
 function plan.explain(r, m, gpu, o)
   need(type(r) == "table" and type(r.step_s) == "number" and type(r.act_layer) == "number", "explain",
     "the first argument is a result of plan.enumerate or plan.evaluate")
   check_model(m)
   need(type(gpu) == "table" and type(gpu.bf16) == "number", "explain", "the gpu is a table with bf16 (FLOP/s)")
   need(type(o) == "table" and is_int(o.seq) and is_int(o.global_batch), "explain", "options need seq and global_batch")
-  m = model_arg("explain", m)
-  gpu = time.with_defaults(gpu)
-  local given = o
-  o = copy(given)
-  for k, v in pairs(presets.free_options()) do if o[k] == nil then o[k] = v end end
-  local c = plan.param_counts(m)
-  local bp = mem.bytes_per(o.precision)
-  local dz = r.dp * (r.cp or 1)
-  print(string.format("\nexplain %s %s:", layout(r), variant(r)))
-  print(string.format("  parameters: %.3fB total; the fullest GPU holds %.3fB (%d layers of %d, matrices/tp, experts/ep)",
-    c.total / 1e9, r.params_per_gpu / 1e9, r.layers_held, m.layers))
-  print(string.format("  params     %d B x %.3fB %s= %.2f GB", bp.p, r.params_per_gpu / 1e9, r.zero >= 3 and "/ dp " or "", gb(r.mem_params)))
-  print(string.format("  grads      %d B x %.3fB %s= %.2f GB", bp.g, r.params_per_gpu / 1e9, r.zero >= 2 and "/ dp " or "", gb(r.mem_grads)))
-  print(string.format("  optimizer  %d B x %.3fB %s= %.2f GB", bp.k, r.params_per_gpu / 1e9, r.zero >= 1 and "/ dp " or "", gb(r.mem_optimizer)))
-  print(string.format("  activations: %.3f GB per layer per micro-batch (Korthikanti, recompute %s) x %d layers x %d micro-batches in flight%s = %.2f GB",
-    gb(r.act_layer), r.recompute, r.layers_held, r.in_flight, (r.v or 1) > 1 and string.format(" x (1 + (p-1)/(p v))") or "",
-    gb(r.mem_activations)))
-  print(string.format("  buffers %.2f GB; total %.2f GB of %.0f GB", gb(r.mem_buffers), gb(r.mem_total), gpu.hbm / 1e9))
-  print(string.format("  model FLOPs per step 6 x %.3fB GEMM parameters x T + 12 L q s T = %.3e; executed (recompute %s) %.3e",
-    c.matmul / 1e9, r.model_flops, r.recompute, r.hardware_flops))
-  local lt = time.layer(m, gpu, o, r)
-  print(string.format("  one layer, one micro-batch: GEMMs %.2f ms, attention %.2f ms, element-wise %.2f ms, TP/CP/EP collectives %.2f ms;"
-    .. " forward %.2f + backward %.2f + recompute %.2f ms", lt.gemm * 3e3, lt.attention * 1e3, lt.elementwise * 1e3, lt.comm * 1e3,
-    lt.fwd * 1e3, lt.bwd * 1e3, lt.rec * 1e3))
-  local gf = o.precision == "fp8" and (gpu.gemm_fp8 or gpu.gemm) or gpu.gemm
-  print(string.format("  (roofline: GEMMs at %.0f%% of %.0f TFLOP/s where the shapes fill the GPU, streams at %.0f%% of %.1f TB/s;"
-    .. " fractions fitted on every published source, plan_presets.free)",
-    100 * gf, ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, 100 * gpu.memory, gpu.hbm_bw / 1e12))
-  -- the terms the roofline does not see (plan_presets.terms, each with its source)
-  local terms = presets.terms
-  if lt.attention_fraction then
-    local hd = m.head_dim or m.hidden // m.heads
-    local kernel = o.attention_kernel or "fa2"
-    print(string.format("  attention: %s kernel at %.0f%% of peak = FlashAttention-2's %.0f%% on this generation x kernel %.2f"
-      .. " x head dim %d x sequence %d / (%d + %d) (FlashAttention-2/3 papers' figures)", kernel, 100 * lt.attention_fraction,
-      100 * gpu.attention, (terms.attention_kernels[kernel] or {})[gpu.generation] or 1, hd, o.seq // (r.cp or 1),
-      o.seq // (r.cp or 1), terms.attention_seq_knee))
-  end
-  print(string.format("  collective latency: %.0f us per NVLink ring step, %.0f us per network step, %.0f us launch per call;"
-    .. " framework overhead %.0f us per layer per pass (%.3f s a step)", 1e6 * terms.alpha_nvlink, 1e6 * terms.alpha_net,
-    1e6 * terms.launch, 1e6 * (o.layer_overhead or 0), (lt.overhead or 0) * r.layers_held * r.microbatches))
-  if (r.t_contention or 0) > 0 then
-    print(string.format("  overlap contention: compute beside %.3f s of overlapped collectives runs %.0f%% slower: +%.3f s",
-      r.t_dp - r.t_dp_exposed, 100 * (o.contention or 0), r.t_contention))
-  end
-  if (r.t_pp_blocking or 0) > 0 then
-    print(string.format("  blocking pipeline sends: +%.2f ms per micro-batch on every stage", 1e3 * r.t_pp_blocking))
-  end
-  if o.precision == "fp8" then
-    print(string.format("  fp8: %d bytes per GEMM input element cast (Transformer Engine's cast + amax)", terms.fp8_cast_bytes))
-  end
-  print(string.format("  slowest pipeline rank: %.3f s per micro-batch x (m %d + (p-1)/v %.2f) = %.3f s; bubble (p-1)/(v m) = %.3f",
-    r.stage_s, r.microbatches, r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0, r.stage_s * (r.microbatches + (r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0)), r.bubble))
-  print(string.format("  traffic per GPU: tp %.2f GB, dp %.2f GB, pp %.2f GB, ep %.2f GB, cp %.2f GB", gb(r.bytes_tp), gb(r.bytes_dp),
-    gb(r.bytes_pp), gb(r.bytes_ep), gb(r.bytes_cp)))
-  print(string.format("  exposed communication %.3f s: in the layers (tp/cp/ep) %.3f, pipeline %.3f, data parallel %.3f of %.3f over %d ranks",
-    r.comm_exposed, r.t_layer_comm, r.t_pp, r.t_dp_exposed, r.t_dp, dz))
-  if m.experts then
-    print(string.format("  experts: %d, top-%d, ep %d; load on the busiest expert rank %.2fx the mean (expert_load=; capacity_factor= caps it)",
-      m.experts, m.top_k or 1, r.ep or 1, o.expert_load or 1))
-  end
-  print(string.format("  step %.3f s (+ optimizer %.3f s); MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", r.step_s, r.t_optimizer, 100 * r.mfu,
-    100 * r.hfu, r.tokens_per_s))
+  return require("lab.plan_explain")(plan, r, model_arg("explain", m), gpu, o)
 end
 
-local function show(metric, x)
-  if metric == "tokens" then return string.format("%.0f tok/s", x) end
-  if metric == "tflops" then return string.format("%.0f TFLOP/s", x / 1e12) end
-  return string.format("%.1f%%", 100 * x)
+function plan.show_metric(metric, x)
+  need(metric == "mfu" or metric == "hfu" or metric == "tokens" or metric == "tflops", "show_metric",
+    "metric is mfu, hfu, tokens or tflops, got %s", tostring(metric))
+  need(is_num(x), "show_metric", "the value is a finite number, got %s", tostring(x))
+  return require("lab.plan_fit").show(metric, x)
 end
-plan.show_metric = show
 
 -- The planner against published runs (lua/lab/plan_published.lua), validated leave-one-
 -- source-out (lua/lab/plan_fit.lua): each source's rows planned with the free parameters
@@ -608,30 +558,9 @@ plan.show_metric = show
 -- which tests/lua/single/test_plan.lua compares with this function's answer).
 function plan.published(format)
   need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
-  local fit = require("lab.plan_fit").loso(plan)
-  if format == "table" then
-    print(string.format("%-32s %-16s %6s %-30s %14s %14s %7s  %s", "source", "model", "GPUs", "planner's layout",
-      "published", "planner", "error", "range (weak assumption)"))
-  elseif format == "markdown" then
-    print("| published run | model | GPUs | published layout | planner's choice | published | planner (LOSO) | error | range |")
-    print("|---|---|---|---|---|---|---|---|---|")
-  end
-  for _, row in ipairs(fit.rows) do
-    local run, best = row.run, row.best
-    local pred = best and show(run.metric, row.predicted) or "does not fit"
-    local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
-    local range = best and row.lo < row.hi and string.format("%s to %s", show(run.metric, row.lo), show(run.metric, row.hi)) or "-"
-    if format == "table" then
-      print(string.format("%-32s %-16s %6d %-30s %14s %14s %7s  %s", run.source, run.model, run.gpus,
-        best and layout(best) or "does not fit", show(run.metric, run.published), pred, err, range))
-    elseif format == "markdown" then
-      local fixed = string.format("TP %d, PP %d%s%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
-        (run.ep or 1) > 1 and ", EP " .. run.ep or "", run.vpp and run.vpp > 1 and ", v " .. run.vpp or "")
-      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s | %s %s | %s | %s | %s |", run.source, run.model,
-        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and (layout(best) .. ", " .. variant(best)) or "-",
-        run.metric:upper(), show(run.metric, run.published), pred, err, range))
-    end
-  end
+  local F = require("lab.plan_fit")
+  local fit = F.loso(plan)
+  if format then F.print(plan, fit.rows, format) end
   return fit.rows, fit
 end
 

@@ -202,4 +202,40 @@ function F.loso(plan)
   return { rows = rows, fits = fits, groups = groups, entries = entries }
 end
 
+-- how a run's figure prints
+function F.show(metric, x)
+  if metric == "tokens" then return string.format("%.0f tok/s", x) end
+  if metric == "tflops" then return string.format("%.0f TFLOP/s", x / 1e12) end
+  return string.format("%.1f%%", 100 * x)
+end
+
+-- the LOSO table, as a table or as README.md's markdown rows
+function F.print(plan, rows, format)
+  local show, layout = F.show, plan.layout
+  local function variant(r) return string.format("zero %d, mb %d, recompute %s", r.zero, r.mb, r.recompute) end
+  if format == "table" then
+    print(string.format("%-32s %-16s %6s %-30s %14s %14s %7s  %s", "source", "model", "GPUs", "planner's layout",
+      "published", "planner", "error", "range (weak assumption)"))
+  elseif format == "markdown" then
+    print("| published run | model | GPUs | published layout | planner's choice | published | planner (LOSO) | error | range |")
+    print("|---|---|---|---|---|---|---|---|---|")
+  end
+  for _, row in ipairs(rows) do
+    local run, best = row.run, row.best
+    local pred = best and show(run.metric, row.predicted) or "does not fit"
+    local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
+    local range = best and row.lo < row.hi and string.format("%s to %s", show(run.metric, row.lo), show(run.metric, row.hi)) or "-"
+    if format == "table" then
+      print(string.format("%-32s %-16s %6d %-30s %14s %14s %7s  %s", run.source, run.model, run.gpus,
+        best and layout(best) or "does not fit", show(run.metric, run.published), pred, err, range))
+    elseif format == "markdown" then
+      local fixed = string.format("TP %d, PP %d%s%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
+        (run.ep or 1) > 1 and ", EP " .. run.ep or "", run.vpp and run.vpp > 1 and ", v " .. run.vpp or "")
+      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s | %s %s | %s | %s | %s |", run.source, run.model,
+        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and (layout(best) .. ", " .. variant(best)) or "-",
+        run.metric:upper(), show(run.metric, run.published), pred, err, range))
+    end
+  end
+end
+
 return F
