@@ -3,18 +3,20 @@
 -- source gives) are set, for each source in turn, by minimising the mean absolute relative
 -- error on the other sources' rows (plan_published.all); the error reported for the source's
 -- own rows is then a prediction, not a fit. The fit must be cheap enough for a test to redo
--- it: each row's candidates are its planner's best few layouts at the default parameters
+-- it: each row's candidates are its planner's best few layouts at the start parameters
 -- (the enumeration is too slow to run inside a search), each evaluated at a parameter
 -- vector once (cached on the parameters that row depends on), and the search is a
 -- coordinate search: each parameter up or down by a step, steps shrinking. The left-out
 -- rows are then re-evaluated on the same shortlist at the source's own fitted parameters.
--- F.fit(plan, entries) over every row gives the defaults plan_presets.free carries.
+-- F.fit(plan, entries) over every row gives the defaults plan_presets.free carries. Every
+-- fit, and each row's shortlist, starts from plan_presets.free's start values, which no fit
+-- chose, so nothing a fold sees was set by the source it predicts.
 local presets = require("lab.plan_presets")
 local published = require("lab.plan_published")
 local F = {}
 
 local CANDIDATES = 2 -- layouts per row the search re-evaluates
-local STEPS = { 0.06, 0.02 } -- coordinate steps, as fractions of each parameter's bounds
+local STEPS = { 0.1, 0.03 } -- coordinate steps, as fractions of each parameter's bounds
 local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = true }
 
 local function copy(t)
@@ -69,12 +71,12 @@ function F.predict(plan, run, x, key, value)
   return F.metric(res[1], run), res[1]
 end
 
--- each run's shortlist: its best CANDIDATES layouts at the defaults, the resolved model,
+-- each run's shortlist: its best CANDIDATES layouts at the start values, the resolved model,
 -- GPU and options, and the parameters it depends on
 local function shortlists(plan, rows)
   local out = {}
   for _, run in ipairs(rows) do
-    local res, _, m, gpu, q = plan.enumerate(F.options(run))
+    local res, _, m, gpu, q = plan.enumerate(F.options(run, F.start()))
     if res[1] then
       local cands = {}
       for i = 1, math.min(CANDIDATES, #res) do
@@ -127,10 +129,16 @@ local function objective(plan, entries, x)
   return sum / math.max(#entries, 1)
 end
 
--- coordinate search from the defaults; returns x and the mean absolute relative error
-function F.fit(plan, entries)
+-- the starting point of every fit (plan_presets.free's start: values no fit chose)
+function F.start()
   local x = {}
-  for i, f in ipairs(presets.free) do x[i] = f.default end
+  for i, f in ipairs(presets.free) do x[i] = f.start end
+  return x
+end
+
+-- coordinate search from the start; returns x and the mean absolute relative error
+function F.fit(plan, entries)
+  local x = F.start()
   local best = objective(plan, entries, x)
   for _, step in ipairs(STEPS) do
     local improved, passes = true, 0

@@ -154,7 +154,9 @@ P.terms = {
 
 -- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
 -- peak per GPU generation and the constants of terms no source gives. default: the value a
--- plan uses; lo, hi: the fit's bounds.
+-- plan uses (the fit on every source); start: where every fit starts, the planner's values
+-- before any fit saw the sources (so no fold starts from a point its left-out source chose);
+-- lo, hi: the fit's bounds.
 --   layer_overhead: seconds per layer per pass (forward, backward, recompute) per
 --     micro-batch of framework work between kernels (Python, hooks, allocator, stream syncs)
 --     that no paper measures for these runs; the order is tens of microseconds (the launch
@@ -165,15 +167,15 @@ P.terms = {
 --     computation and communication abstraction barrier", ASPLOS'22, section 2; Wang et al.
 --     "Overlap communication with dependent computation", ASPLOS'23).
 P.free = {
-  { name = "gemm", generation = "a100", default = 0.7, lo = 0.5, hi = 0.9 },
-  { name = "gemm", generation = "h100", default = 0.595, lo = 0.35, hi = 0.8 },
-  { name = "gemm_fp8", generation = "h100", default = 0.589, lo = 0.25, hi = 0.8 },
-  { name = "attention", generation = "a100", default = 0.585, lo = 0.3, hi = 0.8 },
-  { name = "attention", generation = "h100", default = 0.242, lo = 0.2, hi = 0.6 },
-  { name = "memory", default = 0.665, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.93, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 144e-6, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.202, lo = 0, hi = 0.3 },
+  { name = "gemm", generation = "a100", default = 0.68, start = 0.72, lo = 0.5, hi = 0.9 },
+  { name = "gemm", generation = "h100", default = 0.577, start = 0.55, lo = 0.35, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.528, start = 0.55, lo = 0.25, hi = 0.8 },
+  { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
+  { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
+  { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.89, start = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 18e-6, start = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.058, start = 0.1, lo = 0, hi = 0.3 },
 }
 
 

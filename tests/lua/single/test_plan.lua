@@ -102,6 +102,15 @@ T.test("the fit cannot see the source it predicts", function()
   for _, e in ipairs(train) do T.ok(e.run.group ~= g, "no left-out row trains its own fold") end
 end)
 
+T.test("the defaults a plan uses are the fit on every source", function()
+  local F = require("lab.plan_fit")
+  local x, err = F.fit(plan, fit.entries)
+  for i, f in ipairs(lab.plan_presets.free) do
+    T.near(f.default, x[i], 1e-9, string.format("plan_presets.free %s%s", f.name, f.generation and (" " .. f.generation) or ""))
+  end
+  T.ok(err < 0.08, string.format("mean absolute error on every row %.3f", err))
+end)
+
 -- runs fn with print captured; returns the printed lines
 local function printed(fn)
   local lines, saved = {}, print
@@ -123,7 +132,13 @@ T.test("an answer with a weak assumption carries a range naming it", function()
   local b = res[1]
   T.ok(b.step_lo_s < b.step_s and b.step_s < b.step_hi_s, "optimistic < answer < pessimistic")
   T.ok(b.mfu_lo < b.mfu and b.mfu < b.mfu_hi, "the MFU range holds the answer")
-  T.ok(out:find("range: step", 1, true) and out:find("attention kernel not given", 1, true), "printed with its assumption")
+  T.ok(out:find("range: step", 1, true) and (out:find("driven most by the attention kernel not given", 1, true)
+    or out:find("driven most by the network not given", 1, true)), "printed with the assumption that moves it most")
+  -- with the network given, the kernel is what is left open
+  o.gpu_network = 50e9
+  out = printed(function() res = plan(o) end)
+  T.ok(out:find("driven most by the attention kernel not given", 1, true), "the kernel drives it")
+  o.gpu_network = nil
   -- naming the kernel and the network closes the range
   o.attention_kernel, o.gpu_network = "fa3", 50e9
   out = printed(function() res = plan(o) end)
