@@ -49,10 +49,11 @@ return function(plan, r, m, gpu, o)
   if lt.attention_fraction then
     local hd = m.head_dim or m.hidden // m.heads
     local kernel = o.attention_kernel or "fa2"
-    print(string.format("  attention: %s kernel at %.0f%% of peak = FlashAttention-2's %.0f%% on this generation x kernel %.2f"
-      .. " x head dim %d x sequence %d / (%d + %d) (FlashAttention-2/3 papers' figures)", kernel, 100 * lt.attention_fraction,
-      100 * gpu.attention, (terms.attention_kernels[kernel] or {})[gpu.generation] or 1, hd, o.seq // (r.cp or 1),
-      o.seq // (r.cp or 1), terms.attention_seq_knee))
+    local sq = o.seq // (r.cp or 1)
+    local kf, hf, sf = time.attention_factors(gpu, o, hd, sq)
+    print(string.format("  attention: %s kernel at %.0f%% of peak = FlashAttention-2's %.0f%% on %s x kernel %.2f x head dim %d %.2f"
+      .. " x %d tokens %.2f (s / (s + %d)); factors read off the FlashAttention-2/3 papers' figures", kernel,
+      100 * lt.attention_fraction, 100 * gpu.attention, gpu.generation, kf, hd, hf, sq, sf, terms.attention_seq_knee))
   end
   print(string.format("  collective latency: %.0f us per NVLink ring step, %.0f us per network step, %.0f us launch per call;"
     .. " framework overhead %.0f us per layer per pass (%.3f s a step)", 1e6 * terms.alpha_nvlink, 1e6 * terms.alpha_net,

@@ -72,13 +72,20 @@ local function crosses(gpu, stride, size) return size > 1 and stride * size > gp
 -- Attention kernel speed as a fraction of peak: the generation's FlashAttention-2 fraction
 -- x the kernel's speed relative to it x head dimension x sequence length (the papers'
 -- figures, plan_presets.terms)
-function M.attention_fraction(gpu, o, hd, s)
+-- the three factors: kernel, head dimension (between the figures' 64 and 128, linear;
+-- below 64, in proportion), sequence length
+function M.attention_factors(gpu, o, hd, s)
   local k = TERMS.attention_kernels[o.attention_kernel or "fa2"] or TERMS.attention_kernels.fa2
   local kf = k[gpu.generation] or 1
   local hf = TERMS.attention_head_dim[hd]
   if not hf then hf = hd < 128 and 0.85 + 0.15 * math.max(hd - 64, 0) / 64 or 1.0 end
   if hd < 64 then hf = 0.85 * hd / 64 end
-  return gpu.attention * kf * hf * s / (s + TERMS.attention_seq_knee)
+  return kf, hf, s / (s + TERMS.attention_seq_knee)
+end
+
+function M.attention_fraction(gpu, o, hd, s)
+  local kf, hf, sf = M.attention_factors(gpu, o, hd, s)
+  return gpu.attention * kf * hf * sf
 end
 
 -- Bandwidth per GPU of a ring over `size` ranks placed `stride` apart, with ranks laid out

@@ -173,6 +173,49 @@ T.test("experts whose ranks span the TP group (expert tensor parallel 1)", funct
     "each rank holds whole experts: the expert parameters per GPU double at tp 2")
 end)
 
+T.test("the terms the roofline does not see, one by one", function()
+  local time = require("lab.plan_time")
+  local m = lab.plan_presets.models["llama2-7b"]
+  local gpu = time.with_defaults(lab.plan_presets.gpus.h100)
+  local base = { seq = 4096, global_batch = 64, layer_overhead = 0, contention = 0, bus_efficiency = 0.8 }
+  local function with(t) local o = {} for k, v in pairs(base) do o[k] = v end for k, v in pairs(t) do o[k] = v end return o end
+  -- collective latency: TP 4 pays 2 (t - 1) ring steps per all-reduce, 4 all-reduces per layer
+  local c = { tp = 4, mb = 1, recompute = "none" }
+  local a = time.layer(m, gpu, with({ latency = 0 }), c)
+  local b = time.layer(m, gpu, with({ latency = 1e-3 }), c)
+  T.near(b.comm - a.comm, 4 * 2 * 3 * 1e-3, 1e-9, "4 calls x 6 steps x alpha")
+  -- framework overhead: once per layer per pass (forward, backward, and the recomputed forward)
+  local o0, o1 = time.layer(m, gpu, with({}), { tp = 1, mb = 1, recompute = "full" }),
+    time.layer(m, gpu, with({ layer_overhead = 1e-4 }), { tp = 1, mb = 1, recompute = "full" })
+  T.near((o1.fwd + o1.bwd + o1.rec) - (o0.fwd + o0.bwd + o0.rec), 3e-4, 1e-12, "three passes x overhead")
+  -- attention: Triton slower than FlashAttention-2, FlashAttention-3 faster on Hopper only,
+  -- short sequences and head dim 64 slower
+  local f2 = time.attention_fraction(gpu, { attention_kernel = "fa2" }, 128, 1e9)
+  T.near(f2, gpu.attention, 1e-6, "FlashAttention-2 at long sequences is the generation's fraction")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, 0.6, 1e-6, "Triton 0.6x")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "fa3" }, 128, 1e9) / f2, 1.6, 1e-6, "FlashAttention-3 1.6x on H100")
+  local a100 = time.with_defaults(lab.plan_presets.gpus["a100-80"])
+  T.near(time.attention_fraction(a100, { attention_kernel = "fa3" }, 128, 1e9), a100.attention, 1e-6, "no FA3 on Ampere")
+  T.near(time.attention_fraction(gpu, {}, 64, 1e9) / f2, 0.85, 1e-6, "head dim 64: 0.85")
+  T.near(time.attention_fraction(gpu, {}, 128, 300) / f2, 0.5, 1e-6, "300 tokens: half (the knee)")
+  -- FSDP: a layer's gather hides under the previous layer's compute only when shorter, and
+  -- contention charges the overlapped part
+  local q = { seq = 2048, global_batch = 128, layer_overhead = 0, contention = 0 }
+  local lay = { dp = 64, tp = 1, pp = 1, zero = 3, mb = 2, recompute = "none" }
+  local fast = plan.evaluate(m, lab.plan_presets.gpus.h100, q, lay)
+  local slow_gpu = {}
+  for k, v in pairs(lab.plan_presets.gpus.h100) do slow_gpu[k] = v end
+  slow_gpu.network = 1e9
+  local slow = plan.evaluate(m, slow_gpu, q, lay)
+  T.ok(fast.t_dp_exposed < 0.1 * fast.t_dp, "fast network: the gathers hide")
+  T.ok(slow.t_dp_exposed > 0.5 * slow.t_dp, "slow network: most of them do not")
+  T.eq(fast.t_contention, 0, "no contention asked, none charged")
+  q.contention = 0.2
+  local busy = plan.evaluate(m, lab.plan_presets.gpus.h100, q, lay)
+  T.near(busy.t_contention, 0.2 * math.min(busy.t_dp - busy.t_dp_exposed, busy.compute_s), 1e-12, "contention x overlapped time")
+  T.near(busy.step_s - fast.step_s, busy.t_contention, 1e-9, "and the step grows by it")
+end)
+
 -- README.md's table under `heading` shows each row's published and LOSO figures
 local function readme_matches(heading, want)
   local f = assert(io.open(here .. "../../../README.md"))
