@@ -119,6 +119,10 @@ P.terms = {
   -- all-reduce 2(n - 1) (a tree's 2 log2 n across nodes), plus one kernel launch per call.
   alpha_nvlink = 2e-6,
   alpha_net = 5e-6,
+  -- Data-parallel gradients are reduced in buckets, one collective call each: PyTorch DDP's
+  -- bucket_cap_mb defaults to 25 MB (torch.nn.parallel.DistributedDataParallel docs);
+  -- Megatron-LM's distributed optimizer buckets are of the same order (40M parameters).
+  dp_bucket_bytes = 25e6,
   -- Attention kernels: speed relative to FlashAttention-2 on the same GPU at head dimension
   -- 128 and long sequences (the generation's `attention` fraction), fwd + bwd, causal.
   --   fa1: FlashAttention-2 (Dao 2023, arXiv:2307.08691, section 4.1, Fig. 4-5) is "2x
@@ -173,7 +177,7 @@ P.free = {
   { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
   { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
   { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.89, start = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.9035, start = 0.8, lo = 0.5, hi = 0.95 },
   { name = "layer_overhead", default = 18e-6, start = 30e-6, lo = 0, hi = 300e-6 },
   { name = "contention", default = 0.058, start = 0.1, lo = 0, hi = 0.3 },
 }

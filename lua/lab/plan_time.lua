@@ -347,7 +347,10 @@ function M.step(m, gpu, o, c, r, lt, st)
         + layers * math.max(gather + scatter - b1, 0) + scatter)
     end
   elseif dz > 1 then
-    r.t_dp = link_time(o, r.bytes_dp, bw_dp, 2 * math.log(dz, 2), cross_dp)
+    -- gradients are reduced in buckets (plan_presets.terms.dp_bucket_bytes), one call each:
+    -- each call pays a tree's 2 log2 n steps and a launch
+    local calls = math.max(1, math.ceil(mem.bytes_per(o.precision).g * r.params_per_gpu / TERMS.dp_bucket_bytes))
+    r.t_dp = link_time(o, r.bytes_dp, bw_dp, calls * 2 * math.log(dz, 2), cross_dp) + (calls - 1) * LAUNCH
     exposed_dp = r.t_dp
     if o.dp_overlap ~= false then
       local bwd_window, fwd_window = lt.bwd * st.middle, lt.fwd * st.middle
