@@ -2,9 +2,10 @@
 -- against published runs"; tests/lua/single/test_plan.lua): each run's model, GPUs, batch,
 -- the layout it used, the implementation facts its paper states (recomputation, sequence
 -- parallelism, attention kernel, overlap of data-parallel reductions) and its published
--- utilisation. plan.published() re-plans each with its layout fixed and the rest (ZeRO
--- stage, micro-batch, pipeline chunks, recomputation where the paper leaves it open)
--- chosen by the enumeration.
+-- figure (MFU, HFU, tokens/s or model FLOP/s per GPU), and what it does not state (weak: the
+-- alternatives that make its range). plan.published() re-plans each with its layout fixed
+-- and the rest (ZeRO stage, micro-batch, pipeline chunks, recomputation where the paper
+-- leaves it open) chosen by the enumeration, leave-one-source-out (plan_fit.lua).
 local P = {}
 
 -- Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using

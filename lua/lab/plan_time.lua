@@ -9,6 +9,11 @@
 -- collectives and EP all-to-alls sit in the layer's critical path; pipeline
 -- point-to-point and data-parallel reductions overlap what they can. The step is the
 -- slowest pipeline rank's micro-batch time x (m + (p-1)/v), plus what stays exposed.
+-- Beside the roofline, the time it does not see (plan_presets.terms, each cited): the
+-- attention kernel's speed by kernel, head dimension and sequence length; a latency per
+-- ring step and a launch per collective call (FSDP's three calls per layer, DP's buckets);
+-- compute slowed beside overlapped collectives; framework overhead per layer per pass;
+-- FP8 casts; dropless MoE dispatch passes; blocking pipeline sends.
 local mem = require("lab.plan_memory")
 local presets = require("lab.plan_presets")
 local M = {}
