@@ -252,6 +252,7 @@ function plan.enumerate(o)
   if o.precision ~= nil then word_list(o, "precision", nil, { "bf16", "fp8", "f32" }) end
   if o.attention ~= nil then word_list(o, "attention", nil, { "flash", "materialized" }) end
   if o.attention_kernel ~= nil then word_list(o, "attention_kernel", nil, { "fa1", "fa2", "fa3", "cudnn", "triton" }) end
+  if o.reduce_dtype ~= nil then word_list(o, "reduce_dtype", nil, { "bf16", "fp32" }) end
   -- the free terms' fitted values (plan_presets.free) unless the question sets them
   for k, v in pairs(presets.free_options()) do if o[k] == nil then o[k] = v end end
   local cp_from = o.cp_from ~= nil and positive_integer(o, "cp_from", 1 << 24) or 16384

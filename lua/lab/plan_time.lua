@@ -132,12 +132,20 @@ end
 -- DP: gradients all-reduced (ZeRO-1/2: reduce-scatter + all-gather, the same bytes);
 -- ZeRO-3 all-gathers parameters for forward and backward and reduce-scatters gradients,
 -- for every micro-batch (the parameters are not kept between them).
+-- reduce_dtype = "fp32": gradients reduced in fp32 (FSDP's mixed precision with an fp32
+-- reduce_dtype, Composer's "DEFAULT" mode), parameters still gathered in bf16.
+local function reduce_bytes(o)
+  return o.reduce_dtype == "fp32" and 4 or mem.bytes_per(o.precision).g
+end
+
 function M.dp_bytes(o, c, psi)
   local dz = c.dp * (c.cp or 1)
   if dz <= 1 then return 0 end
-  local grad_bytes = mem.bytes_per(o.precision).g * psi
-  if (c.zero or 0) >= 3 then return 3 * ring(dz) * grad_bytes * (c.microbatches or 1) end
-  return 2 * ring(dz) * grad_bytes
+  local rg = reduce_bytes(o)
+  if (c.zero or 0) >= 3 then
+    return ring(dz) * (2 * mem.bytes_per(o.precision).p + rg) * psi * (c.microbatches or 1)
+  end
+  return 2 * ring(dz) * rg * psi
 end
 
 -- PP: each micro-batch's activation forward and its gradient backward, per model chunk
@@ -343,7 +351,7 @@ function M.step(m, gpu, o, c, r, lt, st)
     local layers = r.layers_held
     local psi_layer = r.params_per_gpu / layers
     local gather = link_time(o, ring(dz) * bp.p * psi_layer, bw_dp, dz - 1, cross_dp)
-    local scatter = link_time(o, ring(dz) * bp.g * psi_layer, bw_dp, dz - 1, cross_dp)
+    local scatter = link_time(o, ring(dz) * reduce_bytes(o) * psi_layer, bw_dp, dz - 1, cross_dp)
     r.t_dp = mb_count * layers * (2 * gather + scatter)
     if o.dp_overlap == false then exposed_dp = r.t_dp
     else
@@ -354,7 +362,7 @@ function M.step(m, gpu, o, c, r, lt, st)
   elseif dz > 1 then
     -- gradients are reduced in buckets (plan_presets.terms.dp_bucket_bytes), one call each:
     -- each call pays a tree's 2 log2 n steps and a launch
-    local calls = math.max(1, math.ceil(mem.bytes_per(o.precision).g * r.params_per_gpu / TERMS.dp_bucket_bytes))
+    local calls = math.max(1, math.ceil(reduce_bytes(o) * r.params_per_gpu / TERMS.dp_bucket_bytes))
     r.t_dp = link_time(o, r.bytes_dp, bw_dp, calls * 2 * math.log(dz, 2), cross_dp) + (calls - 1) * LAUNCH
     exposed_dp = r.t_dp
     if o.dp_overlap ~= false then

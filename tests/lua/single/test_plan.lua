@@ -214,6 +214,12 @@ T.test("the terms the roofline does not see, one by one", function()
   local busy = plan.evaluate(m, lab.plan_presets.gpus.h100, q, lay)
   T.near(busy.t_contention, 0.2 * math.min(busy.t_dp - busy.t_dp_exposed, busy.compute_s), 1e-12, "contention x overlapped time")
   T.near(busy.step_s - fast.step_s, busy.t_contention, 1e-9, "and the step grows by it")
+  -- gradients reduced in fp32 (Composer's DEFAULT mixed precision): 4 bytes in the reduction,
+  -- parameters still gathered in bf16
+  T.near(plan.dp_bytes({ reduce_dtype = "fp32" }, { dp = 4, zero = 3, microbatches = 2 }, 1e6), 3 / 4 * (2 + 2 + 4) * 1e6 * 2, 1e-12,
+    "ZeRO-3: two bf16 gathers and an fp32 reduce-scatter per micro-batch")
+  T.near(plan.dp_bytes({ reduce_dtype = "fp32" }, { dp = 4, zero = 1 }, 1e6), 2 * 3 / 4 * 4 * 1e6, 1e-12, "all-reduce in fp32")
+  T.near(plan.dp_bytes({}, { dp = 4, zero = 3, microbatches = 2 }, 1e6), 3 / 4 * 6 * 1e6 * 2, 1e-12, "bf16 by default")
 end)
 
 -- README.md's table under `heading` shows each row's published and LOSO figures
