@@ -260,8 +260,10 @@ function M.layer(m, gpu, o, c)
   local elem = n * (rep / (sp and t or 1) + act_fn / t + cast + dispatch) / (gpu.hbm_bw * gpu.memory)
   -- communication in the layer's critical path
   local ab = n * h * e
-  local tp1 = t > 1 and link_time(o, 2 * ring(t) * ab, M.group_bw(gpu, 1, t), 2 * (t - 1), crosses(gpu, 1, t))
-    * (1 - (o.tp_overlap or 0)) or 0
+  local tp_full = t > 1 and link_time(o, 2 * ring(t) * ab, M.group_bw(gpu, 1, t), 2 * (t - 1), crosses(gpu, 1, t)) or 0
+  local tp1 = tp_full * (1 - (o.tp_overlap or 0))
+  -- what tp_overlap hides still slows the compute beside it (contention)
+  local tp_hidden = (o.contention or 0) * tp_full * (o.tp_overlap or 0)
   local cp1 = 0
   if cp > 1 then
     local kv_local = math.max(m.kv_heads / t, 1) * hd
@@ -275,7 +277,7 @@ function M.layer(m, gpu, o, c)
   local comm_f = 2 * tp1 + cp1 + 2 * ep1
   local comm_b = 2 * tp1 + cp1 + 2 * ep1
   -- framework work between kernels, per layer per pass (plan_presets.free: layer_overhead)
-  local over = o.layer_overhead or 0
+  local over = (o.layer_overhead or 0) + 2 * tp_hidden
   local fwd = g + attn_f + elem + comm_f + over
   local bwd = 2 * g + attn_b + 2 * elem + comm_b + over
   local rec = 0

@@ -184,6 +184,12 @@ T.test("the terms the roofline does not see, one by one", function()
   local a = time.layer(m, gpu, with({ latency = 0 }), c)
   local b = time.layer(m, gpu, with({ latency = 1e-3 }), c)
   T.near(b.comm - a.comm, 4 * 2 * 3 * 1e-3, 1e-9, "4 calls x 6 steps x alpha")
+  -- TP overlapped with compute (tp_overlap) still slows that compute by the contention
+  local hidden = time.layer(m, gpu, with({ tp_overlap = 1 }), c)
+  local slowed = time.layer(m, gpu, with({ tp_overlap = 1, contention = 0.5 }), c)
+  T.near(hidden.comm, 0, 1e-12, "fully overlapped TP exposes nothing")
+  local exposed = time.layer(m, gpu, with({}), c)
+  T.near(slowed.fwd - hidden.fwd, 0.5 * 2 * (exposed.comm / 4), 1e-9, "half of the two hidden forward all-reduces comes back")
   -- framework overhead: once per layer per pass (forward, backward, and the recomputed forward)
   local o0, o1 = time.layer(m, gpu, with({}), { tp = 1, mb = 1, recompute = "full" }),
     time.layer(m, gpu, with({ layer_overhead = 1e-4 }), { tp = 1, mb = 1, recompute = "full" })
