@@ -170,7 +170,10 @@ function plan.evaluate(m, gpu, o, c, lt)
   if o.global_batch < c.dp * c.mb then
     fail("evaluate: global batch %d is less than dp %d x micro-batch %d", o.global_batch, c.dp, c.mb)
   end
-  return evaluate(m, gpu, o, c, lt)
+  -- the free terms' fitted values unless the options set them, as plan{...} does
+  local q = copy(o)
+  for k, v in pairs(presets.free_options()) do if q[k] == nil then q[k] = v end end
+  return evaluate(m, gpu, q, c, lt)
 end
 
 -- ---- enumeration ----
