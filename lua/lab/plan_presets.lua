@@ -140,7 +140,10 @@ P.terms = {
   },
   -- Sequence length: FlashAttention-2's fwd + bwd causal throughput at head dim 128 on A100
   -- (Fig. 4d: about 63%, 76%, 87%, 93% and 98% of its 16K figure at 512, 1K, 2K, 4K, 16K
-  -- tokens) follows s / (s + 300): short sequences leave tiles and the diagonal idle.
+  -- tokens, read approximately off the plot) follows s / (s + 300): short sequences leave
+  -- tiles and the diagonal idle. The same shape on H100: FlashAttention-3's forward at head
+  -- dim 128 runs at 69%, 83%, 91%, 95% and 99% of its 16K figure at 512 to 8K tokens
+  -- (pytorch/benchmark commit ff65cb6, 430 to 621 TFLOP/s; the formula gives 63% to 96%).
   attention_seq_knee = 300,
   -- Head dimension: at 64 the same figures run at about 85% of head dim 128 (half the FLOPs
   -- per byte of K and V loaded); 256 about as 128.
