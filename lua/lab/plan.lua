@@ -13,8 +13,12 @@
 --                       and element-wise passes against the GPU's peak and HBM bandwidth;
 --                       TP/CP/EP/PP/DP traffic and how much of it is exposed; MFU and HFU
 --   plan_check.lua      argument checks, errors that name the rank and the value
---   plan_presets.lua    models and GPUs; plan_published.lua the published runs
--- This file is the API: the public helpers, the bounded enumeration, the printed answers.
+--   plan_presets.lua    models, GPUs, the cited terms of the time the roofline does not
+--                       see, and the free parameters (fractions of peak, two constants)
+--   plan_published.lua  the published runs; plan_fit.lua their leave-one-source-out fit
+--   plan_explain.lua    the arithmetic of one answer, line by line
+-- This file is the API: the public helpers, the bounded enumeration, the printed answers
+-- and their ranges where an assumption is weak.
 -- Assumptions (all overridable): bf16 weights and gradients with fp32 Adam states (16
 -- bytes per parameter before ZeRO), flash attention, sequence parallelism with TP, data-
 -- parallel reductions overlapped with the last micro-batch's backward, TP/CP/EP
@@ -166,7 +170,10 @@ function plan.evaluate(m, gpu, o, c, lt)
   if o.global_batch < c.dp * c.mb then
     fail("evaluate: global batch %d is less than dp %d x micro-batch %d", o.global_batch, c.dp, c.mb)
   end
-  return evaluate(m, gpu, o, c, lt)
+  -- the free terms' fitted values unless the options set them, as plan{...} does
+  local q = copy(o)
+  for k, v in pairs(presets.free_options()) do if q[k] == nil then q[k] = v end end
+  return evaluate(m, gpu, q, c, lt)
 end
 
 -- ---- enumeration ----
@@ -203,15 +210,19 @@ local function resolve(o)
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
   if not next(g) then fail("unknown gpu '%s'", tostring(o.gpu)) end
-  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "attention", "memory" }) do
+  for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "gemm_fp8", "attention", "memory" }) do
     if o["gpu_" .. k] then g[k] = o["gpu_" .. k] end
   end
   if o.efficiency then g.gemm = o.efficiency end -- the old single knob: the achievable GEMM fraction
   if type(g.bf16) ~= "number" or type(g.hbm) ~= "number" then fail("the gpu table needs bf16 (FLOP/s) and hbm (bytes)") end
-  for k, v in pairs(g) do
-    if type(v) ~= "number" or not (v > 0) or v == math.huge then fail("gpu %s must be a positive number, got %s", k, tostring(v)) end
+  if o.gpu_generation ~= nil then g.generation = o.gpu_generation end
+  if g.generation ~= nil and g.generation ~= "a100" and g.generation ~= "h100" then
+    fail("gpu generation is a100 or h100 (whose fractions of peak and kernel speeds it takes), got %s", tostring(g.generation))
   end
-  for _, k in ipairs({ "gemm", "attention", "memory" }) do
+  for k, v in pairs(g) do
+    if k ~= "generation" and (type(v) ~= "number" or not (v > 0) or v == math.huge) then fail("gpu %s must be a positive number, got %s", k, tostring(v)) end
+  end
+  for _, k in ipairs({ "gemm", "gemm_fp8", "attention", "memory" }) do
     if g[k] and g[k] > 1 then fail("gpu %s is a fraction of peak (at most 1), got %s", k, tostring(g[k])) end
   end
   if g.per_node and math.type(g.per_node) ~= "integer" then fail("gpu per_node must be an integer, got %s", tostring(g.per_node)) end
@@ -243,16 +254,21 @@ function plan.enumerate(o)
   local results, rejected = {}, {}
   if o.precision ~= nil then word_list(o, "precision", nil, { "bf16", "fp8", "f32" }) end
   if o.attention ~= nil then word_list(o, "attention", nil, { "flash", "materialized" }) end
+  if o.attention_kernel ~= nil then word_list(o, "attention_kernel", nil, { "fa1", "fa2", "fa3", "cudnn", "triton" }) end
+  if o.reduce_dtype ~= nil then word_list(o, "reduce_dtype", nil, { "bf16", "fp32" }) end
+  -- the free terms' fitted values (plan_presets.free) unless the question sets them
+  for k, v in pairs(presets.free_options()) do if o[k] == nil then o[k] = v end end
   local cp_from = o.cp_from ~= nil and positive_integer(o, "cp_from", 1 << 24) or 16384
   -- the numeric knobs: name, smallest, largest (a fraction excludes 0 where it divides)
   for _, k in ipairs({ { "memory_fraction", 1e-9, 1 }, { "workspace", 0, 1e15 }, { "latency", 0, 1 },
-    { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 } }) do
+    { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 }, { "layer_overhead", 0, 1 },
+    { "contention", 0, 1 } }) do
     local v = o[k[1]]
     if v ~= nil and (type(v) ~= "number" or not (v >= k[2] and v <= k[3])) then
       fail("%s must be a number from %g to %g, got %s", k[1], k[2], k[3], tostring(v))
     end
   end
-  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp" }) do
+  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp", "pp_blocking" }) do
     if o[k] ~= nil and type(o[k]) ~= "boolean" then fail("%s must be true or false, got %s", k, tostring(o[k])) end
   end
   local tps = int_list(o, "tp", divisors(N, o.allow_cross_node_tp and N or gpu.per_node), 1, MAX_GPUS)
@@ -299,13 +315,18 @@ function plan.enumerate(o)
         else
           local d = N // (t * p * cp)
           for _, ep in ipairs(eps) do
-            if d % ep == 0 then
+            -- experts over ep ranks of the data-parallel group, each expert split over tp as
+            -- the layer (expert tensor parallel = tp); or, when ep does not divide dp but
+            -- divides tp x dp, over tp x dp ranks with whole experts (Megatron-Core's expert
+            -- tensor parallel 1: the experts' ranks span the TP group)
+            local etp1 = d % ep ~= 0 and t > 1 and (d * t) % ep == 0 or nil
+            if d % ep == 0 or etp1 then
               for _, mb in ipairs(mbs) do
                 if B % (d * mb) == 0 then
                   for _, rec in ipairs(recs) do
-                    local key = table.concat({ t, cp, ep, mb, rec }, ",")
+                    local key = table.concat({ t, cp, ep, mb, rec, etp1 and 1 or 0 }, ",")
                     cache[key] = cache[key] or time.layer(m, time.with_defaults(gpu), o,
-                      { tp = t, cp = cp, ep = ep, mb = mb, recompute = rec })
+                      { tp = t, cp = cp, ep = ep, mb = mb, recompute = rec, etp1 = etp1 })
                     for _, zero in ipairs(zeros) do
                       for _, v in ipairs(vs) do
                         evaluated = evaluated + 1
@@ -313,7 +334,7 @@ function plan.enumerate(o)
                           fail("more than %d layouts for %d GPUs; narrow them (tp=, pp=, vpp=, zero=, micro_batch=)", MAX_LAYOUTS, N)
                         end
                         local r = evaluate(m, gpu, o, { dp = d, tp = t, pp = p, cp = cp, ep = ep, zero = zero, mb = mb,
-                          recompute = rec, v = v }, cache[key])
+                          recompute = rec, v = v, etp1 = etp1 }, cache[key])
                         if r.fits then results[#results + 1] = r else rejected[#rejected + 1] = r end
                       end
                     end
@@ -337,14 +358,14 @@ function plan.enumerate(o)
     if a.uneven ~= b.uneven then return not a.uneven end
     return a.mem_total < b.mem_total
   end)
-  return results, rejected, m, gpu
+  return results, rejected, m, gpu, o
 end
 
 local function layout(r)
   need(type(r) == "table" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "layout", "expects a layout {dp=, tp=, pp=, ...}")
   local s = string.format("dp%d tp%d pp%d", r.dp, r.tp, r.pp)
   if (r.cp or 1) > 1 then s = s .. " cp" .. r.cp end
-  if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep end
+  if (r.ep or 1) > 1 then s = s .. " ep" .. r.ep .. (r.etp1 and " etp1" or "") end
   if (r.v or 1) > 1 then s = s .. " v" .. r.v end
   if r.uneven then s = s .. " uneven" end
   return s
@@ -389,9 +410,60 @@ local function why_best(results)
     variant(results[2]), reasons(a, results[2]))
 end
 
+-- The range of an answer where an assumption is weak: the layout r re-evaluated with each
+-- alternative the question leaves open, optimistic to pessimistic. Open: the attention
+-- kernel (when flash attention is not named: Triton's, FlashAttention-2's, or on Hopper
+-- FlashAttention-3's) and, across nodes, the network (when gpu_network is not given: the
+-- preset's bandwidth or half of it, a cluster with half the NICs). Fills r.step_lo_s,
+-- r.step_hi_s, r.mfu_lo, r.mfu_hi and r.range_why (the assumption that moves it most).
+function plan.range(r, m, gpu, q, given)
+  need(type(r) == "table" and type(r.step_s) == "number" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "range",
+    "the first argument is a result of plan.enumerate or plan.evaluate")
+  check_model(m)
+  need(type(gpu) == "table" and type(gpu.bf16) == "number" and type(gpu.hbm) == "number", "range",
+    "the gpu is a table with bf16 (FLOP/s) and hbm (bytes)")
+  need(type(q) == "table" and is_int(q.seq) and is_int(q.global_batch) and is_int(q.gpus), "range",
+    "options need seq, global_batch and gpus (the fifth value plan.enumerate returns)")
+  need(given == nil or type(given) == "table", "range", "the question asked is a table, got %s", type(given))
+  given = given or q
+  local open = {}
+  if (q.attention or "flash") == "flash" and given.attention_kernel == nil then
+    local kernels = { "triton", "fa2" }
+    if time.with_defaults(gpu).generation == "h100" then kernels[3] = "fa3" end
+    open[#open + 1] = { why = "attention kernel not given (attention_kernel=" .. table.concat(kernels, ", ") .. ")",
+      alts = (function()
+        local out = {}
+        for _, k in ipairs(kernels) do out[#out + 1] = { q = { attention_kernel = k } } end
+        return out
+      end)() }
+  end
+  if given.gpu_network == nil and q.gpus > (gpu.per_node or 8) then
+    open[#open + 1] = { why = "network not given (gpu_network= per GPU: the preset's or half of it)",
+      alts = { { g = { network = gpu.network } }, { g = { network = gpu.network / 2 } } } }
+  end
+  local c = { dp = r.dp, tp = r.tp, pp = r.pp, cp = r.cp, ep = r.ep, zero = r.zero, mb = r.mb, recompute = r.recompute, v = r.v }
+  r.step_lo_s, r.step_hi_s, r.range_why = r.step_s, r.step_s, nil
+  local widest = 0
+  for _, a in ipairs(open) do
+    local lo, hi = r.step_s, r.step_s
+    for _, alt in ipairs(a.alts) do
+      local qq, gg = copy(q), copy(gpu)
+      for k, v in pairs(alt.q or {}) do qq[k] = v end
+      for k, v in pairs(alt.g or {}) do gg[k] = v end
+      local x = evaluate(m, gg, qq, c)
+      if x.fits then lo, hi = math.min(lo, x.step_s), math.max(hi, x.step_s) end
+    end
+    r.step_lo_s, r.step_hi_s = math.min(r.step_lo_s, lo), math.max(r.step_hi_s, hi)
+    if hi - lo > widest then widest, r.range_why = hi - lo, a.why end
+  end
+  r.mfu_lo, r.mfu_hi = r.mfu * r.step_s / r.step_hi_s, r.mfu * r.step_s / r.step_lo_s
+  return r
+end
+
 -- prints the ranked table; returns the results (best first)
 function plan.run(o)
-  local results, rejected, m, gpu = plan.enumerate(o)
+  local results, rejected, m, gpu, q = plan.enumerate(o)
+  if results[1] then plan.range(results[1], m, gpu, q, o) end
   if o.top ~= nil and (math.type(o.top) ~= "integer" or o.top < 1) then fail("top must be a positive integer, got %s", tostring(o.top)) end
   if o.format ~= nil and o.format ~= "table" and o.format ~= "csv" and o.format ~= "json" then
     fail("format must be table, csv or json, got %s", tostring(o.format))
@@ -449,6 +521,11 @@ function plan.run(o)
       r.tokens_per_s))
   end
   print(string.format("best: %s (%s) wins: %s", layout(results[1]), variant(results[1]), why_best(results)))
+  local b = results[1]
+  if b.range_why then
+    print(string.format("range: step %.2f to %.2f s, MFU %.1f%% to %.1f%%; driven most by the %s", b.step_lo_s, b.step_hi_s,
+      100 * b.mfu_lo, 100 * b.mfu_hi, b.range_why))
+  end
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
     for i = 1, math.min(20, #rejected) do
@@ -457,94 +534,38 @@ function plan.run(o)
         string.format("tp%d pp%d cp%d", r.tp, r.pp, r.cp or 1), r.why))
     end
   end
-  if o.explain then plan.explain(results[1], m, gpu, o) end
+  if o.explain then plan.explain(results[1], m, gpu, q) end
   return results, rejected
 end
 
--- the arithmetic of one configuration, line by line
+-- the arithmetic of one configuration, line by line (plan_explain.lua)
 function plan.explain(r, m, gpu, o)
   need(type(r) == "table" and type(r.step_s) == "number" and type(r.act_layer) == "number", "explain",
     "the first argument is a result of plan.enumerate or plan.evaluate")
   check_model(m)
   need(type(gpu) == "table" and type(gpu.bf16) == "number", "explain", "the gpu is a table with bf16 (FLOP/s)")
   need(type(o) == "table" and is_int(o.seq) and is_int(o.global_batch), "explain", "options need seq and global_batch")
-  m = model_arg("explain", m)
-  gpu = time.with_defaults(gpu)
-  local c = plan.param_counts(m)
-  local bp = mem.bytes_per(o.precision)
-  local dz = r.dp * (r.cp or 1)
-  print(string.format("\nexplain %s %s:", layout(r), variant(r)))
-  print(string.format("  parameters: %.3fB total; the fullest GPU holds %.3fB (%d layers of %d, matrices/tp, experts/ep)",
-    c.total / 1e9, r.params_per_gpu / 1e9, r.layers_held, m.layers))
-  print(string.format("  params     %d B x %.3fB %s= %.2f GB", bp.p, r.params_per_gpu / 1e9, r.zero >= 3 and "/ dp " or "", gb(r.mem_params)))
-  print(string.format("  grads      %d B x %.3fB %s= %.2f GB", bp.g, r.params_per_gpu / 1e9, r.zero >= 2 and "/ dp " or "", gb(r.mem_grads)))
-  print(string.format("  optimizer  %d B x %.3fB %s= %.2f GB", bp.k, r.params_per_gpu / 1e9, r.zero >= 1 and "/ dp " or "", gb(r.mem_optimizer)))
-  print(string.format("  activations: %.3f GB per layer per micro-batch (Korthikanti, recompute %s) x %d layers x %d micro-batches in flight%s = %.2f GB",
-    gb(r.act_layer), r.recompute, r.layers_held, r.in_flight, (r.v or 1) > 1 and string.format(" x (1 + (p-1)/(p v))") or "",
-    gb(r.mem_activations)))
-  print(string.format("  buffers %.2f GB; total %.2f GB of %.0f GB", gb(r.mem_buffers), gb(r.mem_total), gpu.hbm / 1e9))
-  print(string.format("  model FLOPs per step 6 x %.3fB GEMM parameters x T + 12 L q s T = %.3e; executed (recompute %s) %.3e",
-    c.matmul / 1e9, r.model_flops, r.recompute, r.hardware_flops))
-  local lt = time.layer(m, gpu, o, r)
-  print(string.format("  one layer, one micro-batch: GEMMs %.2f ms, attention %.2f ms, element-wise %.2f ms, TP/CP/EP collectives %.2f ms;"
-    .. " forward %.2f + backward %.2f + recompute %.2f ms", lt.gemm * 3e3, lt.attention * 1e3, lt.elementwise * 1e3, lt.comm * 1e3,
-    lt.fwd * 1e3, lt.bwd * 1e3, lt.rec * 1e3))
-  print(string.format("  (roofline: GEMMs at %.0f%% of %.0f TFLOP/s where the shapes fill the GPU, attention at %.0f%%, streams at %.0f%% of %.1f TB/s)",
-    100 * gpu.gemm, ((o.precision == "fp8" and gpu.fp8) or gpu.bf16) / 1e12, 100 * gpu.attention, 100 * gpu.memory, gpu.hbm_bw / 1e12))
-  print(string.format("  slowest pipeline rank: %.3f s per micro-batch x (m %d + (p-1)/v %.2f) = %.3f s; bubble (p-1)/(v m) = %.3f",
-    r.stage_s, r.microbatches, r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0, r.stage_s * (r.microbatches + (r.pp > 1 and (r.pp - 1) / (r.v or 1) or 0)), r.bubble))
-  print(string.format("  traffic per GPU: tp %.2f GB, dp %.2f GB, pp %.2f GB, ep %.2f GB, cp %.2f GB", gb(r.bytes_tp), gb(r.bytes_dp),
-    gb(r.bytes_pp), gb(r.bytes_ep), gb(r.bytes_cp)))
-  print(string.format("  exposed communication %.3f s: in the layers (tp/cp/ep) %.3f, pipeline %.3f, data parallel %.3f of %.3f over %d ranks",
-    r.comm_exposed, r.t_layer_comm, r.t_pp, r.t_dp_exposed, r.t_dp, dz))
-  if m.experts then
-    print(string.format("  experts: %d, top-%d, ep %d; load on the busiest expert rank %.2fx the mean (expert_load=; capacity_factor= caps it)",
-      m.experts, m.top_k or 1, r.ep or 1, o.expert_load or 1))
-  end
-  print(string.format("  step %.3f s (+ optimizer %.3f s); MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", r.step_s, r.t_optimizer, 100 * r.mfu,
-    100 * r.hfu, r.tokens_per_s))
+  return require("lab.plan_explain")(plan, r, model_arg("explain", m), gpu, o)
 end
 
--- The planner against published runs (lua/lab/plan_published.lua): each run re-planned with
--- its layout fixed; returns rows {run, best, predicted, error}. format: nil (quiet),
--- "table", or "markdown" (the rows of README.md's table, which tests/lua/single/test_plan.lua
--- compares with this function's answer). list: "runs" (default) or "misses", the published
--- runs the planner misses by more than 15%.
-function plan.published(format, list)
+function plan.show_metric(metric, x)
+  need(metric == "mfu" or metric == "hfu" or metric == "tokens" or metric == "tflops", "show_metric",
+    "metric is mfu, hfu, tokens or tflops, got %s", tostring(metric))
+  need(is_num(x), "show_metric", "the value is a finite number, got %s", tostring(x))
+  return require("lab.plan_fit").show(metric, x)
+end
+
+-- The planner against published runs (lua/lab/plan_published.lua), validated leave-one-
+-- source-out (lua/lab/plan_fit.lua): each source's rows planned with the free parameters
+-- fitted on the other sources only. Returns rows {run, best, predicted, error, lo, hi, why}
+-- and the fit. format: nil (quiet), "table", or "markdown" (the rows of README.md's table,
+-- which tests/lua/single/test_plan.lua compares with this function's answer).
+function plan.published(format)
   need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
-  need(list == nil or list == "runs" or list == "misses", "published", "list is runs or misses, got %s", tostring(list))
-  local runs = require("lab.plan_published")
-  local rows = {}
-  if format == "table" then
-    print(string.format("%-30s %-16s %6s %-28s %-6s %9s %8s %7s", "source", "model", "GPUs", "planner's layout", "metric",
-      "published", "planner", "error"))
-  elseif format == "markdown" then
-    print("| published run | model | GPUs | published layout | planner's choice | published | planner | error |")
-    print("|---|---|---|---|---|---|---|---|")
-  end
-  for _, run in ipairs(runs[list or "runs"]) do
-    local res = plan.enumerate(runs.options(run))
-    local best = res[1]
-    local row = { run = run, best = best, feasible = best ~= nil }
-    if best then
-      row.predicted = best[run.metric]
-      row.error = (row.predicted - run.published) / run.published
-    end
-    rows[#rows + 1] = row
-    local pred = best and string.format("%.1f%%", 100 * row.predicted) or "does not fit"
-    local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
-    if format == "table" then
-      print(string.format("%-30s %-16s %6d %-28s %-6s %8.1f%% %8s %7s", run.source, run.model, run.gpus,
-        best and layout(best) or "does not fit", run.metric:upper(), 100 * run.published, pred, err))
-    elseif format == "markdown" then
-      local fixed = string.format("TP %d, PP %d%s%s", run.tp, run.pp, (run.cp or 1) > 1 and ", CP " .. run.cp or "",
-        run.vpp and ", v " .. run.vpp or "")
-      print(string.format("| %s | %s, seq %d, batch %d | %d %s | %s | %s, %s | %s %.1f%% | %s | %s |", run.source, run.model,
-        run.seq, run.global_batch, run.gpus, run.gpu, fixed, best and layout(best) or "-", best and variant(best) or "-",
-        run.metric:upper(), 100 * run.published, pred, err))
-    end
-  end
-  return rows
+  local F = require("lab.plan_fit")
+  local fit = F.loso(plan)
+  if format then F.print(plan, fit.rows, format) end
+  return fit.rows, fit
 end
 
 -- `llmlab --plan key=value ...`: numbers become numbers, a,b,c become lists
@@ -559,9 +580,8 @@ function plan.cli(args)
       elseif a == "--json" or a == "json" then o.format = "json"
       elseif a == "explain" or a == "--explain" then o.explain = true
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
-      elseif a == "published" or a == "--published" then o.published = "runs"
-      elseif a == "misses" or a == "--misses" then o.published = "misses"
-      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published, misses), got %s", a) end
+      elseif a == "published" or a == "--published" then o.published = true
+      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published), got %s", a) end
     else
       if v:find(",") then
         local list = {}
@@ -571,7 +591,7 @@ function plan.cli(args)
       else o[k] = tonumber(v) or v end
     end
   end
-  if o.published then return plan.published(o.format == "csv" and "table" or "markdown", o.published) end
+  if o.published then return plan.published(o.format == "csv" and "table" or "markdown") end
   return plan.run(o)
 end
 

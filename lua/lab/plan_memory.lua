@@ -124,7 +124,8 @@ function M.account(m, gpu, o, c, r, st)
   local sp = t > 1 and o.sequence_parallel ~= false
   local bp = M.bytes_per(o.precision)
   local counts = M.param_counts(m)
-  local per_layer = (counts.attention + counts.mlp / ep + counts.router) / L / t + counts.replicated / L
+  -- experts split over ep x tp, or over ep alone when their ranks span TP (etp1)
+  local per_layer = (counts.attention + counts.router) / L / t + counts.mlp / ep / (c.etp1 and 1 or t) / L + counts.replicated / L
   local zero, dz = c.zero or 0, d * cp -- ZeRO shards over the data-parallel ranks (and CP)
   local in_flight_scale = (c.v or 1) > 1 and (1 + (p - 1) / (p * c.v)) or 1
   local act_layer = M.activation_bytes_per_layer(m, o, c.mb, s / cp, t, c.recompute, sp)

@@ -5,14 +5,13 @@
 -- mixture-of-experts. Sources: the models' papers and released configs.
 -- GPUs: dense bf16 and fp8 FLOP/s, HBM capacity (bytes) and bandwidth, streaming
 -- multiprocessors, NVLink bandwidth per GPU per direction, scale-out network bandwidth per
--- GPU, GPUs per node (vendor datasheets), and three achievable fractions that are
--- assumptions of this planner, not datasheet figures: gemm (of dense peak, a large
--- well-shaped GEMM), attention (of dense peak, the flash-attention kernels forward and
--- backward), memory (of HBM bandwidth, streaming element-wise kernels). The GEMM fractions
--- are the planner's calibration against the published runs of README.md's planner section;
--- attention: FlashAttention-2 reaches 50-73% of peak on A100 (its paper) and 300-335
--- TFLOP/s forward on H100 at head dimension 128 (FlashAttention-3's paper). H200 and B200
--- reuse H100's fractions, untested.
+-- GPU, GPUs per node (vendor datasheets), and the generation whose achievable fractions it
+-- takes: gemm (of dense peak, a large well-shaped GEMM; gemm_fp8 for FP8), attention (of
+-- dense peak, FlashAttention-2 forward and backward at head dimension 128 and long
+-- sequences), memory (of HBM bandwidth, streaming element-wise kernels). Those fractions
+-- are assumptions of this planner, not datasheet figures: free parameters (P.free below)
+-- set by a fit on the published runs and validated leave-one-source-out (plan_fit.lua).
+-- P.terms holds the time the roofline does not see, each with its source.
 local P = {}
 
 local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, biases, dropout, tied embeddings
@@ -65,21 +64,150 @@ P.models["mpt-13b"] = mpt(40, 5120, 40)
 P.models["mpt-30b"] = mpt(48, 7168, 64)
 P.models["mpt-70b"] = mpt(80, 8192, 64)
 
+-- Models of the runs added for issue 32 (lua/lab/plan_published.lua says where each row is from)
+-- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2 vocabulary
+P.models["mtnlg-530b"] = gpt(105, 20480, 128, 50272)
+-- BLOOM 176B (BigScience 2022, arXiv:2211.05100, Table 3): ALiBi, vocabulary 250880 padded, no dropout
+P.models["bloom-176b"] = gpt(70, 14336, 112, 250880)
+P.models["bloom-176b"].dropout = false
+-- NeMo's GPT-3 configurations (NeMo-Framework-Launcher conf/training/gpt3): 4h GELU FFN, biases
+P.models["nemo-gpt3-5b"] = gpt(24, 4096, 32, 50304)
+P.models["nemo-gpt3-20b"] = gpt(44, 6144, 48, 50304)
+P.models["nemo-gpt3-175b"] = gpt(96, 12288, 96, 50304)
+for _, k in ipairs({ "nemo-gpt3-5b", "nemo-gpt3-20b", "nemo-gpt3-175b" }) do
+  P.models[k].dropout, P.models[k].tied = false, false
+end
+-- Qwen3 mixture-of-experts models (their released config.json): head_dim 128, 128 experts, top 8
+P.models["qwen3-30b-a3b"] = { layers = 48, hidden = 2048, heads = 32, kv_heads = 4, head_dim = 128, ffn = 768, vocab = 151936,
+  gated = true, experts = 128, top_k = 8 }
+P.models["qwen3-235b-a22b"] = { layers = 94, hidden = 4096, heads = 64, kv_heads = 4, head_dim = 128, ffn = 1536, vocab = 151936,
+  gated = true, experts = 128, top_k = 8 }
+
 local GB, TB = 1e9, 1e12
 P.gpus = {
   ["a100-40"] = { bf16 = 312e12, fp8 = nil, hbm = 40 * GB, hbm_bw = 1.555 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
-    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+    per_node = 8 },
   ["a100-80"] = { bf16 = 312e12, fp8 = nil, hbm = 80 * GB, hbm_bw = 2.039 * TB, sms = 108, nvlink = 300 * GB, network = 25 * GB,
-    per_node = 8, gemm = 0.72, attention = 0.55, memory = 0.85 },
+    per_node = 8 },
   ["h100-80"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 80 * GB, hbm_bw = 3.35 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
   ["h200-141"] = { bf16 = 989e12, fp8 = 1979e12, hbm = 141 * GB, hbm_bw = 4.8 * TB, sms = 132, nvlink = 450 * GB, network = 50 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
   ["b200"] = { bf16 = 2250e12, fp8 = 4500e12, hbm = 192 * GB, hbm_bw = 8 * TB, sms = 148, nvlink = 900 * GB, network = 100 * GB,
-    per_node = 8, gemm = 0.55, attention = 0.33, memory = 0.85 },
+    per_node = 8 },
 }
 P.gpus.a100 = P.gpus["a100-80"]
 P.gpus.h100 = P.gpus["h100-80"]
 P.gpus.h200 = P.gpus["h200-141"]
+-- the generation whose fractions a GPU shares (the leave-one-source-out fit sets one set per
+-- generation: plan_fit.lua)
+for k, g in pairs(P.gpus) do g.generation = k:match("^a100") and "a100" or "h100" end
+P.gpus["b200"].generation = "h100" -- reuses H100's fractions, untested
+
+-- The time the roofline does not see, each a physical term (plan_time.lua applies them;
+-- explain prints them). Values a source gives are cited; the few no source gives are free
+-- constants, set with the fractions of peak by the leave-one-source-out fit (P.free below).
+P.terms = {
+  -- CUDA kernel launch, seconds per kernel the roofline would otherwise price at zero: 2.5-5
+  -- us per launch on A100/H100 (NVIDIA CUDA C++ Best Practices Guide, "kernel launch
+  -- overhead ... a few microseconds"; PyTorch's profiler shows 4-6 us gaps between eager
+  -- kernels)
+  launch = 4e-6,
+  -- Latency of one step of a ring collective (the alpha of alpha-beta), per step: NVLink 2 us,
+  -- across nodes 5 us (nccl-tests small-message latencies, as lab.netsim's dgx_h100 preset
+  -- cites them). A ring all-gather or reduce-scatter over n ranks is n - 1 steps, an
+  -- all-reduce 2(n - 1) (a tree's 2 log2 n across nodes), plus one kernel launch per call.
+  alpha_nvlink = 2e-6,
+  alpha_net = 5e-6,
+  -- Data-parallel gradients are reduced in buckets, one collective call each: PyTorch DDP's
+  -- bucket_cap_mb defaults to 25 MB (torch.nn.parallel.DistributedDataParallel docs);
+  -- Megatron-LM's distributed optimizer buckets are of the same order (40M parameters).
+  dp_bucket_bytes = 25e6,
+  -- Attention kernels: speed relative to FlashAttention-2 on the same GPU at head dimension
+  -- 128 and long sequences (the generation's `attention` fraction), fwd + bwd, causal.
+  --   fa1: FlashAttention-2 (Dao 2023, arXiv:2307.08691, section 4.1, Fig. 4-5) is "2x
+  --        faster than FlashAttention" forward and backward on A100: 0.5.
+  --   triton: the Triton FlashAttention the same figures compare (OpenAI's tutorial kernel,
+  --        which llm-foundry's attn_impl=triton derives from): FlashAttention-2 is 1.3-2.5x
+  --        faster (slowest in the backward): 0.6.
+  --   fa3 / cudnn on Hopper: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, Fig. 5-7):
+  --        1.5-2.0x FlashAttention-2 forward, 1.5-1.75x backward at head dim 128: 1.6; cuDNN
+  --        9's fused attention (Transformer Engine's, in NeMo/Megatron-Core) is plotted beside
+  --        it within 10%: 1.45. On Ampere both fall back to FlashAttention-2's speed.
+  attention_kernels = {
+    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.6 },
+    fa3 = { a100 = 1.0, h100 = 1.6 }, cudnn = { a100 = 1.0, h100 = 1.45 },
+  },
+  -- Sequence length: FlashAttention-2's fwd + bwd causal throughput at head dim 128 on A100
+  -- (Fig. 4d: about 63%, 76%, 87%, 93% and 98% of its 16K figure at 512, 1K, 2K, 4K, 16K
+  -- tokens, read approximately off the plot) follows s / (s + 300): short sequences leave
+  -- tiles and the diagonal idle. The same shape on H100: FlashAttention-3's forward at head
+  -- dim 128 runs at 69%, 83%, 91%, 95% and 99% of its 16K figure at 512 to 8K tokens
+  -- (pytorch/benchmark commit ff65cb6, 430 to 621 TFLOP/s; the formula gives 63% to 96%).
+  attention_seq_knee = 300,
+  -- Head dimension: at 64 the same figures run at about 85% of head dim 128 (half the FLOPs
+  -- per byte of K and V loaded); 256 about as 128.
+  attention_head_dim = { [64] = 0.85, [128] = 1.0, [256] = 1.0 },
+  -- FP8 GEMMs need their inputs cast (and the amax taken): one read of bf16 and one write of
+  -- fp8 per GEMM input, Transformer Engine's cast_transpose (NVIDIA TE docs, "FP8 primer").
+  fp8_cast_bytes = 3,
+  -- Dropless MoE token dispatch (Megatron-Core's token dispatcher, megatron/core/transformer/
+  -- moe/token_dispatcher.py and moe_utils.py): permute the routed copies into expert order
+  -- (read and write), sort them by local expert after the all-to-all (read and write), undo
+  -- both (read and write), and the weighted unpermute (read): 7 passes over the top_k x
+  -- hidden copies of each token, each way.
+  moe_dispatch_passes = 7,
+}
+
+-- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
+-- peak per GPU generation and the constants of terms no source gives. default: the value a
+-- plan uses (the fit on every source); start: where every fit starts, the planner's values
+-- before any fit saw the sources (so no fold starts from a point its left-out source chose);
+-- lo, hi: the fit's bounds.
+--   layer_overhead: seconds per layer per pass (forward, backward, recompute) per
+--     micro-batch of framework work between kernels (Python, hooks, allocator, stream syncs)
+--     that no paper measures for these runs; the order is tens of microseconds (the launch
+--     gaps of a profiler trace of one eager layer).
+--   contention: the share by which compute slows while an overlapped NCCL collective runs:
+--     NCCL's kernels take SMs (one block per channel, up to 32 channels) and HBM bandwidth;
+--     the reported slowdown of overlapped GEMMs is 10-30% (Jangda et al., "Breaking the
+--     computation and communication abstraction barrier", ASPLOS'22, section 2; Wang et al.
+--     "Overlap communication with dependent computation", ASPLOS'23).
+P.free = {
+  { name = "gemm", generation = "a100", default = 0.68, start = 0.72, lo = 0.5, hi = 0.9 },
+  { name = "gemm", generation = "h100", default = 0.577, start = 0.55, lo = 0.35, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.528, start = 0.55, lo = 0.25, hi = 0.8 },
+  { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
+  { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
+  { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
+  { name = "bus_efficiency", default = 0.9035, start = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 18e-6, start = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.058, start = 0.1, lo = 0, hi = 0.3 },
+}
+
+
+-- the GPU presets take the free fractions of their generation (memory: every generation)
+function P.apply_free(gpus, values)
+  for _, g in pairs(gpus) do
+    for i, f in ipairs(P.free) do
+      local v = values and values[i] or f.default
+      if f.name == "gemm" or f.name == "gemm_fp8" or f.name == "attention" then
+        if f.generation == g.generation then g[f.name] = v end
+      elseif f.name == "memory" then g.memory = v end
+    end
+  end
+end
+P.apply_free(P.gpus)
+
+-- the option values of the free terms that are not GPU fields
+function P.free_options(values)
+  local o = {}
+  for i, f in ipairs(P.free) do
+    if f.name == "bus_efficiency" or f.name == "layer_overhead" or f.name == "contention" then
+      o[f.name] = values and values[i] or f.default
+    end
+  end
+  return o
+end
 
 return P

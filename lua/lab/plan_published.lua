@@ -2,9 +2,10 @@
 -- against published runs"; tests/lua/single/test_plan.lua): each run's model, GPUs, batch,
 -- the layout it used, the implementation facts its paper states (recomputation, sequence
 -- parallelism, attention kernel, overlap of data-parallel reductions) and its published
--- utilisation. plan.published() re-plans each with its layout fixed and the rest (ZeRO
--- stage, micro-batch, pipeline chunks, recomputation where the paper leaves it open)
--- chosen by the enumeration.
+-- figure (MFU, HFU, tokens/s or model FLOP/s per GPU), and what it does not state (weak: the
+-- alternatives that make its range). plan.published() re-plans each with its layout fixed
+-- and the rest (ZeRO stage, micro-batch, pipeline chunks, recomputation where the paper
+-- leaves it open) chosen by the enumeration, leave-one-source-out (plan_fit.lua).
 local P = {}
 
 -- Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
@@ -21,6 +22,16 @@ local megatron21 = { recompute = "full", sequence_parallel = false, attention = 
 -- gradient all-reduce.
 local megascale_baseline = { attention = "materialized", dp_overlap = false }
 local korthikanti = { recompute = "selective", sequence_parallel = true, attention = "materialized", dp_overlap = false, zero = 0 }
+
+-- Weak assumptions: what a source does not state. Each row is planned with its best guess
+-- (opts) and again with every alternative here; the spread is its range (plan_fit.lua),
+-- named after the assumption that drives it.
+local kernel_weak = { attention_kernel = { "fa2", "fa3" }, why = "attention kernel not stated (FlashAttention-2 or -3)" }
+local te_weak = { attention_kernel = { "fa2", "cudnn" }, why = "attention kernel not stated (FlashAttention-2 or cuDNN's)" }
+local mosaic_weak = { attention_kernel = { "triton", "fa2" },
+  why = "attention kernel: llm-foundry's benchmark configs say triton; later ones flash (FlashAttention-2)" }
+local batch_weak = { global_batch = { 8, 64 }, why = "global batch not stated (1 to 8 sequences per data-parallel rank)" }
+local llama3 = { zero = 2, param_gather_overlap = true, attention_kernel = "fa2" }
 
 P.runs = {
   { source = "Megatron-LM 2021, Table 1", model = "megatron-1.7b", gpu = "a100-80", gpus = 32, global_batch = 512, seq = 2048, tp = 1, pp = 1, metric = "hfu", published = 0.44, opts = megatron21 },
@@ -48,14 +59,14 @@ P.runs = {
   -- fewer on the first and last stage; FSDP sharding gradients and optimizer states (not
   -- the parameters); all-gather context parallelism; "without activation checkpointing"
   -- at 8K tokens.
-  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 8192, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.43, opts = { zero = 2, param_gather_overlap = true } },
-  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.41, opts = { zero = 2, param_gather_overlap = true } },
-  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 128, seq = 131072, tp = 8, pp = 16, cp = 16, metric = "mfu", published = 0.38, opts = { zero = 2, param_gather_overlap = true } },
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 8192, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.43, opts = llama3, weak = kernel_weak },
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 2048, seq = 8192, tp = 8, pp = 16, cp = 1, metric = "mfu", published = 0.41, opts = llama3, weak = kernel_weak },
+  { source = "Llama 3 405B, Table 4", model = "llama3-405b", gpu = "h100", gpus = 16384, global_batch = 128, seq = 131072, tp = 8, pp = 16, cp = 16, metric = "mfu", published = 0.38, opts = llama3, weak = kernel_weak },
   -- NVIDIA, "Nemotron-4 15B Technical Report", arXiv:2402.16819, Table 2: H100-80GB, TP 8,
   -- data parallel 96 / 192 / 288 with a distributed optimizer, seq 4096
-  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 768, global_batch = 384, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.343, opts = { zero = 1 } },
-  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 1536, global_batch = 768, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.333, opts = { zero = 1 } },
-  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 2304, global_batch = 1152, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.305, opts = { zero = 1 } },
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 768, global_batch = 384, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.343, opts = { zero = 1, attention_kernel = "cudnn" }, weak = te_weak },
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 1536, global_batch = 768, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.333, opts = { zero = 1, attention_kernel = "cudnn" }, weak = te_weak },
+  { source = "Nemotron-4 15B, Table 2", model = "nemotron4-15b", gpu = "h100", gpus = 2304, global_batch = 1152, seq = 4096, tp = 8, pp = 1, metric = "mfu", published = 0.305, opts = { zero = 1, attention_kernel = "cudnn" }, weak = te_weak },
   -- Jiang et al., "MegaScale: Scaling Large Language Model Training to More Than 10,000
   -- GPUs", NSDI'24, arXiv:2402.15627, Table 2: the Megatron-LM baseline (not MegaScale's
   -- own rows, whose parallel blocks and sliding-window attention the planner does not
@@ -71,40 +82,126 @@ P.runs = {
   { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 8192, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.433, opts = megascale_baseline },
   { source = "MegaScale 2024, Table 2", model = "megascale-175b", gpu = "a100-80", gpus = 12288, global_batch = 6144, seq = 2048, tp = 8, pp = 8, vpp = 6, metric = "mfu", published = 0.412, opts = megascale_baseline },
   -- MosaicML, llm-foundry scripts/train/benchmarking/README.md ("MPT Training Benchmarks"):
-  -- FSDP FULL_SHARD (ZeRO-3) without model parallelism, flash attention, the tables' micro-
+  -- FSDP FULL_SHARD (ZeRO-3) in Composer's "DEFAULT" mixed precision (the tables' MP Mode
+-- column: bf16 parameters, gradients reduced in fp32) without model parallelism, the tables' micro-
   -- batch and activation checkpointing (True: full recomputation); MFU by the same 6N +
   -- 12 L d s FLOPs per token. A100-80GB nodes with 1600 Gbps RoCE; H100-80GB. Every row
   -- tried is here or in P.misses below (outside 15%: README.md lists them with the reasons).
-  { source = "MosaicML llm-foundry, A100", model = "mpt-1b", gpu = "a100-80", gpus = 8, global_batch = 448, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.5986, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-3b", gpu = "a100-80", gpus = 8, global_batch = 160, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.6211, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 96, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.6423, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5447, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-30b", gpu = "a100-80", gpus = 8, global_batch = 504, seq = 2048, tp = 1, pp = 1, micro_batch = 3, metric = "hfu", published = 0.7374, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-3b", gpu = "h100", gpus = 16, global_batch = 480, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.4373, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.4644, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-30b", gpu = "h100", gpus = 32, global_batch = 1344, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.4392, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-70b", gpu = "h100", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.4257, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-1b", gpu = "a100-80", gpus = 8, global_batch = 448, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.5986, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-3b", gpu = "a100-80", gpus = 8, global_batch = 160, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.6211, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 96, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.6423, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5447, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-30b", gpu = "a100-80", gpus = 8, global_batch = 504, seq = 2048, tp = 1, pp = 1, micro_batch = 3, metric = "hfu", published = 0.7374, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-3b", gpu = "h100", gpus = 16, global_batch = 480, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.4373, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.4644, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-30b", gpu = "h100", gpus = 32, global_batch = 1344, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.4392, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-70b", gpu = "h100", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.4257, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
 }
 
--- Published runs the planner misses by more than 15% (README.md says so and why); the test
--- prints them, it does not hide them.
+-- Published runs the planner missed by more than 15% before issue 32's terms (kept apart so
+-- the history reads; P.all joins every list).
 P.misses = {
-  { source = "MosaicML llm-foundry, A100", model = "mpt-125m", gpu = "a100-80", gpus = 8, global_batch = 640, seq = 2048, tp = 1, pp = 1, micro_batch = 40, metric = "mfu", published = 0.4479, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-350m", gpu = "a100-80", gpus = 8, global_batch = 512, seq = 2048, tp = 1, pp = 1, micro_batch = 32, metric = "mfu", published = 0.5162, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-760m", gpu = "h100", gpus = 16, global_batch = 384, seq = 2048, tp = 1, pp = 1, micro_batch = 24, metric = "mfu", published = 0.3789, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.5957, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 24, seq = 32768, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.5169, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.4697, opts = { zero = 3, recompute = "full" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-13b", gpu = "h100", gpus = 64, global_batch = 128, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.3986, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-1b", gpu = "h100", gpus = 64, global_batch = 1280, seq = 2048, tp = 1, pp = 1, micro_batch = 20, metric = "mfu", published = 0.4085, opts = { zero = 3, recompute = "none" } },
-  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.2859, opts = { zero = 3, recompute = "full" } },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-125m", gpu = "a100-80", gpus = 8, global_batch = 640, seq = 2048, tp = 1, pp = 1, micro_batch = 40, metric = "mfu", published = 0.4479, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-350m", gpu = "a100-80", gpus = 8, global_batch = 512, seq = 2048, tp = 1, pp = 1, micro_batch = 32, metric = "mfu", published = 0.5162, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-760m", gpu = "h100", gpus = 16, global_batch = 384, seq = 2048, tp = 1, pp = 1, micro_batch = 24, metric = "mfu", published = 0.3789, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.5957, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-13b", gpu = "a100-80", gpus = 8, global_batch = 24, seq = 32768, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.5169, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.4697, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-13b", gpu = "h100", gpus = 64, global_batch = 128, seq = 2048, tp = 1, pp = 1, micro_batch = 2, metric = "mfu", published = 0.3986, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-1b", gpu = "h100", gpus = 64, global_batch = 1280, seq = 2048, tp = 1, pp = 1, micro_batch = 20, metric = "mfu", published = 0.4085, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
+  { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 16, seq = 65536, tp = 1, pp = 1, cp = 1, micro_batch = 1, metric = "mfu", published = 0.2859, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32" }, weak = mosaic_weak },
 }
+
+-- Runs added for issue 32, committed with the planner's answers on them before any change to
+-- its model (the commit that adds them says what it answered). metric "tokens": tokens per
+-- second per GPU, which needs no FLOP-counting convention.
+local mtnlg = { recompute = "full", sequence_parallel = false, attention = "materialized", dp_overlap = false, zero = 1, vpp = 1,
+  pp_blocking = true }
+local nemo = { zero = 1, param_gather_overlap = true, precision = "fp8", attention_kernel = "cudnn" }
+P.added = {
+  -- Smith et al., "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B",
+  -- arXiv:2201.11990, section 2.4: DGX A100-80GB (Selene), TP 8, PP 35 (DeepSpeed's 1F1B, not
+  -- interleaved), data parallel 8/10/12 with ZeRO-1, global batch 1920, seq 2048, activation
+  -- checkpointing; 60.1, 50.2 and 44.4 s per iteration = 126, 121 and 113 teraFLOP/s per GPU
+  -- counted with the recomputed forward (Megatron-LM's equation 3: an HFU).
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 2240, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 126 / 312, opts = mtnlg },
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 2800, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 121 / 312, opts = mtnlg },
+  { source = "MT-NLG 530B 2022, section 2.4", model = "mtnlg-530b", gpu = "a100-80", gpus = 3360, global_batch = 1920, seq = 2048, tp = 8, pp = 35, micro_batch = 1, metric = "hfu", published = 113 / 312, opts = mtnlg },
+  -- BigScience, "BLOOM: A 176B-Parameter Open-Access Multilingual Language Model",
+  -- arXiv:2211.05100, section 3.4-3.5 and the model card: 48 nodes of 8 A100-80GB, four
+  -- 100 Gb/s Omni-Path links per node (6.25 GB/s per GPU), Megatron-DeepSpeed with TP 4, PP 12,
+  -- DP 8, ZeRO-1, micro-batch 2, global batch 2048, seq 2048; "about 150 TFLOPs" per GPU in
+  -- the run (156 in their fastest configuration), counted with the recomputed forward.
+  { source = "BLOOM 176B 2022, section 3.5", model = "bloom-176b", gpu = "a100-80", gpus = 384, global_batch = 2048, seq = 2048, tp = 4, pp = 12, micro_batch = 2, metric = "hfu", published = 150 / 312,
+    opts = { recompute = "full", sequence_parallel = false, attention = "materialized", dp_overlap = false, zero = 1, vpp = 1, gpu_network = 6.25e9,
+      pp_blocking = true } },
+  -- torchtitan (Liang et al., arXiv:2410.06511; docs/performance.md): Llama 3 70B with FSDP2 on
+  -- 64 A100-80GB, local batch 1, seq 8192, full activation checkpointing, 51.7% MFU (their
+  -- 6N + 12 l h q t per token, the planner's count)
+  { source = "torchtitan 2024, A100", model = "llama3-70b", gpu = "a100-80", gpus = 64, global_batch = 64, seq = 8192, tp = 1, pp = 1, micro_batch = 1, metric = "mfu", published = 0.517, opts = { zero = 3, recompute = "full", attention_kernel = "fa2" } },
+  -- NVIDIA NeMo performance summary, NeMo 24.07 container, DGX-H100, FP8 (GEMMs in FP8 with
+  -- Transformer Engine), tokens per second per GPU as published
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-5b", gpu = "h100", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 4, metric = "tokens", published = 22521, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-20b", gpu = "h100", gpus = 64, global_batch = 256, seq = 2048, tp = 2, pp = 1, micro_batch = 2, metric = "tokens", published = 5851, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-175b", gpu = "h100", gpus = 128, global_batch = 256, seq = 2048, tp = 4, pp = 8, vpp = 6, micro_batch = 1, metric = "tokens", published = 726, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "nemo-gpt3-175b", gpu = "h100", gpus = 512, global_batch = 2048, seq = 2048, tp = 4, pp = 8, vpp = 6, micro_batch = 2, metric = "tokens", published = 782, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 8, global_batch = 128, seq = 4096, tp = 1, pp = 1, micro_batch = 1, metric = "tokens", published = 16847, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-13b", gpu = "h100", gpus = 16, global_batch = 128, seq = 4096, tp = 1, pp = 4, vpp = 10, micro_batch = 1, metric = "tokens", published = 8646, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama2-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 4096, tp = 4, pp = 4, vpp = 20, micro_batch = 1, metric = "tokens", published = 1707, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama3-8b", gpu = "h100", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, cp = 2, micro_batch = 1, metric = "tokens", published = 12036, opts = nemo },
+  { source = "NeMo 24.07, DGX-H100 FP8", model = "llama3-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 8192, tp = 4, pp = 4, cp = 2, vpp = 5, micro_batch = 1, metric = "tokens", published = 1533, opts = nemo },
+  -- NeMo long-sequence performance (NeMo 24.03.01, DGX-H100, FP8): Llama 2 7B with context
+  -- parallelism, model TFLOP/s per GPU (Megatron's count: 6N + 12 l h s per token, as the
+  -- planner's). The global batch is not given: one sequence per data-parallel rank is assumed.
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 16, global_batch = 8, seq = 16384, tp = 2, pp = 1, cp = 1, micro_batch = 1, metric = "tflops", weak = batch_weak, published = 660e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 32, global_batch = 8, seq = 32768, tp = 2, pp = 1, cp = 2, micro_batch = 1, metric = "tflops", weak = batch_weak, published = 610e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 64, global_batch = 8, seq = 65536, tp = 4, pp = 1, cp = 2, micro_batch = 1, metric = "tflops", weak = batch_weak, published = 574e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 128, global_batch = 8, seq = 131072, tp = 4, pp = 1, cp = 4, micro_batch = 1, metric = "tflops", weak = batch_weak, published = 555e12, opts = nemo },
+  { source = "NeMo long sequence, DGX-H100 FP8", model = "llama2-7b", gpu = "h100", gpus = 256, global_batch = 8, seq = 262144, tp = 4, pp = 1, cp = 8, micro_batch = 1, metric = "tflops", weak = batch_weak, published = 549e12, opts = nemo },
+  -- Megatron-Bridge performance summary, NeMo 25.11 container, DGX-H100, FP8 with current
+  -- scaling; MoE runs dropless with the tokens force-balanced among experts
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-8b", gpu = "h100", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 1, metric = "tokens", published = 14451, opts = { zero = 3, precision = "fp8", attention_kernel = "cudnn" } },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-70b", gpu = "h100", gpus = 64, global_batch = 128, seq = 8192, tp = 4, pp = 8, vpp = 5, micro_batch = 1, metric = "tokens", published = 1602, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "llama3-405b", gpu = "h100", gpus = 1024, global_batch = 512, seq = 8192, tp = 8, pp = 8, cp = 2, vpp = 8, micro_batch = 1, metric = "tokens", published = 292, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "qwen3-30b-a3b", gpu = "h100", gpus = 16, global_batch = 512, seq = 4096, tp = 1, pp = 2, vpp = 24, ep = 8, micro_batch = 2, metric = "tokens", published = 5275, opts = nemo },
+  { source = "Megatron-Bridge 25.11, DGX-H100", model = "qwen3-235b-a22b", gpu = "h100", gpus = 256, global_batch = 2048, seq = 4096, tp = 2, pp = 8, vpp = 4, ep = 32, micro_batch = 1, metric = "tokens", published = 1575, opts = nemo },
+}
+
+-- Every published run in one list, each with its group: the source the leave-one-source-out
+-- fit leaves out as a whole (the source name before its first comma)
+P.all = {}
+for _, list in ipairs({ P.runs, P.misses, P.added }) do
+  for _, run in ipairs(list) do
+    run.group = run.source:match("^(.-),") or run.source
+    P.all[#P.all + 1] = run
+  end
+end
+
+-- The rows leave-one-source-out validation misses by more than 15%, each with the reason
+-- (key: source, model, GPUs, seq). tests/lua/single/test_plan.lua fails when another row
+-- leaves its band, and asks for a row here to be moved back when it comes within 15%.
+P.loso_misses = {
+  ["MosaicML llm-foundry, H100|mpt-7b|8|65536"] = "attention-bound at 64K: pessimistic with the Triton kernel the configs name, "
+    .. "optimistic with FlashAttention-2; the published figure lies inside that range",
+  ["MosaicML llm-foundry, H100|mpt-13b|64|2048"] = "FSDP over 8 nodes with 2-sequence micro-batches: the per-layer "
+    .. "gathers, their latency and the overlap contention leave it 17% optimistic; Composer's per-step work is measured nowhere",
+  ["MT-NLG 530B 2022, section 2.4|mtnlg-530b|3360|2048"] = "optimistic on all three rows, by 6-7 s a step at each "
+    .. "data-parallel width: a fixed cost per step the paper does not break down (DeepSpeed's engine)",
+  ["Megatron-Bridge 25.11, DGX-H100|qwen3-30b-a3b|16|4096"] = "fine-grained dropless MoE (128 experts of 768, top 8): the "
+    .. "same table's 25.09 release published 10494 tokens/s for this layout with token dropping, twice 25.11's; "
+    .. "token dispatch passes, expert-parallel all-to-all and grouped GEMMs leave it 2.4x optimistic: about 19 ms per "
+    .. "layer and micro-batch of 8192 tokens that no term explains",
+}
+-- sources whose rows are all optimistic by more than 10% (the issue asks for none)
+P.optimistic_sources = { ["MT-NLG 530B 2022"] = P.loso_misses["MT-NLG 530B 2022, section 2.4|mtnlg-530b|3360|2048"] }
+
+function P.key(run) return string.format("%s|%s|%d|%d", run.source, run.model, run.gpus, run.seq) end
 
 -- the plan options of a run: its layout fixed, the paper's implementation facts
 function P.options(run)
   local o = { model = run.model, gpu = run.gpu, gpus = run.gpus, global_batch = run.global_batch, seq = run.seq, tp = run.tp,
-    pp = run.pp, cp = run.cp or 1, vpp = run.vpp, micro_batch = run.micro_batch }
+    pp = run.pp, cp = run.cp or 1, ep = run.ep, vpp = run.vpp, micro_batch = run.micro_batch }
   for k, v in pairs(run.opts or {}) do o[k] = v end
   return o
 end

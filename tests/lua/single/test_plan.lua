@@ -1,51 +1,234 @@
 -- lab.plan against published large-scale trainings and against its own promises:
---  * every run of lua/lab/plan_published.lua (Megatron-LM 2021 Tables 1-2, Korthikanti et
---    al. 2022 Table 5, Llama 3 405B Table 4, Nemotron-4 15B Table 2) is feasible in its
---    published layout and estimated within 15% of its published MFU or HFU; README.md's
---    table "The planner against published runs" shows exactly these numbers;
+--  * every run of lua/lab/plan_published.lua (76 rows from 12 sources) is predicted leave-one-
+--    source-out (lua/lab/plan_fit.lua: the free parameters fitted on the other sources):
+--    each row within 15% of its published figure or listed in loso_misses with its reason,
+--    at least 90% within, no source all optimistic by more than 10% but the listed one, every
+--    range holding its published figure; README.md's table shows exactly these numbers;
+--  * an answer with an open assumption carries a range naming it; explain prints the terms;
 --  * FLOP counts equal the papers' closed forms (Megatron-LM eq. 3, Korthikanti eq. 7-8);
 --  * interleaved and uneven pipeline stages, recomputation and context parallelism are
---    chosen by the enumeration; MoE imbalance and capacity cost what they should;
+--    chosen by the enumeration; MoE imbalance and capacity cost what they should, experts
+--    may span the TP group;
 --  * absurd questions are refused quickly with the value and the rank named.
 package.path = (arg[0]:match("(.*/)") or "./") .. "../?.lua;" .. package.path
 local T = require("harness")
 local plan = lab.plan
 local here = arg[0]:match("(.*/)") or "./"
 
-local rows = plan.published()
+local published = require("lab.plan_published")
+local t0 = os.clock()
+local rows, fit = plan.published()
+local loso_s = os.clock() - t0
 
-T.test("every published run: its layout fits and the estimate is within 15%", function()
-  T.ok(#rows >= 30, "at least 30 published runs")
+T.test("leave-one-source-out: every row in its band or listed as a miss with its reason", function()
+  T.ok(#rows >= 70, "at least 70 published rows, got " .. #rows)
+  T.ok(#fit.groups >= 12, "at least 12 sources, got " .. #fit.groups)
+  T.ok(loso_s < 15, string.format("the LOSO table is recomputed in %.1f s", loso_s))
+  local within = 0
   for _, row in ipairs(rows) do
     local run = row.run
-    T.ok(row.feasible, string.format("%s %s on %d GPUs: the published layout fits", run.source, run.model, run.gpus))
-    if row.feasible then
-      print(string.format("  %-30s %-16s %-30s %s published %.1f%%, planner %.1f%% (%+.1f%%)", run.source, run.model,
-        plan.layout(row.best), run.metric:upper(), 100 * run.published, 100 * row.predicted, 100 * row.error))
-      T.ok(math.abs(row.error) <= 0.15, string.format("%s %s on %d GPUs: %s %.3f vs published %.3f", run.source, run.model,
-        run.gpus, run.metric, row.predicted, run.published))
-      T.eq(row.best.tp, run.tp, "the published TP")
-      T.eq(row.best.pp, run.pp, "the published PP")
+    local key = published.key(run)
+    local miss = published.loso_misses[key]
+    local ok = row.feasible and math.abs(row.error) <= 0.15
+    if ok then within = within + 1 end
+    print(string.format("  %-34s %-16s %6d %s published %s, LOSO %s (%s)%s", run.source, run.model, run.gpus,
+      run.metric:upper(), plan.show_metric(run.metric, run.published), row.feasible and plan.show_metric(run.metric, row.predicted) or "-",
+      row.feasible and string.format("%+.1f%%", 100 * row.error) or "does not fit", miss and "  MISS: " .. miss or ""))
+    if miss then
+      T.ok(not ok, key .. " is now within 15%: move it out of plan_published.loso_misses")
+    else
+      T.ok(row.feasible, key .. ": the published layout fits")
+      T.ok(ok, string.format("%s: LOSO %s vs published %s (%+.1f%%) leaves the 15%% band", key,
+        row.feasible and plan.show_metric(run.metric, row.predicted) or "-", plan.show_metric(run.metric, run.published),
+        row.feasible and 100 * row.error or 0))
+      if row.feasible then
+        T.eq(row.best.tp, run.tp, key .. ": the published TP")
+        T.eq(row.best.pp, run.pp, key .. ": the published PP")
+      end
     end
+  end
+  T.ok(within >= 0.9 * #rows, string.format("%d of %d rows within 15%% (at least 90%%)", within, #rows))
+end)
+
+T.test("no source whose rows are all optimistic by more than 10% (but the listed one)", function()
+  local by = {}
+  for _, row in ipairs(rows) do
+    local g = by[row.run.group] or { n = 0, optimistic = 0 }
+    by[row.run.group] = g
+    g.n = g.n + 1
+    if row.feasible and row.error > 0.10 then g.optimistic = g.optimistic + 1 end
+  end
+  for name, g in pairs(by) do
+    local all = g.optimistic == g.n
+    T.ok(all == (published.optimistic_sources[name] ~= nil),
+      string.format("%s: %d of %d rows optimistic by more than 10%%", name, g.optimistic, g.n))
   end
 end)
 
-local misses = plan.published(nil, "misses")
-
-T.test("the runs it misses are still missed by more than 15% (or move them up)", function()
-  for _, row in ipairs(misses) do
-    local run = row.run
-    T.ok(row.feasible, string.format("%s %s: the published layout fits", run.source, run.model))
+T.test("ranges: a weak assumption spreads the answer, and the published figure lies in it", function()
+  local spread = 0
+  for _, row in ipairs(rows) do
     if row.feasible then
-      print(string.format("  miss: %-28s %-9s seq %-6d %s published %.1f%%, planner %.1f%% (%+.1f%%)", run.source, run.model,
-        run.seq, run.metric:upper(), 100 * run.published, 100 * row.predicted, 100 * row.error))
-      T.ok(math.abs(row.error) > 0.15, string.format("%s %s seq %d is now within 15%%: move it to the runs", run.source,
-        run.model, run.seq))
+      T.ok(row.lo <= row.predicted and row.predicted <= row.hi, "the answer lies in its own range")
+      if row.run.weak then
+        T.ok(type(row.why) == "string" and #row.why > 0, "the range names its assumption")
+        if row.hi > row.lo then spread = spread + 1 end
+      end
+      -- the range widened by the planner's validated error (15%) holds the published
+      -- figure, for every row not listed as a miss, and for the misses whose assumption
+      -- explains them
+      local key = published.key(row.run)
+      local explained = published.loso_misses[key] and row.run.weak and row.lo <= row.run.published and row.run.published <= row.hi
+      if not published.loso_misses[key] or explained then
+        -- (|predicted / published - 1| <= 0.15 is published in [predicted / 1.15, predicted / 0.85])
+        T.ok(row.run.published >= row.lo / 1.15 and row.run.published <= row.hi / 0.85,
+          key .. ": the published figure lies in the range")
+      end
     end
+  end
+  T.ok(spread >= 10, "weak assumptions spread at least 10 rows' answers, got " .. spread)
+end)
+
+T.test("the fit cannot see the source it predicts", function()
+  -- a fold's parameters come from the other sources only: refitting a fold without one of
+  -- its training sources changes nothing about the rows it was not trained on (the fold is
+  -- deterministic), and the left-out rows never enter their own fold's objective
+  local F = require("lab.plan_fit")
+  local g = fit.groups[1]
+  local train = {}
+  for _, e in ipairs(fit.entries) do if e.run.group ~= g then train[#train + 1] = e end end
+  local x = F.fit(plan, train)
+  for i, v in ipairs(x) do T.near(v, fit.fits[g].x[i], 1e-12, "fold " .. g .. ": parameter " .. i) end
+  for _, e in ipairs(train) do T.ok(e.run.group ~= g, "no left-out row trains its own fold") end
+end)
+
+T.test("the defaults a plan uses are the fit on every source", function()
+  local F = require("lab.plan_fit")
+  local x, err = F.fit(plan, fit.entries)
+  for i, f in ipairs(lab.plan_presets.free) do
+    T.near(f.default, x[i], 1e-9, string.format("plan_presets.free %s%s", f.name, f.generation and (" " .. f.generation) or ""))
+  end
+  T.ok(err < 0.08, string.format("mean absolute error on every row %.3f", err))
+end)
+
+-- runs fn with print captured; returns the printed lines
+local function printed(fn)
+  local lines, saved = {}, print
+  print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+    lines[#lines + 1] = table.concat(parts, "\t")
+  end
+  local ok, err = pcall(fn)
+  print = saved
+  if not ok then error(err, 0) end
+  return table.concat(lines, "\n")
+end
+
+T.test("an answer with a weak assumption carries a range naming it", function()
+  local o = { model = "llama3-70b", gpus = 1024, gpu = "h100", global_batch = 1024, seq = 8192, top = 1 }
+  local res
+  local out = printed(function() res = plan(o) end)
+  local b = res[1]
+  T.ok(b.step_lo_s < b.step_s and b.step_s < b.step_hi_s, "optimistic < answer < pessimistic")
+  T.ok(b.mfu_lo < b.mfu and b.mfu < b.mfu_hi, "the MFU range holds the answer")
+  T.ok(out:find("range: step", 1, true) and (out:find("driven most by the attention kernel not given", 1, true)
+    or out:find("driven most by the network not given", 1, true)), "printed with the assumption that moves it most")
+  -- with the network given, the kernel is what is left open
+  o.gpu_network = 50e9
+  out = printed(function() res = plan(o) end)
+  T.ok(out:find("driven most by the attention kernel not given", 1, true), "the kernel drives it")
+  o.gpu_network = nil
+  -- naming the kernel and the network closes the range
+  o.attention_kernel, o.gpu_network = "fa3", 50e9
+  out = printed(function() res = plan(o) end)
+  T.eq(res[1].step_lo_s, res[1].step_s, "no open assumption: no range")
+  T.ok(not out:find("range: step", 1, true), "and none printed")
+  -- explain shows the terms the roofline does not see
+  out = printed(function() plan { model = "mpt-13b", gpus = 64, gpu = "h100", global_batch = 128, seq = 2048, tp = 1, pp = 1,
+    micro_batch = 2, zero = 3, recompute = "none", attention_kernel = "triton", explain = true } end)
+  for _, want in ipairs({ "attention: triton kernel", "collective latency", "framework overhead", "overlap contention" }) do
+    T.ok(out:find(want, 1, true), "explain shows " .. want)
   end
 end)
 
--- README.md's table under `heading` shows `want` rows, each with the planner's number
+T.test("experts whose ranks span the TP group (expert tensor parallel 1)", function()
+  local o = { model = "qwen3-235b-a22b", gpu = "h100", gpus = 256, global_batch = 2048, seq = 4096, tp = 2, pp = 8, vpp = 4,
+    ep = 32, micro_batch = 1, zero = 1 }
+  local res = plan.enumerate(o)
+  T.ok(#res > 0 and res[1].etp1, "EP 32 over dp 16 x tp 2 is a layout (Megatron-Bridge's Qwen3-235B run)")
+  T.ok(res[1] and plan.layout(res[1]):find("ep32 etp1", 1, true), "and the layout says so")
+  -- the same ep over dp (experts split over tp) against over tp x dp (whole experts, each
+  -- rank routing its sequence-parallel half of the tokens)
+  local m = lab.plan_presets.models["qwen3-235b-a22b"]
+  local gpu = lab.plan_presets.gpus.h100
+  local q = { seq = 4096, global_batch = 2048 }
+  local c = { dp = 16, tp = 2, pp = 8, ep = 16, zero = 1, mb = 1, recompute = "none", v = 4 }
+  local split = plan.evaluate(m, gpu, q, c)
+  c.etp1 = true
+  local whole = plan.evaluate(m, gpu, q, c)
+  T.near(whole.bytes_ep, split.bytes_ep / 2, 1e-12, "half the tokens leave each rank")
+  local counts = plan.param_counts(m)
+  T.near(whole.params_per_gpu - split.params_per_gpu, counts.mlp / 16 / m.layers * whole.layers_held / 2, 1e-9,
+    "each rank holds whole experts: the expert parameters per GPU double at tp 2")
+end)
+
+T.test("the terms the roofline does not see, one by one", function()
+  local time = require("lab.plan_time")
+  local m = lab.plan_presets.models["llama2-7b"]
+  local gpu = time.with_defaults(lab.plan_presets.gpus.h100)
+  local base = { seq = 4096, global_batch = 64, layer_overhead = 0, contention = 0, bus_efficiency = 0.8 }
+  local function with(t) local o = {} for k, v in pairs(base) do o[k] = v end for k, v in pairs(t) do o[k] = v end return o end
+  -- collective latency: TP 4 pays 2 (t - 1) ring steps per all-reduce, 4 all-reduces per layer
+  local c = { tp = 4, mb = 1, recompute = "none" }
+  local a = time.layer(m, gpu, with({ latency = 0 }), c)
+  local b = time.layer(m, gpu, with({ latency = 1e-3 }), c)
+  T.near(b.comm - a.comm, 4 * 2 * 3 * 1e-3, 1e-9, "4 calls x 6 steps x alpha")
+  -- TP overlapped with compute (tp_overlap) still slows that compute by the contention
+  local hidden = time.layer(m, gpu, with({ tp_overlap = 1 }), c)
+  local slowed = time.layer(m, gpu, with({ tp_overlap = 1, contention = 0.5 }), c)
+  T.near(hidden.comm, 0, 1e-12, "fully overlapped TP exposes nothing")
+  local exposed = time.layer(m, gpu, with({}), c)
+  T.near(slowed.fwd - hidden.fwd, 0.5 * 2 * (exposed.comm / 4), 1e-9, "half of the two hidden forward all-reduces comes back")
+  -- framework overhead: once per layer per pass (forward, backward, and the recomputed forward)
+  local o0, o1 = time.layer(m, gpu, with({}), { tp = 1, mb = 1, recompute = "full" }),
+    time.layer(m, gpu, with({ layer_overhead = 1e-4 }), { tp = 1, mb = 1, recompute = "full" })
+  T.near((o1.fwd + o1.bwd + o1.rec) - (o0.fwd + o0.bwd + o0.rec), 3e-4, 1e-12, "three passes x overhead")
+  -- attention: Triton slower than FlashAttention-2, FlashAttention-3 faster on Hopper only,
+  -- short sequences and head dim 64 slower
+  local f2 = time.attention_fraction(gpu, { attention_kernel = "fa2" }, 128, 1e9)
+  T.near(f2, gpu.attention, 1e-6, "FlashAttention-2 at long sequences is the generation's fraction")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, 0.6, 1e-6, "Triton 0.6x")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "fa3" }, 128, 1e9) / f2, 1.6, 1e-6, "FlashAttention-3 1.6x on H100")
+  local a100 = time.with_defaults(lab.plan_presets.gpus["a100-80"])
+  T.near(time.attention_fraction(a100, { attention_kernel = "fa3" }, 128, 1e9), a100.attention, 1e-6, "no FA3 on Ampere")
+  T.near(time.attention_fraction(gpu, {}, 64, 1e9) / f2, 0.85, 1e-6, "head dim 64: 0.85")
+  T.near(time.attention_fraction(gpu, {}, 128, 300) / f2, 0.5, 1e-6, "300 tokens: half (the knee)")
+  -- FSDP: a layer's gather hides under the previous layer's compute only when shorter, and
+  -- contention charges the overlapped part
+  local q = { seq = 2048, global_batch = 128, layer_overhead = 0, contention = 0 }
+  local lay = { dp = 64, tp = 1, pp = 1, zero = 3, mb = 2, recompute = "none" }
+  local fast = plan.evaluate(m, lab.plan_presets.gpus.h100, q, lay)
+  local slow_gpu = {}
+  for k, v in pairs(lab.plan_presets.gpus.h100) do slow_gpu[k] = v end
+  slow_gpu.network = 1e9
+  local slow = plan.evaluate(m, slow_gpu, q, lay)
+  T.ok(fast.t_dp_exposed < 0.1 * fast.t_dp, "fast network: the gathers hide")
+  T.ok(slow.t_dp_exposed > 0.5 * slow.t_dp, "slow network: most of them do not")
+  T.eq(fast.t_contention, 0, "no contention asked, none charged")
+  q.contention = 0.2
+  local busy = plan.evaluate(m, lab.plan_presets.gpus.h100, q, lay)
+  T.near(busy.t_contention, 0.2 * math.min(busy.t_dp - busy.t_dp_exposed, busy.compute_s), 1e-12, "contention x overlapped time")
+  T.near(busy.step_s - fast.step_s, busy.t_contention, 1e-9, "and the step grows by it")
+  -- gradients reduced in fp32 (Composer's DEFAULT mixed precision): 4 bytes in the reduction,
+  -- parameters still gathered in bf16
+  T.near(plan.dp_bytes({ reduce_dtype = "fp32" }, { dp = 4, zero = 3, microbatches = 2 }, 1e6), 3 / 4 * (2 + 2 + 4) * 1e6 * 2, 1e-12,
+    "ZeRO-3: two bf16 gathers and an fp32 reduce-scatter per micro-batch")
+  T.near(plan.dp_bytes({ reduce_dtype = "fp32" }, { dp = 4, zero = 1 }, 1e6), 2 * 3 / 4 * 4 * 1e6, 1e-12, "all-reduce in fp32")
+  T.near(plan.dp_bytes({}, { dp = 4, zero = 3, microbatches = 2 }, 1e6), 3 / 4 * 6 * 1e6 * 2, 1e-12, "bf16 by default")
+end)
+
+-- README.md's table under `heading` shows each row's published and LOSO figures
 local function readme_matches(heading, want)
   local f = assert(io.open(here .. "../../../README.md"))
   local text = f:read("a")
@@ -54,24 +237,22 @@ local function readme_matches(heading, want)
   T.ok(section, "README.md has the section " .. heading)
   local shown = {}
   for line in (section or ""):gmatch("[^\n]+") do
-    local published, predicted = line:match("^|.-| [HM]FU ([%d.]+)%% | ([%d.]+)%% |")
-    if published then shown[#shown + 1] = { tonumber(published), tonumber(predicted) } end
+    local published_s, predicted = line:match("^|.-| %u+ ([^|]-) | ([^|]-) | [^|]- | [^|]- |$")
+    if published_s then shown[#shown + 1] = { published_s, predicted } end
   end
-  local rows = want
-  T.eq(#shown, #rows, "one README row per published run")
-  for i, row in ipairs(rows) do
-    if shown[i] and row.feasible then
-      T.ok(math.abs(shown[i][1] - 100 * row.run.published) < 0.051, "row " .. i .. ": the published figure")
-      T.ok(math.abs(shown[i][2] - 100 * row.predicted) < 0.051,
-        string.format("row %d (%s %s): README says %.1f%%, the planner now says %.1f%% (regenerate with llmlab --plan published)",
-          i, row.run.source, row.run.model, shown[i][2], 100 * row.predicted))
+  T.eq(#shown, #want, "one README row per published run")
+  for i, row in ipairs(want) do
+    if shown[i] then
+      T.eq(shown[i][1], plan.show_metric(row.run.metric, row.run.published), "row " .. i .. ": the published figure")
+      T.eq(shown[i][2], row.feasible and plan.show_metric(row.run.metric, row.predicted) or "does not fit",
+        string.format("row %d (%s %s): README says %s (regenerate with llmlab --plan published)", i, row.run.source,
+          row.run.model, shown[i][2]))
     end
   end
 end
 
-T.test("README.md's published-run tables are the planner's answers", function()
+T.test("README.md's published-run table is the planner's leave-one-source-out answer", function()
   readme_matches("### The planner against published runs", rows)
-  readme_matches("### Published runs the planner misses", misses)
 end)
 
 T.test("FLOPs: the papers' closed forms", function()
@@ -190,6 +371,12 @@ T.test("absurd questions are refused at once, naming the value and the rank", fu
   T.raises(function() plan.layout({}) end, "layout")
   T.raises(function() plan.explain({}, {}, {}, {}) end, "explain")
   T.raises(function() plan.published("pdf") end, "published", "pdf")
+  T.raises(function() plan.range({}, {}, {}, {}) end, "rank 0", "range")
+  T.raises(function() plan.show_metric("speed", 1) end, "show_metric", "speed")
+  T.raises(function() plan(with("attention_kernel", "fa9")) end, "attention_kernel", "fa9")
+  T.raises(function() plan(with("gpu_generation", "v100")) end, "generation", "v100")
+  T.raises(function() plan(with("contention", 2)) end, "contention", "2")
+  T.raises(function() plan(with("pp_blocking", 1)) end, "pp_blocking")
   T.raises(function() plan.cli({ 1 }) end, "cli", "argument 1")
   -- the largest GPU count allowed still answers quickly
   t0 = os.clock()
@@ -211,20 +398,6 @@ T.test("the planner's numbers for one layout are the formulas'", function()
   local bad = plan.enumerate { model = "llama3-405b", gpu = "a100-40", gpus = 8, global_batch = 8, seq = 4096 }
   T.eq(#bad, 0, "405B does not fit on 8 A100-40GB")
 end)
-
--- runs fn with print captured; returns the printed lines
-local function printed(fn)
-  local lines, saved = {}, print
-  print = function(...)
-    local parts = {}
-    for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
-    lines[#lines + 1] = table.concat(parts, "\t")
-  end
-  local ok, err = pcall(fn)
-  print = saved
-  if not ok then error(err, 0) end
-  return table.concat(lines, "\n")
-end
 
 T.test("output formats, and a verdict that agrees with the count", function()
   local o = { model = "llama2-7b", gpus = 16, gpu = "h100", global_batch = 64, seq = 4096, top = 3 }
