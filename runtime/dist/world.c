@@ -10,6 +10,7 @@
 #include "board.h"
 #include "control.h"
 #include "control_relay.h"
+#include "control_settings.h"
 #include "dist.h"
 #include "mpi_backend.h"
 
@@ -39,6 +40,7 @@ int lab_ctl_init(int *argc, char ***argv) {
   lab_dist_register_world(&world_group);
   lab_board_init();
   lab_relay_start();
+  lab_settings_check(); /* a setting that did not reach a host is named */
   return 0;
 }
 

@@ -69,9 +69,10 @@ mn_on() {
   nsenter -t "$(cat "$MN_STATE/$host.pid")" -n -m -u --wd="$PWD" -- "$@"
 }
 
-# mpirun as a user on host1 would type it; only OMPI_MCA_* and what -x names travel
+# mpirun as a user on host1 would type it, over the hostfile; only OMPI_MCA_* and what -x names
+# travel (the caller adds --allow-run-as-root, -np and the rest, as llmlab -n does)
 mn_mpirun() {
-  mn_on host1 mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$MN_STATE/hostfile" \
+  mn_on host1 mpirun --hostfile "$MN_STATE/hostfile" \
     --mca plm_rsh_agent "$MN_DIR/rsh.sh" --mca btl self,vader,tcp \
     --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 -x MN_STATE "$@"
 }
