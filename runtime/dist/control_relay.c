@@ -23,7 +23,7 @@
 #include "clock.h"
 #include "world.h"
 
-#define POLL_NS 2000000L   /* 2 ms between polls: a Ctrl-C crosses hosts in ~5 ms */
+#define POLL_NS 5000000L   /* 5 ms between polls: a Ctrl-C crosses hosts in ~10 ms; 200 wake-ups a second */
 #define MSG_MAX (1 << 20)  /* one message's bytes */
 #define OUT_BUDGET (1 << 16) /* output bytes per up message */
 #define LIVE_MAX (8 << 20) /* rank 0 keeps at most this much of a remote rank's chunk output */

@@ -38,7 +38,7 @@ mn_up() {
   [ "$(id -u)" = 0 ] || mn_skip "needs root (namespaces and veth interfaces)"
   command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v ip >/dev/null ||
     mn_skip "needs unshare, nsenter and ip (util-linux, iproute2)"
-  case "$MN_DIR" in /tmp/*) mn_skip "the tree is under /tmp, which each host replaces with its own" ;; esac
+  case "$MN_DIR:$MN_STATE" in /tmp/* | *:/tmp/*) mn_skip "the tree or MN_STATE is under /tmp, which each host replaces with its own" ;; esac
   trap mn_down EXIT
   local sw
   sw=$(mn_holder --net) || mn_skip "unshare --net refused"
