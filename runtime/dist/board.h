@@ -1,4 +1,5 @@
-/* The activity board: a small shared-memory table (one slot per rank on this node) where
+/* The activity board: a small shared-memory table (one slot per rank on this node, and a copy
+ * of every other rank's slot kept by control_relay.c when the job spans hosts) where
  * every rank writes what it is doing (running Lua at a line, inside which collective,
  * since when) without any message passing, and where Ctrl-C and the debugger raise flags
  * every rank sees at once. A rank stuck waiting in a collective reads the other slots to
