@@ -300,7 +300,7 @@ static void hub(void) {
         int w = v->world_rank;
         if (w < 0 || w >= world) break;
         raw_since[w] = v->since;
-        adj_since[w] = v->since - clock_off[w];
+        adj_since[w] = v->since == 0 ? 0 : v->since - clock_off[w]; /* 0: never set, on any clock */
         v->since = adj_since[w];
         lab_board_view_put(slot_of[w], v);
         version[w]++;
@@ -354,7 +354,7 @@ static void hub(void) {
       for (int r = 0; r < world && w.len < MSG_MAX / 2; r++) { /* the other hosts' slots it lacks */
         if (host_of[r] == d || version[r] == p->version[r]) continue;
         lab_board_view_get(slot_of[r], v);
-        put_view(&w, v, v->since + clock_off[lead_of[d]]);
+        put_view(&w, v, v->since == 0 ? 0 : v->since + clock_off[lead_of[d]]);
         p->version[r] = version[r];
         views++;
       }

@@ -3,7 +3,9 @@
 # hostname, its own /dev/shm and /tmp (tmpfs), and one veth interface with an address in
 # 10.77.0.0/24 plugged into a bridge that lives in one more namespace of ours. Nothing is
 # added to the machine's own network namespace (no address, no route, no interface), and
-# nothing is routed out of the bridge. The process namespace is NOT separate (pids are shared,
+# nothing is routed out of the bridge. Where the kernel has time namespaces, each host's
+# monotonic clock is offset (host i by i x 1000 s), as on machines booted at different times.
+# The process namespace is NOT separate (pids are shared,
 # so a rank could read another host's /proc: the code must not, and the tests check
 # behaviour that would differ), and the hosts share the machine's CPUs.
 #
@@ -40,6 +42,9 @@ mn_up() {
     mn_skip "needs unshare, nsenter and ip (util-linux, iproute2)"
   case "$MN_DIR:$MN_STATE" in /tmp/* | *:/tmp/*) mn_skip "the tree or MN_STATE is under /tmp, which each host replaces with its own" ;; esac
   trap mn_down EXIT
+  MN_TIME=
+  unshare --time --monotonic 1 true 2>/dev/null && MN_TIME=-T
+  echo "$MN_TIME" > "$MN_STATE/time"
   local sw
   sw=$(mn_holder --net) || mn_skip "unshare --net refused"
   MN_HOLDERS+=("$sw")
@@ -49,7 +54,10 @@ mn_up() {
   local i=0 slots pid
   for slots in "$@"; do
     i=$((i + 1))
-    pid=$(mn_holder --net --mount --uts --propagation private) || mn_skip "unshare --net --mount --uts refused"
+    # each host's CLOCK_MONOTONIC runs $i thousand seconds ahead (a time namespace, where the
+    # kernel has them), as machines booted at different times do
+    pid=$(mn_holder --net --mount --uts ${MN_TIME:+--time --monotonic $((i * 1000))} --propagation private) ||
+      mn_skip "unshare --net --mount --uts refused"
     MN_HOLDERS+=("$pid")
     MN_HOSTS+=("host$i")
     echo "$pid" > "$MN_STATE/host$i.pid"
@@ -66,7 +74,7 @@ mn_up() {
 mn_on() {
   local host=$1
   shift
-  nsenter -t "$(cat "$MN_STATE/$host.pid")" -n -m -u --wd="$PWD" -- "$@"
+  nsenter -t "$(cat "$MN_STATE/$host.pid")" -n -m -u $(cat "$MN_STATE/time") --wd="$PWD" -- "$@"
 }
 
 # mpirun as a user on host1 would type it, over the hostfile; only OMPI_MCA_* and what -x names

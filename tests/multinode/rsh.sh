@@ -13,4 +13,4 @@ done
 host=$1
 shift
 pid=$(cat "$MN_STATE/$host.pid" 2>/dev/null) || { echo "rsh.sh: no simulated host '$host' in $MN_STATE" >&2; exit 255; }
-exec nsenter -t "$pid" -n -m -u -- env -i PATH="$PATH" HOME="${HOME:-/root}" MN_STATE="$MN_STATE" /bin/sh -c "$*"
+exec nsenter -t "$pid" -n -m -u $(cat "$MN_STATE/time") -- env -i PATH="$PATH" HOME="${HOME:-/root}" MN_STATE="$MN_STATE" /bin/sh -c "$*"
