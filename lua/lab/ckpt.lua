@@ -262,8 +262,8 @@ function ckpt.load(dir, st)
     for i, e in ipairs(dests) do values[i] = src:values(e.key, e.desc, r) end
     src:verify(r) -- this rank's own files are checked even where this layout needs none of them
   end)
+  hosts.agree("ckpt.load", dir, ok, ok and src or err, g) -- hosts that see different checkpoints are named
   agree("ckpt.load", not ok and err or nil, g, "; nothing was changed")
-  hosts.agree("ckpt.load", path, src, g) -- per-host copies of different steps are refused
   local i0 = src.index[0]
   lab.no_grad(function()
     for i, e in ipairs(dests) do

@@ -3,10 +3,11 @@
 -- host). Two checks make a directory that is not shared fail loudly instead of silently:
 --   visible(op, dir, made, g)  a save: every rank looks for the step directory rank 0 just
 --                              made; hosts that cannot see it are named
---   agree(op, path, src, g)    a load: every rank reports the step and a hash of every rank's
---                              index it read; when they differ (per-host copies of different
---                              steps), every rank raises with each host's view, before any
---                              model changes
+--   agree(op, dir, ok, src, g) a load: every rank reports the step and a hash of every rank's
+--                              index it read (or that it could not read them); when hosts
+--                              differ (per-host copies of different steps, or a copy on some
+--                              hosts only), every rank raises with each host's view, before
+--                              any model changes
 -- Both are collective over g and cost one gather of short strings.
 local hosts = {}
 local C = lab._ckpt
@@ -52,18 +53,30 @@ function hosts.visible(op, dir, made, g)
     by_host(views, function(r) return r end)), 0)
 end
 
-function hosts.agree(op, path, src, g)
-  local crcs = {}
-  for r = 0, src.world - 1 do crcs[#crcs + 1] = string.format("%08x", C.crc32(src.text[r] or "")) end
-  local mine = string.format("%s\tstep %d, indexes %08x", lab.dist.hostname(), src.step, C.crc32(table.concat(crcs)))
-  local views = lab.dist.gather_strings(mine, g)
-  for _, v in ipairs(views) do
-    if v:match("\t(.*)$") ~= mine:match("\t(.*)$") then
-      error(string.format("rank %d: %s: the ranks do not read the same checkpoint at %s: %s. A checkpoint directory "
-        .. "must be shared, the same path mounted on every host (per-host copies can differ); nothing was changed",
-        lab.dist.rank(), op, path, by_host(views, function(r) return "sees " .. r end)), 0)
-    end
+-- ok: whether this rank read the checkpoint; src: what it read (fmt.open's), or its error
+function hosts.agree(op, dir, ok, src, g)
+  local seen
+  if ok then
+    local crcs = {}
+    for r = 0, src.world - 1 do crcs[#crcs + 1] = string.format("%08x", C.crc32(src.text[r] or "")) end
+    seen = string.format("sees step %d, indexes %08x", src.step, C.crc32(table.concat(crcs)))
+  else
+    seen = "cannot read it: " .. tostring(src):gsub("^rank %d+: ", ""):gsub("%s+", " "):sub(1, 160)
   end
+  local views = lab.dist.gather_strings(lab.dist.hostname() .. "\t" .. seen, g)
+  -- only a difference between hosts is theirs to explain; one inside a host (a damaged file
+  -- on one rank) is the load's own error, which agree() reports
+  local of_host, distinct = {}, {}
+  for _, v in ipairs(views) do
+    local host, rest = v:match("^(.-)\t(.*)$")
+    if of_host[host] and of_host[host] ~= rest then return end
+    of_host[host] = rest
+    distinct[rest] = true
+  end
+  if next(distinct, next(distinct)) == nil then return end
+  error(string.format("rank %d: %s: the hosts do not see the same checkpoint at %s: %s. A checkpoint directory must "
+    .. "be shared, the same path mounted on every host (per-host copies can differ); nothing was changed",
+    lab.dist.rank(), op, dir, by_host(views, function(r) return r end)), 0)
 end
 
 return hosts

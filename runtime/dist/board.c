@@ -33,6 +33,7 @@ static slot fallback;
 static int nslots = 1, nlocal = 1, me;
 static double watchdog_s;
 static int *world_of_local; /* world rank of each local slot */
+static int *by_rank;        /* slot indices in world-rank order (reports list ranks in order) */
 
 int lab_board_init(void) {
   MPI_Comm node;
@@ -66,6 +67,11 @@ int lab_board_init(void) {
     for (int j = 0; j < nlocal; j++) here |= world_of_local[j] == r;
     if (!here) world_of_local[i++] = r;
   }
+  by_rank = calloc((size_t)nslots, sizeof(int));
+  for (int i = 0, j; by_rank && i < nslots; i++) { /* insertion sort: nslots is the world at most */
+    for (j = i; j > 0 && world_of_local[by_rank[j - 1]] > world_of_local[i]; j--) by_rank[j] = by_rank[j - 1];
+    by_rank[j] = i;
+  }
   MPI_Barrier(node);
   return 0; /* the window lives as long as the process */
 }
@@ -86,7 +92,8 @@ char *lab_board_report(void) {
   out[0] = 0;
   double now = lab_now();
   static const char *names[] = {"idle", "running Lua", "in", "paused"};
-  for (int i = 0; i < nslots; i++) {
+  for (int k = 0; k < nslots; k++) {
+    int i = by_rank ? by_rank[k] : k;
     slot s = slots[i];
     int st = s.state < 0 || s.state > 3 ? 0 : s.state;
     int wr = world_of_local ? world_of_local[i] : i;
@@ -160,7 +167,8 @@ char *lab_board_info_report(void) {
   size_t cap = strlen(head) + (size_t)nslots * (sizeof fallback.trace + 64) + 1, len = strlen(head);
   char *out = realloc(head, cap);
   if (!out) return head;
-  for (int i = 0; i < nslots; i++) {
+  for (int k = 0; k < nslots; k++) {
+    int i = by_rank ? by_rank[k] : k;
     slot *s = &slots[i];
     if (s->state == LAB_IDLE || s->answered != epoch || !s->trace[0]) continue;
     len += (size_t)snprintf(out + len, cap - len, "\n  rank %d %s", world_of_local ? world_of_local[i] : i, s->trace);

@@ -101,8 +101,12 @@ mn_on host1 sh -c "rm -rf /tmp/ck && cp -r '$MN_STATE/b' /tmp/ck"
 for ((h = 2; h <= $#; h++)); do mn_on host$h sh -c "rm -rf /tmp/ck && cp -r '$MN_STATE/a' /tmp/ck"; done
 run ckpt-load 90 "$LLMLAB" -n $NP -e 'print("loaded step", lab.ckpt.load("/tmp/ck", {model = lab.nn.Linear(4, 4)}).step)'
 check "a load from per-host copies of different steps is refused with each host's view" \
-  "rank 0: ckpt.load: the ranks do not read the same checkpoint at /tmp/ck/step_00000007: host1 \(ranks? [0-9, ]+\) sees step 7, indexes [0-9a-f]+; host2 \(ranks? [0-9, ]+\) sees step 5"
+  "rank 0: ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: host1 \(ranks? [0-9, ]+\) sees step 7, indexes [0-9a-f]+; host2 \(ranks? [0-9, ]+\) sees step 5, indexes [0-9a-f]+.*must be shared"
 ! grep -q "loaded step" "$out" || fail "a rank loaded from a per-host copy"
+mn_on host$# rm -rf /tmp/ck
+run ckpt-missing 90 "$LLMLAB" -n $NP -e 'print("loaded step", lab.ckpt.load("/tmp/ck", {model = lab.nn.Linear(4, 4)}).step)'
+check "a load from a directory some hosts lack names them" \
+  "rank 0: ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: .*host$# \(ranks? [0-9, ]+\) cannot read it: no complete checkpoint at /tmp/ck.*must be shared"
 grep -h "^rank 0: ckpt" "$MN_STATE"/ckpt-*.log 2>/dev/null
 fi
 
