@@ -64,7 +64,7 @@ static void ctrl_c(session *s, const char *name, const char *ready, const char *
   assert_true(expect(s, "> ", 10));
   double ms = (pty_now() - t0) * 1e3;
   fprintf(stderr, "Ctrl-C latency at %s ranks over %d hosts, %s: %.0f ms\n", np, hosts, name, ms);
-  assert_true(ms < 5000);
+  assert_true(ms < 2000); /* 0.1 s typical (README); generous for a loaded 2-core CI machine */
 }
 
 static void interrupts(session *s) {
