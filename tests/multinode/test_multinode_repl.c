@@ -2,7 +2,8 @@
  * HOSTS, run on host1 by test_multinode.sh (LLMLAB_MPIRUN names the mpirun that spans the hosts,
  * LLMLAB_WATCHDOG=3 travels with `llmlab -n`). The last rank is on the last host. Live output of
  * a remote rank while its chunk runs; Ctrl-C of a loop on every rank of every host, and of a
- * remote rank spinning while the others wait in all_reduce; Ctrl-T naming every rank with its
+ * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
+ * matrix product (cut short); Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
  * rank while the others wait in a barrier; Ctrl-D. Prints each latency (they are compared with
  * one host in the README). */
@@ -83,6 +84,24 @@ static void interrupts(session *s) {
   assert_true(expect(s, "> ", 10));
 }
 
+/* Ctrl-C while the remote rank is inside one long matrix product: the product polls the
+ * interrupt flag between its blocks, which the relay sets on that host too, so it stops early
+ * (or, past a second, rank 0 says it is pending with every rank's state) */
+static void c_call(session *s) {
+  typef(s, "%%on %d a = lab.randn({3000, 3000})\r", last);
+  assert_true(expect(s, "> ", 60));
+  typef(s, "%%on %d print('multiplying') b = a:matmul(a)\r", last);
+  assert_true(expectf(s, 20, "[%d] multiplying", last));
+  double t0 = pty_now();
+  type(s, "\x03");
+  assert_true(expectf(s, 60, "[%d] error: interrupted! (inside a C call", last));
+  assert_true(expect(s, "> ", 10));
+  fprintf(stderr, "Ctrl-C during rank %d's 3000^2 matmul on host%d: prompt after %.0f ms\n", last, hosts,
+          (pty_now() - t0) * 1e3);
+  typef(s, "%%on %d a, b = nil, nil; collectgarbage()\r", last);
+  assert_true(expect(s, "> ", 10));
+}
+
 /* Ctrl-T while every rank spins: the board lists every rank with its host, and the remote
  * rank's traceback */
 static void ctrl_t(session *s) {
@@ -137,7 +156,7 @@ static void remote_breakpoint(session *s) {
 static const struct {
   const char *name;
   void (*run)(session *);
-} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
+} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
              {"breakpoint", remote_breakpoint}};
 static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
 
@@ -154,7 +173,7 @@ static void test_repl_across_hosts(void **state) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|ctrl_t|watchdog|breakpoint] (run on host1 by "
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|c_call|ctrl_t|watchdog|breakpoint] (run on host1 by "
                     "test_multinode.sh)\n", argv[0]);
     return 2;
   }
