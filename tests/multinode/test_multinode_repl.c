@@ -119,7 +119,7 @@ static void ctrl_t(session *s) {
 }
 
 /* the straggler is on the last host: rank 0's one report names it with its host (LLMLAB_WATCHDOG
- * = 3 came with llmlab -n) */
+ * = 3 came with llmlab -n), and the waits it covers, on every host, point at it */
 static void watchdog(session *s) {
   double t0 = pty_now();
   typef(s, "if lab.dist.rank() ~= %d then lab.dist.all_reduce(lab.ones(2)) else local t = lab.clock() "
@@ -128,6 +128,10 @@ static void watchdog(session *s) {
   double at = pty_now() - t0;
   assert_true(expectf(s, 5, "%s: running Lua", last_label));
   fprintf(stderr, "watchdog (3 s) report at %s ranks over %d hosts after %.0f ms\n", np, hosts, at * 1e3);
+  /* every waiting rank, the remote ones too, gives up once the report has shown its wait (rank
+   * 0 tells their hosts through the relay): one error for all of them, pointing at the report */
+  assert_true(expectf(s, 20, "[0-%d] error: ", last - 1));
+  assert_true(expect(s, "(the report above shows every rank)", 5));
   assert_true(expect(s, "> ", 20));
 }
 
