@@ -24,7 +24,9 @@ mn_skip() { echo "SKIP: simulated hosts unavailable: $*" >&2; exit 77; }
 # a process holding new namespaces; prints its pid
 mn_holder() {
   local pidfile="$MN_STATE/.holder.$RANDOM$RANDOM"
-  unshare "$@" --fork sh -c "echo \$\$ > $pidfile; exec sleep 100000" </dev/null >/dev/null 2>"$pidfile.err" &
+  # it lives as long as the test's shell does, so a test killed past its trap leaves nothing
+  unshare "$@" --fork sh -c "echo \$\$ > $pidfile; while kill -0 $$ 2>/dev/null; do sleep 1; done" \
+    </dev/null >/dev/null 2>"$pidfile.err" &
   for _ in $(seq 100); do
     [ -s "$pidfile" ] && break
     kill -0 $! 2>/dev/null || break
