@@ -1,6 +1,8 @@
 /* The -n launcher. mpirun needs --oversubscribe for more ranks than cores and
  * --allow-run-as-root as root; binding is turned off because ranks set their own thread
- * counts (cores / ranks) and a rank pinned to one core would starve its BLAS threads. */
+ * counts (cores / ranks) and a rank pinned to one core would starve its BLAS threads. Every
+ * LLMLAB_* variable is forwarded (-x): mpirun gives ranks on other hosts only what it is told to
+ * (a hostfile in OMPI_MCA_orte_default_hostfile, or LLMLAB_MPIRUN naming a wrapper, spans hosts). */
 #define _GNU_SOURCE
 #include "launcher.h"
 
@@ -8,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int launched_by_mpi(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
@@ -21,7 +25,9 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
     return -1;
   }
   self[len] = 0;
-  char **av = calloc((size_t)argc + 16, sizeof *av);
+  size_t settings = 0;
+  for (char **e = environ; *e; e++) settings += strncmp(*e, "LLMLAB_", 7) == 0;
+  char **av = calloc((size_t)argc + 16 + 2 * settings, sizeof *av);
   if (!av) return -1;
   int k = 0;
   const char *mpirun = getenv("LLMLAB_MPIRUN");
@@ -34,6 +40,12 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
   if (geteuid() == 0) av[k++] = "--allow-run-as-root";
   av[k++] = "--bind-to";
   av[k++] = "none";
+  for (char **e = environ; *e; e++) {
+    char *eq = strchr(*e, '=');
+    if (strncmp(*e, "LLMLAB_", 7) || !eq) continue;
+    av[k++] = "-x";
+    av[k++] = strndup(*e, (size_t)(eq - *e)); /* the name: mpirun takes the value from here */
+  }
   av[k++] = self;
   for (int i = 1; i < argc; i++) {
     if (i >= n_index && i < n_index + n_args) continue;

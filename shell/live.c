@@ -10,6 +10,7 @@
 #include "grouped.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/clock.h"
+#include "runtime/dist/control_relay.h"
 
 #define LIVE_AFTER_S 0.1 /* chunks shorter than this show their output grouped at the end */
 
@@ -27,6 +28,7 @@ void live_begin(int world_size) {
   source_fd = malloc(sizeof *source_fd * (size_t)nranks);
   for (int r = 0; fds && source_fd && r < nranks; r++) fds[r] = source_fd[r] = -1;
   started = lab_now();
+  lab_relay_live_begin(); /* ranks on other hosts: their leader sends their lines */
 }
 
 /* the complete lines of rank r's file past what was shown (malloc'ed), or NULL */
@@ -70,6 +72,15 @@ void live_poll(FILE *out) {
     if (fd < 0 || r < 0 || r >= nranks) continue;
     int64_t len = 0;
     char *t = new_lines(r, pid, fd, &len);
+    if (!t) continue;
+    texts[r] = t;
+    lens[r] = len;
+    shown[r] += len;
+    any = 1;
+  }
+  for (int r = 0; texts && lens && r < nranks; r++) { /* ranks on other hosts, through the relay */
+    int64_t len = 0;
+    char *t = texts[r] ? NULL : lab_relay_live_take(r, shown[r], &len);
     if (!t) continue;
     texts[r] = t;
     lens[r] = len;

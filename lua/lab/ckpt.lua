@@ -26,6 +26,7 @@ local C = lab._ckpt
 local fmt = require("lab.ckpt_format")
 local S = require("lab.ckpt_state")
 local hf = require("lab.ckpt_hf")
+local hosts = require("lab.ckpt_hosts") -- a directory every host must see
 
 local pending -- the asynchronous save in flight
 
@@ -214,6 +215,7 @@ function ckpt.save(dir, st)
       string.format("; the previous checkpoint in %s is untouched", dir))
   end
   if info[2] > 1 then name = name .. "-" .. info[2] end
+  hosts.visible("ckpt.save", dir, dir .. "/" .. name .. ".incomplete", g)
   if r ~= 0 then armed = arm_fault() end
   local p = { dir = dir, name = name, tmp = dir .. "/" .. name .. ".incomplete", group = g, snapshots = snapshots,
     armed = armed }
@@ -260,6 +262,7 @@ function ckpt.load(dir, st)
     for i, e in ipairs(dests) do values[i] = src:values(e.key, e.desc, r) end
     src:verify(r) -- this rank's own files are checked even where this layout needs none of them
   end)
+  hosts.agree("ckpt.load", dir, ok, ok and src or err, g) -- hosts that see different checkpoints are named
   agree("ckpt.load", not ok and err or nil, g, "; nothing was changed")
   local i0 = src.index[0]
   lab.no_grad(function()

@@ -10,6 +10,7 @@
 
 #include "../interrupt.h"
 #include "control.h"
+#include "control_relay.h"
 
 typedef struct {
   volatile int state;
@@ -29,21 +30,24 @@ typedef struct {
 
 static slot *slots; /* slots[local rank] */
 static slot fallback;
-static int nslots = 1, me;
+static int nslots = 1, nlocal = 1, me;
 static double watchdog_s;
 static int *world_of_local; /* world rank of each local slot */
+static int *by_rank;        /* slot indices in world-rank order (reports list ranks in order) */
 
 int lab_board_init(void) {
   MPI_Comm node;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return -1;
   MPI_Comm_rank(node, &me);
   MPI_Comm_size(node, &nslots);
+  nlocal = nslots;
+  nslots += lab_relay_copies(nlocal); /* slots for the ranks on other hosts */
   MPI_Win win;
   slot *base = NULL;
   MPI_Aint size = me == 0 ? (MPI_Aint)(sizeof(slot) * (size_t)nslots) : 0;
   if (MPI_Win_allocate_shared(size, 1, MPI_INFO_NULL, node, &base, &win) != MPI_SUCCESS) {
     slots = &fallback;
-    nslots = 1;
+    nslots = nlocal = 1;
     me = 0;
     return -1;
   }
@@ -53,10 +57,21 @@ int lab_board_init(void) {
   slots = base;
   lab_interrupt_attach(&slots[0].interrupt); /* iterators and matmul poll it from below */
   memset(&slots[me], 0, sizeof(slot));
+  if (me == 0) memset(&slots[nlocal], 0, sizeof(slot) * (size_t)(nslots - nlocal));
   slots[me].pid = (int)getpid();
   world_of_local = calloc((size_t)nslots, sizeof(int));
   int wr = lab_ctl_rank();
   MPI_Allgather(&wr, 1, MPI_INT, world_of_local, 1, MPI_INT, node);
+  for (int r = 0, i = nlocal; i < nslots && r < lab_ctl_size(); r++) { /* copies: the others, in order */
+    int here = 0;
+    for (int j = 0; j < nlocal; j++) here |= world_of_local[j] == r;
+    if (!here) world_of_local[i++] = r;
+  }
+  by_rank = calloc((size_t)nslots, sizeof(int));
+  for (int i = 0, j; by_rank && i < nslots; i++) { /* insertion sort: nslots is the world at most */
+    for (j = i; j > 0 && world_of_local[by_rank[j - 1]] > world_of_local[i]; j--) by_rank[j] = by_rank[j - 1];
+    by_rank[j] = i;
+  }
   MPI_Barrier(node);
   return 0; /* the window lives as long as the process */
 }
@@ -77,10 +92,12 @@ char *lab_board_report(void) {
   out[0] = 0;
   double now = lab_now();
   static const char *names[] = {"idle", "running Lua", "in", "paused"};
-  for (int i = 0; i < nslots; i++) {
+  for (int k = 0; k < nslots; k++) {
+    int i = by_rank ? by_rank[k] : k;
     slot s = slots[i];
     int st = s.state < 0 || s.state > 3 ? 0 : s.state;
-    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d: %s%s%s%s%s (for %.1f s)", world_of_local ? world_of_local[i] : i,
+    int wr = world_of_local ? world_of_local[i] : i;
+    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d%s: %s%s%s%s%s (for %.1f s)", wr, lab_relay_host_label(wr),
                             names[st], st == LAB_IN_COLLECTIVE ? " " : "", st == LAB_IN_COLLECTIVE ? s.what : "",
                             s.site[0] ? " at " : "", s.site, s.since > 0 ? now - s.since : 0.0);
     if (len >= cap) break;
@@ -97,7 +114,7 @@ int lab_board_interrupt_requested(void) {
 }
 
 void lab_board_clear_interrupt(void) {
-  if (slots) __atomic_store_n(&slots[0].interrupt, 0, __ATOMIC_RELEASE);
+  if (slots && __atomic_exchange_n(&slots[0].interrupt, 0, __ATOMIC_ACQ_REL)) lab_relay_flush(); /* other hosts forget it too */
 }
 
 /* ---- live output: where each rank's output goes while a chunk runs ---- */
@@ -150,7 +167,8 @@ char *lab_board_info_report(void) {
   size_t cap = strlen(head) + (size_t)nslots * (sizeof fallback.trace + 64) + 1, len = strlen(head);
   char *out = realloc(head, cap);
   if (!out) return head;
-  for (int i = 0; i < nslots; i++) {
+  for (int k = 0; k < nslots; k++) {
+    int i = by_rank ? by_rank[k] : k;
     slot *s = &slots[i];
     if (s->state == LAB_IDLE || s->answered != epoch || !s->trace[0]) continue;
     len += (size_t)snprintf(out + len, cap - len, "\n  rank %d %s", world_of_local ? world_of_local[i] : i, s->trace);
@@ -224,3 +242,60 @@ void lab_board_set_served(int epoch) { served_epoch = epoch; }
 int lab_board_served(void) { return served_epoch; }
 int lab_board_pause_pending(void) { return pause_fn && lab_board_pause_epoch() > served_epoch; }
 int lab_board_pause_now(const char *where) { return pause_fn ? pause_fn(where) : 0; }
+
+/* ---- the relay's access to the slots (board.h, "across hosts") ---- */
+
+int lab_board_local_slots(void) { return slots ? nlocal : 0; }
+
+void lab_board_view_get(int i, lab_board_view *v) {
+  slot *s = &slots[i];
+  v->world_rank = world_of_local ? world_of_local[i] : i;
+  v->pid = s->pid;
+  v->state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+  v->answered = s->answered;
+  v->out_fd = s->out_fd - 1;
+  v->since = s->since;
+  v->shown = s->shown;
+  memcpy(v->what, s->what, sizeof v->what);
+  memcpy(v->site, s->site, sizeof v->site);
+  memcpy(v->trace, s->trace, sizeof v->trace);
+  v->what[sizeof v->what - 1] = v->site[sizeof v->site - 1] = v->trace[sizeof v->trace - 1] = 0;
+}
+
+void lab_board_view_put(int i, const lab_board_view *v) {
+  if (!slots || i < nlocal || i >= nslots) return;
+  slot *s = &slots[i];
+  snprintf(s->what, sizeof s->what, "%s", v->what);
+  snprintf(s->site, sizeof s->site, "%s", v->site);
+  snprintf(s->trace, sizeof s->trace, "%s", v->trace);
+  s->since = v->since;
+  s->pid = 0;
+  s->out_fd = 0;
+  __atomic_store_n(&s->answered, v->answered, __ATOMIC_RELEASE);
+  __atomic_store_n(&s->state, v->state, __ATOMIC_RELEASE);
+}
+
+void lab_board_shown_put(int i, double shown) {
+  if (slots && i >= 0 && i < nslots) __atomic_store(&slots[i].shown, &shown, __ATOMIC_RELEASE);
+}
+
+void lab_board_flags_get(lab_board_flags *f) {
+  f->interrupt = __atomic_load_n(&slots[0].interrupt, __ATOMIC_ACQUIRE);
+  f->pause_epoch = __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE);
+  f->info_epoch = __atomic_load_n(&slots[0].info_epoch, __ATOMIC_ACQUIRE);
+  f->monitored = __atomic_load_n(&slots[0].monitored, __ATOMIC_ACQUIRE);
+}
+
+void lab_board_flags_put(const lab_board_flags *f) {
+  __atomic_store_n(&slots[0].interrupt, f->interrupt, __ATOMIC_RELEASE);
+  __atomic_store_n(&slots[0].info_epoch, f->info_epoch, __ATOMIC_RELEASE);
+  __atomic_store_n(&slots[0].monitored, f->monitored, __ATOMIC_RELEASE);
+  lab_board_pause_to(f->pause_epoch);
+}
+
+void lab_board_pause_to(int epoch) {
+  int e = __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE);
+  while (epoch > e && !__atomic_compare_exchange_n(&slots[0].pause_epoch, &e, epoch, 0, __ATOMIC_ACQ_REL,
+                                                            __ATOMIC_ACQUIRE)) {
+  }
+}

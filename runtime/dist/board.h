@@ -1,4 +1,5 @@
-/* The activity board: a small shared-memory table (one slot per rank on this node) where
+/* The activity board: a small shared-memory table (one slot per rank on this node, and a copy
+ * of every other rank's slot kept by control_relay.c when the job spans hosts) where
  * every rank writes what it is doing (running Lua at a line, inside which collective,
  * since when) without any message passing, and where Ctrl-C and the debugger raise flags
  * every rank sees at once. A rank stuck waiting in a collective reads the other slots to
@@ -65,6 +66,26 @@ char *lab_board_stalled(double seconds);
 void lab_board_stall_shown(void);
 int lab_board_wait_shown(void); /* this rank's current wait was in a printed report */
 int lab_board_in_wait(void);    /* this rank's slot shows it in a collective (what rank 0 reports) */
+
+/* ---- across hosts (control_relay.c): the board of the node that holds rank 0, and of
+ * every other node, has a slot for every rank of the job; the slots of ranks on other hosts are
+ * copies the relay keeps up to date over MPI, so everything above reads them as local ones.
+ * Copies have no pid and no output descriptor (their output comes through the relay). ---- */
+typedef struct {
+  int world_rank, pid, state, answered, out_fd;
+  double since, shown;
+  char what[160], site[120], trace[1536];
+} lab_board_view;
+typedef struct {
+  int interrupt, pause_epoch, info_epoch, monitored;
+} lab_board_flags;
+int lab_board_local_slots(void); /* slots [0, local) are this node's ranks, the rest copies */
+void lab_board_view_get(int i, lab_board_view *v);
+void lab_board_view_put(int i, const lab_board_view *v); /* a copy's state, since, what, site, trace */
+void lab_board_shown_put(int i, double shown);           /* rank 0's report covered this wait */
+void lab_board_flags_get(lab_board_flags *f);
+void lab_board_flags_put(const lab_board_flags *f); /* pause_epoch only rises */
+void lab_board_pause_to(int epoch);                 /* raises the pause epoch to epoch */
 
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);

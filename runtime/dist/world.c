@@ -9,6 +9,8 @@
 #include "../error.h"
 #include "board.h"
 #include "control.h"
+#include "control_relay.h"
+#include "control_settings.h"
 #include "dist.h"
 #include "mpi_backend.h"
 
@@ -18,8 +20,9 @@ static lab_group world_group;
 
 int lab_ctl_init(int *argc, char ***argv) {
   int provided;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+  if (MPI_Init_thread(argc, argv, lab_relay_thread_level(), &provided) != MPI_SUCCESS)
     return lab_fail("init", "MPI_Init failed");
+  lab_relay_provided(provided); /* a job across hosts relays the board with a thread */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -36,12 +39,15 @@ int lab_ctl_init(int *argc, char ***argv) {
   if (lab_mpi_world_group(&world_group) < 0) return -1;
   lab_dist_register_world(&world_group);
   lab_board_init();
+  lab_relay_start();
+  lab_settings_check(); /* a setting that did not reach a host is named */
   return 0;
 }
 
 void lab_ctl_finalize(void) {
   int fin = 0;
   MPI_Finalized(&fin);
+  if (!fin) lab_relay_stop();
   if (!fin) MPI_Finalize();
 }
 

@@ -57,9 +57,47 @@ export LLMLAB_ERROR_TIMEOUT=5
 # As root, mpirun needs --allow-run-as-root; the README names this equivalent.
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
+# Lines that use the hostfile `hosts` ("Running across machines") run on host1 of 2 simulated
+# hosts (tests/multinode/hosts.sh, 2 ranks each), set up at the first such line, from a
+# directory under the build (each host has its own /tmp), with this `hosts` naming them. Where
+# the machine refuses namespaces they are skipped with the reason.
+MN_READY=""
+run_on_hosts() {
+  local where="README.md:$1" cmd="$2" out rc reason
+  if [ -z "$MN_READY" ]; then
+    MNWORK="$BUILD/readme-hosts.$$"
+    mkdir -p "$MNWORK" && ln -sfn "$BUILD" "$MNWORK/build" && ln -sfn "$ROOT/scripts" "$MNWORK/scripts"
+    export MN_STATE="$MNWORK/state"
+    reason="$( (source "$ROOT/tests/multinode/hosts.sh" && mn_up 1) 2>&1 >/dev/null </dev/null)"
+    if [ $? -eq 77 ]; then
+      MN_READY="skipped: ${reason#SKIP: }"
+    else
+      source "$ROOT/tests/multinode/hosts.sh"
+      mn_up 2 2 </dev/null
+      trap 'mn_down; rm -rf "$WORK" "$MNWORK"' EXIT
+      printf 'host1 slots=2\nhost2 slots=2\n' >"$MNWORK/hosts"
+      MN_READY=yes
+    fi
+  fi
+  if [ "$MN_READY" != yes ]; then
+    echo "skip $where: $cmd ($MN_READY)"
+    return
+  fi
+  out="$(cd "$MNWORK" && timeout "$CAP" bash -c 'source "$1"; mn_on host1 env OMPI_MCA_plm_rsh_agent="$2" \
+    OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 OMPI_MCA_oob_tcp_if_include=10.77.0.0/24 bash -c "$3"' _ \
+    "$ROOT/tests/multinode/hosts.sh" "$ROOT/tests/multinode/rsh.sh" "$cmd" 2>&1 </dev/null)"
+  rc=$?
+  [ $rc -ne 0 ] && printf '%s\n' "$out" | tail -20
+  check "$where: $cmd (on 2 simulated hosts)" $rc
+}
+
 # run_shell LINE_NO COMMAND
 run_shell() {
   local where="README.md:$1" cmd="$2" out rc
+  if [[ "$cmd" =~ (--hostfile\ hosts|orte_default_hostfile=) ]]; then
+    run_on_hosts "$1" "$cmd"
+    return
+  fi
   if [[ "$cmd" =~ (^|[[:space:]/])llmlab(\ -n\ ([0-9]+))?$ ]]; then
     local n=1
     [[ "$cmd" =~ -np?\ ([0-9]+) ]] && n="${BASH_REMATCH[1]}"

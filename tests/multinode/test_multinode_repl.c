@@ -1,0 +1,195 @@
+/* The REPL across simulated hosts, through a pseudo-terminal: test_multinode_repl LLMLAB NP
+ * HOSTS, run on host1 by test_multinode.sh (LLMLAB_MPIRUN names the mpirun that spans the hosts,
+ * LLMLAB_WATCHDOG=3 travels with `llmlab -n`). The last rank is on the last host. Live output of
+ * a remote rank while its chunk runs; Ctrl-C of a loop on every rank of every host, and of a
+ * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
+ * matrix product (cut short); Ctrl-T naming every rank with its
+ * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
+ * rank while the others wait in a barrier; Ctrl-D. Prints each latency (they are compared with
+ * one host in the README). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "../repl/repl_pty.h"
+
+static const char *np = "4";
+static int last = 3, hosts = 2;
+static char last_label[64]; /* "rank 3 (host2)" as reports name the last rank ("rank 3" on one host) */
+
+static int expectf(session *s, double timeout, const char *fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  return expect(s, text, timeout);
+}
+
+static void typef(session *s, const char *fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  type(s, text);
+}
+
+/* a remote rank's ticks 0.6 s apart are on the screen before its chunk ends (1.8 s) */
+static void live_output(session *s) {
+  double t0 = pty_now();
+  typef(s, "if lab.dist.rank() == %d then for i = 1, 3 do print('tick ' .. i); local t = lab.clock() "
+           "while lab.clock() - t < 0.6 do end end end\r", last);
+  assert_true(expectf(s, 20, "[%d] tick 1", last));
+  double first = pty_now() - t0;
+  assert_true(expectf(s, 20, "[%d] tick 2", last));
+  double second = pty_now() - t0;
+  fprintf(stderr, "live output of rank %d on host%d: tick 1 after %.0f ms, tick 2 after %.0f ms (chunk takes 1.8 s)\n",
+          last, hosts, first * 1e3, second * 1e3);
+  assert_true(second < 1.7);
+  assert_true(expect(s, "> ", 20));
+}
+
+/* Ctrl-C once `ready` is on the screen; `want` and the prompt must follow */
+static void ctrl_c(session *s, const char *name, const char *ready, const char *want) {
+  assert_true(expect(s, ready, 20));
+  double t0 = pty_now();
+  type(s, "\x03");
+  assert_true(expect(s, want, 10));
+  assert_true(expect(s, "> ", 10));
+  double ms = (pty_now() - t0) * 1e3;
+  fprintf(stderr, "Ctrl-C latency at %s ranks over %d hosts, %s: %.0f ms\n", np, hosts, name, ms);
+  assert_true(ms < 2000); /* 0.1 s typical (README); generous for a loaded 2-core CI machine */
+}
+
+static void interrupts(session *s) {
+  char want[64];
+  type(s, "print('spinning') while true do end\r");
+  snprintf(want, sizeof want, "[0-%d] error: interrupted!", last);
+  ctrl_c(s, "every rank spinning", "] spinning", want);
+  typef(s, "if lab.dist.rank() == %d then print('spinning') while true do end end; lab.dist.all_reduce(lab.ones(4))\r",
+        last);
+  char ready[32];
+  snprintf(ready, sizeof ready, "[%d] spinning", last);
+  snprintf(want, sizeof want, "[%d] error: interrupted!", last);
+  ctrl_c(s, "the remote rank spinning, the others in all_reduce", ready, want);
+  type(s, "x = lab.ones(1); lab.dist.all_reduce(x); print('sum', x[1])\r"); /* the world still works */
+  assert_true(expectf(s, 15, "[0-%d] sum\t%d.0", last, last + 1));
+  assert_true(expect(s, "> ", 10));
+}
+
+/* Ctrl-C while the remote rank is inside one long matrix product: the product polls the
+ * interrupt flag between its blocks, which the relay sets on that host too, so it stops early
+ * (or, past a second, rank 0 says it is pending with every rank's state) */
+static void c_call(session *s) {
+  typef(s, "%%on %d a = lab.randn({3000, 3000})\r", last);
+  assert_true(expect(s, "> ", 60));
+  typef(s, "%%on %d print('multiplying') b = a:matmul(a)\r", last);
+  assert_true(expectf(s, 20, "[%d] multiplying", last));
+  double t0 = pty_now();
+  type(s, "\x03");
+  assert_true(expectf(s, 60, "[%d] error: interrupted! (inside a C call", last));
+  assert_true(expect(s, "> ", 10));
+  fprintf(stderr, "Ctrl-C during rank %d's 3000^2 matmul on host%d: prompt after %.0f ms\n", last, hosts,
+          (pty_now() - t0) * 1e3);
+  typef(s, "%%on %d a, b = nil, nil; collectgarbage()\r", last);
+  assert_true(expect(s, "> ", 10));
+}
+
+/* Ctrl-T while every rank spins: the board lists every rank with its host, and the remote
+ * rank's traceback */
+static void ctrl_t(session *s) {
+  type(s, "print('spinning') while true do end\r");
+  assert_true(expect(s, "] spinning", 20));
+  double t0 = pty_now();
+  type(s, "\x14");
+  assert_true(expect(s, "^T every rank:", 10));
+  assert_true(expectf(s, 10, "%s: running Lua", last_label));
+  assert_true(expectf(s, 10, "rank %d stack traceback:", last));
+  fprintf(stderr, "Ctrl-T at %s ranks over %d hosts: the remote rank's traceback after %.0f ms\n", np, hosts,
+          (pty_now() - t0) * 1e3);
+  type(s, "\x03");
+  assert_true(expect(s, "> ", 10));
+}
+
+/* the straggler is on the last host: rank 0's one report names it with its host (LLMLAB_WATCHDOG
+ * = 3 came with llmlab -n), and the waits it covers, on every host, point at it */
+static void watchdog(session *s) {
+  double t0 = pty_now();
+  typef(s, "if lab.dist.rank() ~= %d then lab.dist.all_reduce(lab.ones(2)) else local t = lab.clock() "
+           "while lab.clock() - t < 5 do end end\r", last);
+  assert_true(expect(s, "watchdog: rank ", 20));
+  double at = pty_now() - t0;
+  assert_true(expectf(s, 5, "%s: running Lua", last_label));
+  fprintf(stderr, "watchdog (3 s) report at %s ranks over %d hosts after %.0f ms\n", np, hosts, at * 1e3);
+  /* every waiting rank, the remote ones too, gives up once the report has shown its wait (rank
+   * 0 tells their hosts through the relay): one error for all of them, pointing at the report */
+  assert_true(expectf(s, 20, "[0-%d] error: ", last - 1));
+  assert_true(expect(s, "(the report above shows every rank)", 5));
+  assert_true(expect(s, "> ", 20));
+}
+
+/* only the remote rank reaches lab.breakpoint(); the others wait in a barrier: they join its
+ * stop from their wait, the prompt shows, c finishes the chunk */
+static void remote_breakpoint(session *s) {
+  double t0 = pty_now();
+  type(s, "do\r");
+  assert_true(expect(s, ">> ", 10));
+  typef(s, "if lab.dist.rank() == %d then lab.breakpoint() end\r", last);
+  assert_true(expect(s, ">> ", 10));
+  type(s, "lab.dist.barrier()\r");
+  assert_true(expect(s, ">> ", 10));
+  type(s, "print('after', lab.dist.rank())\r");
+  assert_true(expect(s, ">> ", 10));
+  t0 = pty_now();
+  type(s, "end\r");
+  assert_true(expect(s, "(step) ", 20));
+  fprintf(stderr, "breakpoint on rank %d (host%d): the stepper's prompt after %.0f ms\n", last, hosts,
+          (pty_now() - t0) * 1e3);
+  type(s, "c\r");
+  assert_true(expectf(s, 20, "after\t%d", last));
+  assert_true(expect(s, "> ", 10));
+}
+
+static const struct {
+  const char *name;
+  void (*run)(session *);
+} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
+             {"breakpoint", remote_breakpoint}};
+static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
+
+/* every case in one session (each start across hosts costs seconds), then Ctrl-D */
+static void test_repl_across_hosts(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, np);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (!only || !strcmp(only, cases[i].name)) cases[i].run(&s);
+  type(&s, "\x04"); /* Ctrl-D: every rank ends */
+  assert_int_equal(finish(&s, 20), 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|c_call|ctrl_t|watchdog|breakpoint] (run on host1 by "
+                    "test_multinode.sh)\n", argv[0]);
+    return 2;
+  }
+  pty_setup(argc, argv);
+  np = argv[2];
+  last = atoi(np) - 1;
+  hosts = atoi(argv[3]);
+  only = argc > 4 ? argv[4] : NULL;
+  if (hosts > 1)
+    snprintf(last_label, sizeof last_label, "rank %d (host%d)", last, hosts);
+  else
+    snprintf(last_label, sizeof last_label, "rank %d", last);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_repl_across_hosts)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
