@@ -1,13 +1,34 @@
 // Shared device helpers for the CUDA kernels: loads and stores between every storage dtype
 // and a compute type, and block-wide sums. Rounding matches kernels/cpu/half.h (nearest even).
 #pragma once
+#include <stdint.h>
+
+#include "launch.h"
+
+#ifdef LAB_SIMT
+// compiled by the host compiler for the SIMT interpreter (kernels/simt/README.md): the
+// emulation header, and every kernel in a namespace of its own, so that the template
+// instantiations never meet those of the nvcc build at link time
+#include "../simt/cuda_sim.h"
+#define LAB_NS_BEGIN namespace lab_simt_k {
+#define LAB_NS_END }
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
-#include <stdint.h>
+#define LAB_NS_BEGIN
+#define LAB_NS_END
+#define LAB_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
 
-#include "launch.h"
+// The one way both builds launch a kernel: lab_launch<kernel>(grid, block, smem, stream, args...)
+template <auto K, typename... A>
+static inline void lab_launch(dim3 g, dim3 b, size_t smem, cudaStream_t s, A &&...a) {
+  K<<<g, b, smem, s>>>(static_cast<A &&>(a)...);
+}
+#endif
+
+LAB_NS_BEGIN
 
 template <typename CT>
 __device__ __forceinline__ CT lab_load(const char *p, int dt) {
@@ -73,3 +94,5 @@ static inline unsigned lab_blocks(int64_t n, unsigned threads) {
   int64_t b = (n + threads - 1) / threads;
   return (unsigned)(b < 1 ? 1 : (b > 65535LL * 32 ? 65535LL * 32 : b));
 }
+
+LAB_NS_END

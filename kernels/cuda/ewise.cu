@@ -6,6 +6,8 @@
 
 #include "common.cuh"
 
+LAB_NS_BEGIN
+
 template <typename CT>
 __device__ __forceinline__ CT floored_mod(CT x, CT y) {
   CT r = fmod(x, y);
@@ -129,13 +131,15 @@ __global__ void ewise_kernel(lab_ew_args a, int64_t total) {
   }
 }
 
-extern "C" int lab_cu_ewise(const lab_ew_args *a, lab_cuda_stream s) {
+extern "C" int LAB_CU(ewise)(const lab_ew_args *a, lab_cuda_stream s) {
   int64_t total = 1;
   for (int d = 0; d < a->g.ndim; d++) total *= a->g.shape[d];
   if (total <= 0) return 0;
   unsigned threads = 256, blocks = lab_blocks(total, threads);
-  if (a->ct == LAB_F32) ewise_kernel<float><<<blocks, threads, 0, s>>>(*a, total);
-  else if (a->ct == LAB_F64) ewise_kernel<double><<<blocks, threads, 0, s>>>(*a, total);
-  else ewise_kernel<long long><<<blocks, threads, 0, s>>>(*a, total);
+  if (a->ct == LAB_F32) lab_launch<ewise_kernel<float>>(blocks, threads, 0, s, *a, total);
+  else if (a->ct == LAB_F64) lab_launch<ewise_kernel<double>>(blocks, threads, 0, s, *a, total);
+  else lab_launch<ewise_kernel<long long>>(blocks, threads, 0, s, *a, total);
   return (int)cudaGetLastError();
 }
+
+LAB_NS_END

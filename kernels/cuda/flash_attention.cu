@@ -17,6 +17,8 @@
 // sm_90a.
 #include "flash_attention.cuh"
 
+LAB_NS_BEGIN
+
 using namespace flash;
 
 template <typename E, int D>
@@ -25,7 +27,7 @@ __global__ void __launch_bounds__(THREADS) flash_fwd_k(const E *__restrict__ q, 
                                                        float *__restrict__ lse, int64_t BH, int64_t T, int64_t S,
                                                        float scale, int causal) {
   constexpr int LD = D + PAD, LDT = BC + PAD;
-  extern __shared__ __align__(16) unsigned char smem[];
+  LAB_DYN_SMEM(unsigned char, smem);
   E *sQ = reinterpret_cast<E *>(smem), *sK = sQ + BR * LD, *sVt = sK + BC * LD;
   const int64_t tiles = (T + BR - 1) / BR;
   const int64_t bh = blockIdx.x / tiles, t0 = (blockIdx.x % tiles) * BR;
@@ -139,26 +141,28 @@ static int launch_fwd(const lab_flash_args *a, cudaStream_t s) {
   if (e != cudaSuccess) return (int)e;
   int64_t blocks = a->BH * ((a->T + BR - 1) / BR);
   if (blocks > 0x7fffffffLL) return (int)cudaErrorInvalidConfiguration;
-  flash_fwd_k<E, D><<<(unsigned)blocks, THREADS, smem, s>>>(
+  lab_launch<flash_fwd_k<E, D>>((unsigned)blocks, THREADS, smem, s, 
       static_cast<const E *>(a->q), static_cast<const E *>(a->k), static_cast<const E *>(a->v),
       static_cast<E *>(a->out), static_cast<float *>(a->lse), a->BH, a->T, a->S, (float)a->scale, a->causal);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) {
+extern "C" int LAB_CU(flash_supports)(lab_dtype dt, int64_t D, int64_t Dv) {
   return (dt == LAB_BF16 || dt == LAB_F16) && D == Dv && (D == 64 || D == 128);
 }
 
 // 16-byte loads need 16-byte aligned rows: every base pointer (rows are D * 2 bytes, D a multiple of 8)
-extern "C" int lab_cu_flash_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+extern "C" int LAB_CU(flash_aligned)(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-extern "C" int lab_cu_flash_fwd(const lab_flash_args *a, lab_cuda_stream s) {
-  if (!lab_cu_flash_supports(a->dt, a->D, a->Dv)) return (int)cudaErrorInvalidValue;
+extern "C" int LAB_CU(flash_fwd)(const lab_flash_args *a, lab_cuda_stream s) {
+  if (!LAB_CU(flash_supports)(a->dt, a->D, a->Dv)) return (int)cudaErrorInvalidValue;
   if (a->BH == 0 || a->T == 0) return 0;
-  if (!lab_cu_flash_aligned(a->q) || !lab_cu_flash_aligned(a->k) || !lab_cu_flash_aligned(a->v) ||
-      !lab_cu_flash_aligned(a->out))
+  if (!LAB_CU(flash_aligned)(a->q) || !LAB_CU(flash_aligned)(a->k) || !LAB_CU(flash_aligned)(a->v) ||
+      !LAB_CU(flash_aligned)(a->out))
     return (int)cudaErrorMisalignedAddress;
   cudaStream_t st = reinterpret_cast<cudaStream_t>(s);
   if (a->dt == LAB_BF16) return a->D == 64 ? launch_fwd<__nv_bfloat16, 64>(a, st) : launch_fwd<__nv_bfloat16, 128>(a, st);
   return a->D == 64 ? launch_fwd<__half, 64>(a, st) : launch_fwd<__half, 128>(a, st);
 }
+
+LAB_NS_END

@@ -17,6 +17,8 @@
 // q, k, v, o, dout and the gradients [BH, T|S, D] contiguous, D = 64 or 128.
 #include "flash_attention.cuh"
 
+LAB_NS_BEGIN
+
 using namespace flash;
 
 template <typename E, int D>
@@ -45,7 +47,7 @@ __global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, 
                                                        E *__restrict__ dv, int64_t T, int64_t S, float scale,
                                                        int causal) {
   constexpr int LD = D + PAD, LDT = BR + PAD;
-  extern __shared__ __align__(16) unsigned char smem[];
+  LAB_DYN_SMEM(unsigned char, smem);
   E *sK = reinterpret_cast<E *>(smem);   // [BC][LD]  keys x d
   E *sKt = sK + BC * LD;                 // [D][LDT]  d x keys
   E *sV = sKt + D * LDT;                 // [BC][LD]
@@ -211,7 +213,7 @@ static int launch_bwd(const lab_flash_args *a, cudaStream_t s) {
   cudaError_t e = cudaMemsetAsync(dq_acc, 0, (size_t)(rows * D) * sizeof(float), s);
   if (e != cudaSuccess) return (int)e;
   if (rows > 0) {
-    flash_bwd_pre_k<E, D><<<(unsigned)((rows + WARPS - 1) / WARPS), THREADS, 0, s>>>(
+    lab_launch<flash_bwd_pre_k<E, D>>((unsigned)((rows + WARPS - 1) / WARPS), THREADS, 0, s, 
         static_cast<const E *>(a->o), static_cast<const E *>(a->dout), delta, rows);
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
   }
@@ -221,23 +223,25 @@ static int launch_bwd(const lab_flash_args *a, cudaStream_t s) {
     if (e != cudaSuccess) return (int)e;
     int64_t blocks = a->BH * ((a->S + BC - 1) / BC);
     if (blocks > 0x7fffffffLL) return (int)cudaErrorInvalidConfiguration;
-    flash_bwd_k<E, D><<<(unsigned)blocks, THREADS, smem, s>>>(
+    lab_launch<flash_bwd_k<E, D>>((unsigned)blocks, THREADS, smem, s, 
         static_cast<const E *>(a->q), static_cast<const E *>(a->k), static_cast<const E *>(a->v),
         static_cast<const E *>(a->dout), static_cast<const float *>(a->lse), delta, dq_acc, static_cast<E *>(a->dk),
         static_cast<E *>(a->dv), a->T, a->S, (float)a->scale, a->causal);
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
   }
-  if (rows > 0) flash_bwd_post_k<E><<<lab_blocks(rows * D, 256), 256, 0, s>>>(dq_acc, static_cast<E *>(a->dq), rows * D);
+  if (rows > 0) lab_launch<flash_bwd_post_k<E>>(lab_blocks(rows * D, 256), 256, 0, s, dq_acc, static_cast<E *>(a->dq), rows * D);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_flash_bwd(const lab_flash_args *a, lab_cuda_stream s) {
-  if (!lab_cu_flash_supports(a->dt, a->D, a->Dv)) return (int)cudaErrorInvalidValue;
+extern "C" int LAB_CU(flash_bwd)(const lab_flash_args *a, lab_cuda_stream s) {
+  if (!LAB_CU(flash_supports)(a->dt, a->D, a->Dv)) return (int)cudaErrorInvalidValue;
   if (a->BH == 0) return 0;
   const void *ptrs[] = {a->q, a->k, a->v, a->o, a->dout, a->dq, a->dk, a->dv};
   for (const void *p : ptrs)
-    if (!lab_cu_flash_aligned(p)) return (int)cudaErrorMisalignedAddress;
+    if (!LAB_CU(flash_aligned)(p)) return (int)cudaErrorMisalignedAddress;
   cudaStream_t st = reinterpret_cast<cudaStream_t>(s);
   if (a->dt == LAB_BF16) return a->D == 64 ? launch_bwd<__nv_bfloat16, 64>(a, st) : launch_bwd<__nv_bfloat16, 128>(a, st);
   return a->D == 64 ? launch_bwd<__half, 64>(a, st) : launch_bwd<__half, 128>(a, st);
 }
+
+LAB_NS_END

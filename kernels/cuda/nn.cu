@@ -6,6 +6,8 @@
 
 #include "common.cuh"
 
+LAB_NS_BEGIN
+
 #define THREADS 256
 
 static unsigned row_blocks(int64_t rows) { return (unsigned)(rows < 65535LL * 32 ? (rows > 0 ? rows : 1) : 65535LL * 32); }
@@ -100,60 +102,60 @@ __global__ void rms_norm_bwd_dx_k(const T *g, const T *x, const T *w, const T *r
 
 #define P(T_, p) ((T_)(p))
 
-extern "C" int lab_cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
+extern "C" int LAB_CU(layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
                                      void *rstd, int64_t rows, int64_t D, double eps, lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64)
-    layer_norm_fwd_k<double><<<row_blocks(rows), THREADS, 0, s>>>(P(const double *, x), P(const double *, w),
+    lab_launch<layer_norm_fwd_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, x), P(const double *, w),
         P(const double *, b), P(double *, y), P(double *, mean), P(double *, rstd), rows, D, eps);
   else
-    layer_norm_fwd_k<float><<<row_blocks(rows), THREADS, 0, s>>>(P(const float *, x), P(const float *, w),
+    lab_launch<layer_norm_fwd_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, x), P(const float *, w),
         P(const float *, b), P(float *, y), P(float *, mean), P(float *, rstd), rows, D, eps);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
+extern "C" int LAB_CU(layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
                                      const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D,
                                      lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64) {
-    if (dx) layer_norm_bwd_dx_k<double><<<row_blocks(rows), THREADS, 0, s>>>(P(const double *, g), P(const double *, x),
+    if (dx) lab_launch<layer_norm_bwd_dx_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, g), P(const double *, x),
         P(const double *, w), P(const double *, mean), P(const double *, rstd), P(double *, dx), rows, D);
-    if (dw || db) norm_bwd_params_k<double><<<lab_blocks(D, THREADS), THREADS, 0, s>>>(P(const double *, g),
+    if (dw || db) lab_launch<norm_bwd_params_k<double>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const double *, g),
         P(const double *, x), P(const double *, mean), P(const double *, rstd), P(double *, dw), P(double *, db), rows, D);
   } else {
-    if (dx) layer_norm_bwd_dx_k<float><<<row_blocks(rows), THREADS, 0, s>>>(P(const float *, g), P(const float *, x),
+    if (dx) lab_launch<layer_norm_bwd_dx_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, g), P(const float *, x),
         P(const float *, w), P(const float *, mean), P(const float *, rstd), P(float *, dx), rows, D);
-    if (dw || db) norm_bwd_params_k<float><<<lab_blocks(D, THREADS), THREADS, 0, s>>>(P(const float *, g),
+    if (dw || db) lab_launch<norm_bwd_params_k<float>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const float *, g),
         P(const float *, x), P(const float *, mean), P(const float *, rstd), P(float *, dw), P(float *, db), rows, D);
   }
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
+extern "C" int LAB_CU(rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
                                    int64_t D, double eps, lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64)
-    rms_norm_fwd_k<double><<<row_blocks(rows), THREADS, 0, s>>>(P(const double *, x), P(const double *, w),
+    lab_launch<rms_norm_fwd_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, x), P(const double *, w),
         P(double *, y), P(double *, rstd), rows, D, eps);
   else
-    rms_norm_fwd_k<float><<<row_blocks(rows), THREADS, 0, s>>>(P(const float *, x), P(const float *, w),
+    lab_launch<rms_norm_fwd_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, x), P(const float *, w),
         P(float *, y), P(float *, rstd), rows, D, eps);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd,
+extern "C" int LAB_CU(rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd,
                                    void *dx, void *dw, int64_t rows, int64_t D, lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64) {
-    if (dx) rms_norm_bwd_dx_k<double><<<row_blocks(rows), THREADS, 0, s>>>(P(const double *, g), P(const double *, x),
+    if (dx) lab_launch<rms_norm_bwd_dx_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, g), P(const double *, x),
         P(const double *, w), P(const double *, rstd), P(double *, dx), rows, D);
-    if (dw) norm_bwd_params_k<double><<<lab_blocks(D, THREADS), THREADS, 0, s>>>(P(const double *, g),
+    if (dw) lab_launch<norm_bwd_params_k<double>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const double *, g),
         P(const double *, x), nullptr, P(const double *, rstd), P(double *, dw), nullptr, rows, D);
   } else {
-    if (dx) rms_norm_bwd_dx_k<float><<<row_blocks(rows), THREADS, 0, s>>>(P(const float *, g), P(const float *, x),
+    if (dx) lab_launch<rms_norm_bwd_dx_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, g), P(const float *, x),
         P(const float *, w), P(const float *, rstd), P(float *, dx), rows, D);
-    if (dw) norm_bwd_params_k<float><<<lab_blocks(D, THREADS), THREADS, 0, s>>>(P(const float *, g),
+    if (dw) lab_launch<norm_bwd_params_k<float>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const float *, g),
         P(const float *, x), nullptr, P(const float *, rstd), P(float *, dw), nullptr, rows, D);
   }
   return (int)cudaGetLastError();
@@ -183,19 +185,19 @@ static int act(lab_dtype ct, lab_act_kind kind, int backward, const void *g, con
                lab_cuda_stream s) {
   if (n <= 0) return 0;
   if (ct == LAB_F64)
-    act_k<double><<<lab_blocks(n, THREADS), THREADS, 0, s>>>((int)kind, backward, P(const double *, g),
+    lab_launch<act_k<double>>(lab_blocks(n, THREADS), THREADS, 0, s, (int)kind, backward, P(const double *, g),
                                                              P(const double *, x), P(double *, y), n);
   else
-    act_k<float><<<lab_blocks(n, THREADS), THREADS, 0, s>>>((int)kind, backward, P(const float *, g),
+    lab_launch<act_k<float>>(lab_blocks(n, THREADS), THREADS, 0, s, (int)kind, backward, P(const float *, g),
                                                             P(const float *, x), P(float *, y), n);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n, lab_cuda_stream s) {
+extern "C" int LAB_CU(act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n, lab_cuda_stream s) {
   return act(ct, kind, 0, nullptr, x, y, n, s);
 }
 
-extern "C" int lab_cu_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n,
+extern "C" int LAB_CU(act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n,
                               lab_cuda_stream s) {
   return act(ct, kind, 1, g, x, dx, n, s);
 }
@@ -244,30 +246,30 @@ __global__ void xent_bwd_k(const T *x, const long long *tg, const T *lse, T *dx,
   }
 }
 
-extern "C" int lab_cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
+extern "C" int LAB_CU(xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
                                int64_t N, int64_t C, int64_t ignore_index, double smoothing, int64_t *count_out,
                                lab_cuda_stream s) {
   cudaMemsetAsync(count_out, 0, sizeof(int64_t), s);
   if (N <= 0) return (int)cudaGetLastError();
   unsigned long long *cnt = (unsigned long long *)count_out;
   if (ct == LAB_F64)
-    xent_fwd_k<double><<<row_blocks(N), THREADS, 0, s>>>(P(const double *, logits), P(const long long *, target),
+    lab_launch<xent_fwd_k<double>>(row_blocks(N), THREADS, 0, s, P(const double *, logits), P(const long long *, target),
         P(double *, loss), P(double *, lse), N, C, ignore_index, smoothing, cnt);
   else
-    xent_fwd_k<float><<<row_blocks(N), THREADS, 0, s>>>(P(const float *, logits), P(const long long *, target),
+    lab_launch<xent_fwd_k<float>>(row_blocks(N), THREADS, 0, s, P(const float *, logits), P(const long long *, target),
         P(float *, loss), P(float *, lse), N, C, ignore_index, smoothing, cnt);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
+extern "C" int LAB_CU(xent_bwd)(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
                                int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale,
                                lab_cuda_stream s) {
   if (N * C <= 0) return 0;
   if (ct == LAB_F64)
-    xent_bwd_k<double><<<lab_blocks(N * C, THREADS), THREADS, 0, s>>>(P(const double *, logits),
+    lab_launch<xent_bwd_k<double>>(lab_blocks(N * C, THREADS), THREADS, 0, s, P(const double *, logits),
         P(const long long *, target), P(const double *, lse), P(double *, dlogits), N, C, ignore_index, smoothing, scale);
   else
-    xent_bwd_k<float><<<lab_blocks(N * C, THREADS), THREADS, 0, s>>>(P(const float *, logits),
+    lab_launch<xent_bwd_k<float>>(lab_blocks(N * C, THREADS), THREADS, 0, s, P(const float *, logits),
         P(const long long *, target), P(const float *, lse), P(float *, dlogits), N, C, ignore_index, smoothing, scale);
   return (int)cudaGetLastError();
 }
@@ -285,29 +287,29 @@ __global__ void emb_bwd_k(const T *g, const long long *idx, T *dw, int64_t n, in
     atomicAdd(&dw[idx[i / D] * D + i % D], g[i]);
 }
 
-extern "C" int lab_cu_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
+extern "C" int LAB_CU(embedding_fwd)(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
                                     int64_t D, lab_cuda_stream s) {
   if (n * D <= 0) return 0;
   if (ct == LAB_F64)
-    emb_fwd_k<double><<<lab_blocks(n * D, THREADS), THREADS, 0, s>>>(P(const double *, weight),
+    lab_launch<emb_fwd_k<double>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const double *, weight),
         P(const long long *, idx), P(double *, out), n, D);
   else if (ct == LAB_F32)
-    emb_fwd_k<float><<<lab_blocks(n * D, THREADS), THREADS, 0, s>>>(P(const float *, weight),
+    lab_launch<emb_fwd_k<float>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const float *, weight),
         P(const long long *, idx), P(float *, out), n, D);
   else // half types: rows are copied as 16-bit words
-    emb_fwd_k<unsigned short><<<lab_blocks(n * D, THREADS), THREADS, 0, s>>>(P(const unsigned short *, weight),
+    lab_launch<emb_fwd_k<unsigned short>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const unsigned short *, weight),
         P(const long long *, idx), P(unsigned short *, out), n, D);
   return (int)cudaGetLastError();
 }
 
-extern "C" int lab_cu_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n,
+extern "C" int LAB_CU(embedding_bwd)(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n,
                                     int64_t D, lab_cuda_stream s) {
   if (n * D <= 0) return 0;
   if (ct == LAB_F64)
-    emb_bwd_k<double><<<lab_blocks(n * D, THREADS), THREADS, 0, s>>>(P(const double *, g), P(const long long *, idx),
+    lab_launch<emb_bwd_k<double>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const double *, g), P(const long long *, idx),
         P(double *, dweight), n, D);
   else
-    emb_bwd_k<float><<<lab_blocks(n * D, THREADS), THREADS, 0, s>>>(P(const float *, g), P(const long long *, idx),
+    lab_launch<emb_bwd_k<float>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const float *, g), P(const long long *, idx),
         P(float *, dweight), n, D);
   return (int)cudaGetLastError();
 }
@@ -322,12 +324,12 @@ __global__ void causal_mask_k(T *sc, int64_t batches, int64_t Tq, int64_t Sk) {
   }
 }
 
-extern "C" int lab_cu_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S,
+extern "C" int LAB_CU(causal_mask)(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S,
                                   lab_cuda_stream s) {
   int64_t n = batches * T * S;
   if (n <= 0) return 0;
-  if (ct == LAB_F64) causal_mask_k<double><<<lab_blocks(n, THREADS), THREADS, 0, s>>>(P(double *, scores), batches, T, S);
-  else causal_mask_k<float><<<lab_blocks(n, THREADS), THREADS, 0, s>>>(P(float *, scores), batches, T, S);
+  if (ct == LAB_F64) lab_launch<causal_mask_k<double>>(lab_blocks(n, THREADS), THREADS, 0, s, P(double *, scores), batches, T, S);
+  else lab_launch<causal_mask_k<float>>(lab_blocks(n, THREADS), THREADS, 0, s, P(float *, scores), batches, T, S);
   return (int)cudaGetLastError();
 }
 
@@ -344,12 +346,12 @@ __global__ void softmax_bwd_k(const T *Pm, T *dP, int64_t rows, int64_t S, doubl
   }
 }
 
-extern "C" int lab_cu_softmax_bwd_rows(lab_dtype ct, const void *Pm, void *dP, int64_t rows, int64_t S, double scale,
+extern "C" int LAB_CU(softmax_bwd_rows)(lab_dtype ct, const void *Pm, void *dP, int64_t rows, int64_t S, double scale,
                                        lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64)
-    softmax_bwd_k<double><<<row_blocks(rows), THREADS, 0, s>>>(P(const double *, Pm), P(double *, dP), rows, S, scale);
-  else softmax_bwd_k<float><<<row_blocks(rows), THREADS, 0, s>>>(P(const float *, Pm), P(float *, dP), rows, S, scale);
+    lab_launch<softmax_bwd_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, Pm), P(double *, dP), rows, S, scale);
+  else lab_launch<softmax_bwd_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, Pm), P(float *, dP), rows, S, scale);
   return (int)cudaGetLastError();
 }
 
@@ -365,16 +367,18 @@ __global__ void adamw_k(T *p, const T *g, T *m, T *v, int64_t n, T a, T b1, T b2
   }
 }
 
-extern "C" int lab_cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
+extern "C" int LAB_CU(adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
                             double b2, double eps, double wd, int64_t step, lab_cuda_stream s) {
   if (n <= 0) return 0;
   double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
   if (ct == LAB_F64)
-    adamw_k<double><<<lab_blocks(n, THREADS), THREADS, 0, s>>>(P(double *, p), P(const double *, g), P(double *, m),
+    lab_launch<adamw_k<double>>(lab_blocks(n, THREADS), THREADS, 0, s, P(double *, p), P(const double *, g), P(double *, m),
         P(double *, v), n, lr, b1, b2, eps, 1.0 - lr * wd, bc1, 1.0 / sqrt(bc2));
   else
-    adamw_k<float><<<lab_blocks(n, THREADS), THREADS, 0, s>>>(P(float *, p), P(const float *, g), P(float *, m),
+    lab_launch<adamw_k<float>>(lab_blocks(n, THREADS), THREADS, 0, s, P(float *, p), P(const float *, g), P(float *, m),
         P(float *, v), n, (float)lr, (float)b1, (float)b2, (float)eps, (float)(1.0 - lr * wd), (float)bc1,
         1.0f / sqrtf((float)bc2));
   return (int)cudaGetLastError();
 }
+
+LAB_NS_END

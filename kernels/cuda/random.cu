@@ -6,6 +6,8 @@
 
 #include "common.cuh"
 
+LAB_NS_BEGIN
+
 __device__ __forceinline__ unsigned draw32(unsigned long long seed, unsigned long long pos) {
   unsigned long long ctr = pos >> 2;
   unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0, c3 = 0;
@@ -59,8 +61,10 @@ __global__ void rand_k(lab_rand_args a) {
   }
 }
 
-extern "C" int lab_cu_rand(const lab_rand_args *a, lab_cuda_stream s) {
+extern "C" int LAB_CU(rand)(const lab_rand_args *a, lab_cuda_stream s) {
   if (a->n <= 0) return 0;
-  rand_k<<<lab_blocks(a->n, 256), 256, 0, s>>>(*a);
+  lab_launch<rand_k>(lab_blocks(a->n, 256), 256, 0, s, *a);
   return (int)cudaGetLastError();
 }
+
+LAB_NS_END

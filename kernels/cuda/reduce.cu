@@ -6,6 +6,8 @@
 
 #include "common.cuh"
 
+LAB_NS_BEGIN
+
 #define THREADS 256
 
 template <typename CT>
@@ -123,12 +125,12 @@ __global__ void reduce_kernel(lab_red_args a, int64_t outputs) {
   }
 }
 
-extern "C" int lab_cu_reduce(const lab_red_args *a, lab_cuda_stream s) {
+extern "C" int LAB_CU(reduce)(const lab_red_args *a, lab_cuda_stream s) {
   int64_t outputs = 1;
   for (int d = 0; d < a->g.ndim; d++) outputs *= a->g.shape[d];
   if (outputs <= 0) return 0;
   unsigned blocks = (unsigned)(outputs < 65535LL * 32 ? outputs : 65535LL * 32);
-  reduce_kernel<<<blocks, THREADS, 0, s>>>(*a, outputs);
+  lab_launch<reduce_kernel>(blocks, THREADS, 0, s, *a, outputs);
   return (int)cudaGetLastError();
 }
 
@@ -142,14 +144,14 @@ __global__ void sum_middle_kernel(const T *x, T *out, int64_t outer, int64_t R, 
   }
 }
 
-extern "C" int lab_cu_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
+extern "C" int LAB_CU(sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
                                  double scale, lab_cuda_stream s) {
   int64_t n = outer * inner;
   if (n <= 0) return 0;
   if (ct == LAB_F64)
-    sum_middle_kernel<double><<<lab_blocks(n, 256), 256, 0, s>>>((const double *)x, (double *)out, outer, R, inner, scale);
+    lab_launch<sum_middle_kernel<double>>(lab_blocks(n, 256), 256, 0, s, (const double *)x, (double *)out, outer, R, inner, scale);
   else
-    sum_middle_kernel<float><<<lab_blocks(n, 256), 256, 0, s>>>((const float *)x, (float *)out, outer, R, inner, scale);
+    lab_launch<sum_middle_kernel<float>>(lab_blocks(n, 256), 256, 0, s, (const float *)x, (float *)out, outer, R, inner, scale);
   return (int)cudaGetLastError();
 }
 
@@ -172,11 +174,13 @@ __global__ void softmax_kernel(const T *x, T *out, int64_t rows, int64_t n, int 
   }
 }
 
-extern "C" int lab_cu_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log_,
+extern "C" int LAB_CU(softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log_,
                                    lab_cuda_stream s) {
   if (rows <= 0 || n <= 0) return 0;
   unsigned blocks = (unsigned)(rows < 65535LL * 32 ? rows : 65535LL * 32);
-  if (ct == LAB_F64) softmax_kernel<double><<<blocks, THREADS, 0, s>>>((const double *)x, (double *)out, rows, n, log_);
-  else softmax_kernel<float><<<blocks, THREADS, 0, s>>>((const float *)x, (float *)out, rows, n, log_);
+  if (ct == LAB_F64) lab_launch<softmax_kernel<double>>(blocks, THREADS, 0, s, (const double *)x, (double *)out, rows, n, log_);
+  else lab_launch<softmax_kernel<float>>(blocks, THREADS, 0, s, (const float *)x, (float *)out, rows, n, log_);
   return (int)cudaGetLastError();
 }
+
+LAB_NS_END

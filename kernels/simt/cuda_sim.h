@@ -1,0 +1,119 @@
+// The CUDA C that kernels/cuda uses, for the host compiler (C++17, LAB_SIMT defined): what
+// common.cuh includes in place of the toolkit's device compilation. Types and host conversions
+// come from the toolkit's own headers (cuda_runtime.h, cuda_bf16.h, cuda_fp16.h, cuda_fp8.h);
+// everything a thread does that a CPU thread cannot do by itself goes to the interpreter
+// (simt.h): threadIdx and friends read the running fiber, __syncthreads and the warp
+// intrinsics block it, static __shared__ variables are thread_local (one copy per worker, that
+// is per running block), dynamic shared memory is the worker's block buffer, and a launch is
+// lab_launch<kernel>(grid, block, smem, stream, args...), which both builds spell the same way.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+
+#include "simt.h"
+
+#undef __shared__
+#define __shared__ static thread_local
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+#define threadIdx (lab_simt_self->tidx)
+#define blockIdx (lab_simt_self->blk->bidx)
+#define blockDim (lab_simt_self->blk->bdim)
+#define gridDim (lab_simt_self->blk->gdim)
+
+// the dynamic shared memory of the block: `extern __shared__ T name[]` on the GPU
+#define LAB_DYN_SMEM(T, name) T *name = static_cast<T *>(lab_simt_self->blk->dyn_smem)
+
+static inline void __syncthreads() { lab_simt_syncthreads(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { lab_simt_syncwarp(mask); }
+
+template <typename T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lanemask, int width = 32) {
+  static_assert(sizeof(T) <= 8, "shfl of at most 8 bytes");
+  (void)width; // the kernels shuffle whole warps
+  T out;
+  lab_simt_shfl_xor(mask, &v, &out, sizeof v, lanemask);
+  return out;
+}
+
+static inline float atomicAdd(float *p, float v) { return lab_simt_atomic_add_f32(p, v); }
+static inline double atomicAdd(double *p, double v) { return lab_simt_atomic_add_f64(p, v); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+  return lab_simt_atomic_add_u64(p, v);
+}
+static inline int atomicAdd(int *p, int v) { return lab_simt_atomic_add_i32(p, v); }
+
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+
+// The few runtime calls the launchers make, answered by the interpreter: renamed so that no
+// symbol of the real libcudart is defined here (both live in one process).
+namespace lab_simt_rt {
+inline thread_local int last_error = 0;
+static inline cudaError_t get_last_error() {
+  cudaError_t e = (cudaError_t)last_error;
+  last_error = 0;
+  return e;
+}
+template <typename F>
+static inline cudaError_t func_set_attribute(F *, cudaFuncAttribute, int v) {
+  return v >= 0 && v <= (227 << 10) ? cudaSuccess : cudaErrorInvalidValue;
+}
+extern "C" int lab_simt_memset_async(void *p, int byte, size_t n); // through memcheck
+static inline cudaError_t memset_async(void *p, int byte, size_t n, cudaStream_t) {
+  return (cudaError_t)lab_simt_memset_async(p, byte, n);
+}
+
+// "flash_fwd_k<__nv_bfloat16, 64>" from the signature of name_of<kernel>()
+template <auto K>
+const char *name_of() {
+  static char buf[160];
+  if (!buf[0]) {
+    const char *s = __PRETTY_FUNCTION__, *b = strstr(s, "K = ");
+    b = b ? b + 4 : s;
+    if (const char *ns = strstr(b, "lab_simt_k::")) b = ns + 12;
+    size_t n = strcspn(b, ";]");
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    memcpy(buf, b, n);
+  }
+  return buf;
+}
+
+template <auto K>
+struct registered {
+  static inline const int id = lab_simt_register_kernel(name_of<K>());
+};
+
+template <auto K, typename... P>
+struct pack {
+  std::tuple<std::decay_t<P>...> args;
+  static void entry(void *p) { std::apply(K, static_cast<pack *>(p)->args); }
+};
+
+template <auto K, typename... P, typename... A>
+static int run(void (*)(P...), dim3 g, dim3 b, size_t smem, A &&...a) {
+  pack<K, P...> pk{std::tuple<std::decay_t<P>...>(static_cast<std::decay_t<P>>(a)...)};
+  lab_simt_launch_desc d = {name_of<K>(), registered<K>::id, {g.x, g.y, g.z}, {b.x, b.y, b.z}, smem,
+                            &pack<K, P...>::entry, &pk};
+  return lab_simt_launch(&d);
+}
+}  // namespace lab_simt_rt
+
+template <auto K, typename... A>
+static inline void lab_launch(dim3 g, dim3 b, size_t smem, cudaStream_t s, A &&...a) {
+  (void)s; // the interpreter runs a launch to completion
+  int e = lab_simt_rt::run<K>(K, g, b, smem, static_cast<A &&>(a)...);
+  if (e) lab_simt_rt::last_error = e;
+}
+
+#define cudaGetLastError lab_simt_rt::get_last_error
+#define cudaFuncSetAttribute lab_simt_rt::func_set_attribute
+#define cudaMemsetAsync lab_simt_rt::memset_async

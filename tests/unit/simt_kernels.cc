@@ -1,0 +1,111 @@
+// Kernels for tests/unit/test_simt.c, written as CUDA C and compiled for the SIMT interpreter
+// exactly as kernels/cuda is (LAB_SIMT, the __tsan_* access hooks): each warp-level
+// instruction run per lane, and each rule of kernels/simt broken once on purpose.
+#include "../../kernels/cuda/flash_attention.cuh"
+
+LAB_NS_BEGIN
+
+// D = A B + C for one m16n8k16 through the fragment loads flash_attention.cuh uses:
+// a [16][16] row-major, b [8][16] (n x k), c and d [16][8] f32
+template <typename E>
+__global__ void mma_k(const E *a, const E *b, const float *c, float *d) {
+  __shared__ E sa[16 * 16], sb[8 * 16];
+  for (int i = threadIdx.x; i < 256; i += 32) sa[i] = a[i];
+  for (int i = threadIdx.x; i < 128; i += 32) sb[i] = b[i];
+  __syncthreads();
+  const int lane = threadIdx.x, g = lane >> 2, q = lane & 3;
+  uint32_t fa[4], b0, b1;
+  flash::load_a(fa, sa, 16, 0, 0);
+  flash::load_b(b0, b1, sb, 16, 0, 0);
+  float acc[4] = {c[g * 8 + 2 * q], c[g * 8 + 2 * q + 1], c[(g + 8) * 8 + 2 * q], c[(g + 8) * 8 + 2 * q + 1]};
+  flash::mma(acc, fa, b0, b1, E());
+  d[g * 8 + 2 * q] = acc[0], d[g * 8 + 2 * q + 1] = acc[1];
+  d[(g + 8) * 8 + 2 * q] = acc[2], d[(g + 8) * 8 + 2 * q + 1] = acc[3];
+}
+
+// out[lanemask][lane] = in[lane ^ lanemask], for lanemask 0..31
+__global__ void shfl_k(const double *in, double *out) {
+  for (int m = 0; m < 32; m++) out[m * 32 + threadIdx.x] = __shfl_xor_sync(0xffffffffu, in[threadIdx.x], m);
+}
+
+// a block sum whose barrier between the store and the reads can be left out
+__global__ void sum_k(const float *x, float *out, int barrier) {
+  __shared__ float buf[256];
+  buf[threadIdx.x] = x[threadIdx.x];
+  if (barrier) __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (int i = 0; i < 256; i++) s += buf[i];
+    out[0] = s;
+  }
+}
+
+// a __syncthreads only half the block reaches
+__global__ void diverge_k(float *out) {
+  if (threadIdx.x < 16) __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+// a shuffle whose mask names lanes that have returned
+__global__ void mask_k(float *out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.f, 1);
+}
+
+// y[i] = x[i + off]: off = 1 reads one element past the end
+__global__ void shift_k(const float *x, float *y, int n, int off) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i + off];
+}
+
+// shared reads at a stride of `stride` floats (bank conflicts), global at the same stride
+__global__ void stride_k(const float *x, float *y, int stride) {
+  __shared__ float s[32 * 33];
+  for (int i = threadIdx.x; i < 32 * 33; i += 32) s[i] = (float)i;
+  __syncthreads();
+  y[threadIdx.x] = s[(threadIdx.x * stride) % (32 * 33)] + x[threadIdx.x * stride];
+}
+
+// the order threads ran in, as seen through an unsynchronized shared counter (a race on purpose)
+__global__ void order_k(int *out) {
+  __shared__ int next;
+  if (threadIdx.x == 0) next = 0;
+  __syncthreads();
+  out[threadIdx.x] = atomicAdd(&next, 1);
+}
+
+extern "C" int simt_test_mma(int f16, const void *a, const void *b, const float *c, float *d) {
+  if (f16) lab_launch<mma_k<__half>>(1, 32, 0, nullptr, (const __half *)a, (const __half *)b, c, d);
+  else lab_launch<mma_k<__nv_bfloat16>>(1, 32, 0, nullptr, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, c, d);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_shfl(const double *in, double *out) {
+  lab_launch<shfl_k>(1, 32, 0, nullptr, in, out);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_sum(const float *x, float *out, int barrier) {
+  lab_launch<sum_k>(1, 256, 0, nullptr, x, out, barrier);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_diverge(float *out) {
+  lab_launch<diverge_k>(1, 32, 0, nullptr, out);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_mask(float *out) {
+  lab_launch<mask_k>(1, 32, 0, nullptr, out);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_shift(const float *x, float *y, int n, int off) {
+  lab_launch<shift_k>((n + 63) / 64, 64, 0, nullptr, x, y, n, off);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_stride(const float *x, float *y, int stride) {
+  lab_launch<stride_k>(1, 32, 0, nullptr, x, y, stride);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_order(int *out) {
+  lab_launch<order_k>(1, 64, 0, nullptr, out);
+  return (int)cudaGetLastError();
+}
+
+LAB_NS_END
