@@ -5,7 +5,12 @@
  * through the device table, and the device copy functions, translate device pointers into a
  * second, readable and writable view of the same pages. The kernels are the cpu's, called
  * through its table, so a CPU-only CI run with --device sim shows that every path goes through
- * the device functions. (A first version toggled the arena with mprotect around each launch:
+ * the device functions. Where the build found the CUDA headers (LLMLAB_HAVE_SIMT), the kernels
+ * are instead kernels/cuda's own, run by the SIMT interpreter (kernels/simt) on the same kernel
+ * view: every pointer argument is translated here before the launcher sees it (the pointers
+ * inside lab_ew_args, lab_red_args and lab_flash_args too), the arena's allocations are told to
+ * the interpreter's memcheck with 256 unused bytes between them, and a hazard it reports makes
+ * the op fail with the report's first line. (A first version toggled the arena with mprotect around each launch:
  * two system calls per launch made the tests 7-15x slower; the second view costs nothing and
  * never opens the device addresses at all.) */
 #define _GNU_SOURCE
@@ -17,6 +22,12 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "device_sim.h"
+#include "error.h"
+#ifdef LLMLAB_HAVE_SIMT
+#include "../kernels/simt/launch_sim.h"
+#include "../kernels/simt/simt.h"
+#endif
 
 #define ARENA_RESERVE ((size_t)64 << 30) /* address space only: pages appear when written */
 
@@ -30,6 +41,28 @@ typedef struct range {
 static char *base;  /* device addresses: never accessible */
 static char *kview; /* the same pages for kernels and copies */
 static range *free_list;
+
+#ifdef LLMLAB_HAVE_SIMT
+#define GAP 256 /* unused bytes after each allocation: an overrun lands in no allocation */
+static void simt_at_exit(void) {
+  const char *cov = getenv("LLMLAB_SIMT_COVERAGE");
+  FILE *f = cov && *cov ? fopen(cov, "a") : NULL;
+  if (f) {
+    lab_simt_coverage(f);
+    fclose(f);
+  }
+  if (getenv("LLMLAB_SIMT_PERF")) lab_simt_perf_report(stderr);
+}
+static void simt_start(void) {
+  lab_simt_global_range(kview, ARENA_RESERVE, (uintptr_t)base);
+  const char *s = getenv("LLMLAB_SIMT_SEED"), *w = getenv("LLMLAB_SIMT_THREADS");
+  if (s) lab_simt_set_seed(strtoull(s, NULL, 10));
+  if (w) lab_simt_set_workers(atoi(w));
+  atexit(simt_at_exit);
+}
+#else
+#define GAP 0
+#endif
 
 static int arena_init(void) {
   if (base) return 0;
@@ -46,6 +79,9 @@ static int arena_init(void) {
   base = dev;
   kview = kv;
   *free_list = (range){NULL, 0, ARENA_RESERVE};
+#ifdef LLMLAB_HAVE_SIMT
+  simt_start();
+#endif
   return 0;
 }
 
@@ -62,6 +98,8 @@ static int sim_count(void) { return 1; }
 static void *sim_alloc(int index, size_t nbytes) {
   (void)index;
   if (arena_init() < 0 || nbytes == 0) return NULL;
+  size_t asked = nbytes;
+  nbytes = (nbytes + 255) / 256 * 256 + GAP; /* 256-byte aligned, as cudaMalloc's */
   for (range **p = &free_list; *p; p = &(*p)->next) {
     range *r = *p;
     if (r->size < nbytes) continue;
@@ -72,6 +110,9 @@ static void *sim_alloc(int index, size_t nbytes) {
       *p = r->next;
       free(r);
     }
+#ifdef LLMLAB_HAVE_SIMT
+    lab_simt_note_alloc(kview + at, asked);
+#endif
     return base + at;
   }
   return NULL;
@@ -80,6 +121,10 @@ static void *sim_alloc(int index, size_t nbytes) {
 static void sim_free(int index, void *ptr, size_t nbytes) {
   (void)index;
   if (!ptr) return;
+#ifdef LLMLAB_HAVE_SIMT
+  lab_simt_note_free(K(ptr), nbytes);
+#endif
+  nbytes = (nbytes + 255) / 256 * 256 + GAP;
   size_t at = (size_t)((char *)ptr - base);
   range *prev = NULL, *next = free_list;
   while (next && next->at < at) {
@@ -226,9 +271,18 @@ static int sim_flash_bwd(const lab_flash_args *a) {
   return CPU->flash_bwd(&k);
 }
 
-static const lab_device_ops sim_ops = {
+static const char *sim_describe(void) {
+#ifdef LLMLAB_HAVE_SIMT
+  return "sim device: kernels/cuda under the SIMT interpreter (racecheck, synccheck, memcheck)";
+#else
+  return "sim device: the cpu kernels (built without the CUDA headers, so no SIMT interpreter)";
+#endif
+}
+
+static lab_device_ops sim_ops = {
     .name = "sim",
     .count = sim_count,
+    .describe = sim_describe,
     .alloc = sim_alloc,
     .free = sim_free,
     .to_host = sim_move,
@@ -263,4 +317,13 @@ static const lab_device_ops sim_ops = {
     .flash_strided = 1, /* the cpu kernels on the kernel view: strides are only numbers */
 };
 
-const lab_device_ops *lab_sim_device_ops(void) { return &sim_ops; }
+const lab_device_ops *lab_sim_device_ops(void) {
+#ifdef LLMLAB_HAVE_SIMT
+  static int simt;
+  if (!simt) {
+    simt = 1;
+    lab_sim_use_simt(&sim_ops, K);
+  }
+#endif
+  return &sim_ops;
+}

@@ -70,14 +70,20 @@ void lab_simt_note_free(const void *p, size_t n) {
   pthread_rwlock_unlock(&mem_lock);
 }
 
-static __thread span hit; /* the allocation the thread touched last */
+/* the allocations the worker touched last (a kernel reads a few operands over and over);
+ * emptied at each launch, since frees happen between launches */
+static __thread span hit[4];
+static __thread unsigned hit_next;
+
+void simt_memcheck_forget(void) { memset(hit, 0, sizeof hit); }
 
 static void memcheck(simt_thr *t, uintptr_t a, size_t n, int write, uintptr_t pc) {
-  if (a >= hit.lo && a + n <= hit.hi) return;
+  for (int k = 0; k < 4; k++)
+    if (a >= hit[k].lo && a + n <= hit[k].hi) return;
   pthread_rwlock_rdlock(&mem_lock);
   size_t i = find_at(a);
   if (i > 0 && a + n <= live[i - 1].hi) {
-    hit = live[i - 1];
+    hit[hit_next++ & 3] = live[i - 1];
     pthread_rwlock_unlock(&mem_lock);
     return;
   }

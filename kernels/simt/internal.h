@@ -87,12 +87,14 @@ void simt_hazard(simt_thr *t, const char *kind, uintptr_t pc, const char *fmt, .
 void simt_launch_begin(void);
 long simt_launch_hazards(void);
 void simt_coverage_count(const lab_simt_launch_desc *d);
+void simt_coverage_time(const lab_simt_launch_desc *d, double seconds);
 const char *simt_dim_str(lab_simt_dim v, char *buf);
 lab_simt_dim simt_tidx(const simt_blk *b, int tid);
 void simt_site_name(uintptr_t pc, char *out, size_t n);
 
 /* hooks.c */
 void simt_worker_tls(simt_worker *w);
+void simt_memcheck_forget(void); /* per worker, at each launch */
 void simt_shadow_reserve(simt_worker *w, size_t dyn);
 
 /* perf.c: groups the warp's logged accesses by site into requests */

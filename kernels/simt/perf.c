@@ -25,6 +25,8 @@ typedef struct {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static site_stat *sites;
 static size_t nsites, capsites;
+#define HASH 4096 /* open addressing over (pc, kernel): index + 1 into sites, 0 empty */
+static uint32_t table[HASH];
 
 void simt_log(simt_thr *t, uintptr_t pc, uintptr_t addr, uint32_t size, int space, int write) {
   if (t->nlog == t->caplog) {
@@ -38,8 +40,13 @@ void simt_log(simt_thr *t, uintptr_t pc, uintptr_t addr, uint32_t size, int spac
 }
 
 static site_stat *site_of(uintptr_t pc, const char *kernel, const simt_access *a) {
-  for (size_t i = 0; i < nsites; i++)
-    if (sites[i].pc == pc && sites[i].kernel == kernel) return &sites[i];
+  size_t h = (size_t)((pc ^ (uintptr_t)kernel * 31) * 0x9E3779B97F4A7C15ull >> 52) & (HASH - 1);
+  for (size_t probe = 0; probe < HASH; probe++, h = (h + 1) & (HASH - 1)) {
+    if (!table[h]) break;
+    site_stat *s = &sites[table[h] - 1];
+    if (s->pc == pc && s->kernel == kernel) return s;
+  }
+  if (nsites >= HASH / 2) return NULL; /* full: further sites are not counted */
   if (nsites == capsites) {
     size_t cap = capsites ? 2 * capsites : 64;
     site_stat *s = realloc(sites, cap * sizeof *s);
@@ -47,6 +54,7 @@ static site_stat *site_of(uintptr_t pc, const char *kernel, const simt_access *a
     sites = s, capsites = cap;
   }
   site_stat *s = &sites[nsites++];
+  table[h] = (uint32_t)nsites;
   memset(s, 0, sizeof *s);
   s->pc = pc, s->kernel = kernel, s->space = a->space, s->write = a->write, s->size = (int)a->size;
   return s;
@@ -156,5 +164,6 @@ void lab_simt_perf_totals(const char *kernel, long out[4]) {
 void lab_simt_reset_stats(void) {
   pthread_mutex_lock(&mu);
   nsites = 0;
+  memset(table, 0, sizeof table);
   pthread_mutex_unlock(&mu);
 }

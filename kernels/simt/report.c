@@ -97,6 +97,7 @@ const char *lab_simt_last_report(void) { return last; }
 typedef struct {
   const char *name;
   long launches, blocks;
+  double seconds;
 } kstat;
 static kstat kernels[256];
 static int nkernels;
@@ -120,8 +121,12 @@ void simt_coverage_count(const lab_simt_launch_desc *d) {
   kernels[d->kernel_id].blocks += (long)d->grid.x * d->grid.y * d->grid.z;
 }
 
+void simt_coverage_time(const lab_simt_launch_desc *d, double seconds) {
+  if (d->kernel_id >= 0 && d->kernel_id < nkernels) kernels[d->kernel_id].seconds += seconds;
+}
+
 void lab_simt_coverage(FILE *f) {
   for (int i = 0; i < nkernels; i++)
-    fprintf(f, "simt coverage: %s -> %ld launches, %ld blocks\n", kernels[i].name, kernels[i].launches,
-            kernels[i].blocks);
+    fprintf(f, "simt coverage: %s -> %ld launches, %ld blocks, %.3f s\n", kernels[i].name, kernels[i].launches,
+            kernels[i].blocks, kernels[i].seconds);
 }

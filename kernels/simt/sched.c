@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -270,6 +271,7 @@ static int prepare(simt_worker *w, const lab_simt_launch_desc *d) {
 }
 
 static void run_blocks(simt_worker *w, const lab_simt_launch_desc *d) {
+  simt_memcheck_forget();
   if (prepare(w, d) < 0) return;
   for (long b; (b = atomic_fetch_add(&job.next, 1)) < job.nblocks;) run_block(w, d, b);
 }
@@ -298,6 +300,8 @@ int lab_simt_launch(const lab_simt_launch_desc *d) {
       d->dyn_smem > MAX_SMEM)
     return LAB_SIMT_INVALID_CONFIG;
   pthread_mutex_lock(&launch_mu);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   simt_coverage_count(d);
   simt_launch_begin();
   simt_worker *w = worker();
@@ -323,6 +327,8 @@ int lab_simt_launch(const lab_simt_launch_desc *d) {
   while (job.busy > 0) pthread_cond_wait(&job.done, &job.mu);
   pthread_mutex_unlock(&job.mu);
   long hz = simt_launch_hazards();
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  simt_coverage_time(d, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
   pthread_mutex_unlock(&launch_mu);
   return hz ? LAB_SIMT_LAUNCH_FAILURE : LAB_SIMT_OK;
 }
