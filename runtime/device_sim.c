@@ -156,6 +156,9 @@ static void sim_free(int index, void *ptr, size_t nbytes) {
 
 static int sim_move(int index, void *dst, const void *src, size_t n) {
   (void)index;
+#ifdef LLMLAB_HAVE_SIMT
+  if (lab_sim_take_error()) return -1;
+#endif
   memmove(K(dst), K(src), n);
   return 0;
 }
@@ -168,6 +171,9 @@ static int sim_memset(int index, void *dst, int byte, size_t n) {
 
 static int sim_synchronize(int index) {
   (void)index;
+#ifdef LLMLAB_HAVE_SIMT
+  return lab_sim_take_error();
+#endif
   return 0;
 }
 

@@ -5,6 +5,7 @@
  * Matrix products stay the cpu's (cuBLASLt is not this project's code). */
 #ifdef LLMLAB_HAVE_SIMT
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../kernels/simt/launch_sim.h"
@@ -15,11 +16,23 @@
 
 static void *(*K)(const void *p);
 
+/* A failed launch is sticky, as a CUDA context's error after a fault: most kernel ops return
+ * nothing, so the next copy or synchronize on the device fails with the report (once). */
+static char sticky[1200];
+
+int lab_sim_take_error(void) {
+  if (!sticky[0]) return 0;
+  lab_fail("sim", "%s", sticky);
+  sticky[0] = 0;
+  return -1;
+}
+
 static int report(const char *op, int e) {
   if (!e) return 0;
   const char *r = lab_simt_last_report();
-  if (e == 719 && r[0]) return lab_fail(op, "on sim: %s", r);
-  return lab_fail(op, "on sim: launch failed with CUDA error %d%s%s", e, r[0] ? "; last report: " : "", r);
+  if (e == 719 && r[0]) snprintf(sticky, sizeof sticky, "%s on sim failed: %s", op, r);
+  else snprintf(sticky, sizeof sticky, "%s on sim: launch failed with CUDA error %d", op, e);
+  return lab_fail(op, "%s", sticky);
 }
 
 static void ewise(const lab_ew_args *a) {
@@ -110,12 +123,21 @@ static int flash_result(const char *what, int e) {
   return report("sdpa", e);
 }
 /* kernels/cuda's tensor-core kernel where it takes the case (bf16/f16, D = Dv = 64 or 128,
- * 16-byte aligned; sdpa made them contiguous); the cpu kernel on the kernel view elsewhere, so every sdpa
+ * contiguous, 16-byte aligned); the cpu kernel on the kernel view elsewhere (head views included,
+ * which the cuda device copies contiguous first), so every sdpa
  * that works on the cpu works here (the cuda device has no such path yet: issue 23) */
+static int dense(const lab_flash_layout *l, int64_t H, int64_t rows, int64_t width) {
+  if (!l->st) return 1; /* all zero: contiguous */
+  if (H < 1) H = 1;
+  return l->st == width && (H == 1 || l->sh == rows * width) && (l->sb == 0 || l->sb == H * rows * width);
+}
 static int interpreted(const lab_flash_args *a, const lab_flash_args *k, int bwd) {
-  const lab_flash_layout *ls[] = {&a->lq, &a->lk, &a->lv, &a->lo, &a->ldo, &a->ldq, &a->ldk, &a->ldv};
-  for (int i = 0; i < 8; i++)
-    if (ls[i]->st) return 0;
+  int64_t H = a->H, T = a->T, S = a->S, D = a->D, Dv = a->Dv;
+  if (!dense(&a->lq, H, T, D) || !dense(&a->lk, H, S, D) || !dense(&a->lv, H, S, Dv) || !dense(&a->lo, H, T, Dv))
+    return 0;
+  if (bwd && (!dense(&a->ldo, H, T, Dv) || !dense(&a->ldq, H, T, D) || !dense(&a->ldk, H, S, D) ||
+              !dense(&a->ldv, H, S, Dv)))
+    return 0;
   const void *ps[] = {k->q, k->k, k->v, bwd ? k->o : k->out, k->dout, k->dq, k->dk, k->dv};
   for (int i = 0; i < (bwd ? 8 : 4); i++)
     if ((uintptr_t)ps[i] & 15) return 0;
@@ -144,7 +166,7 @@ void lab_sim_use_simt(lab_device_ops *ops, void *(*kview)(const void *p)) {
   ops->embedding_bwd = embedding_bwd, ops->causal_mask = causal_mask, ops->softmax_bwd_rows = softmax_bwd_rows;
   ops->adamw = adamw;
   ops->flash_supports = flash_supports, ops->flash_fwd = flash_fwd, ops->flash_bwd = flash_bwd;
-  ops->flash_strided = 0; /* as the cuda device: sdpa copies views contiguous first */
+  ops->flash_strided = 1; /* head views (the GPT's) go to the cpu kernel: see interpreted() */
 }
 #else
 typedef int lab_device_sim_simt_unused; /* ISO C: a translation unit is not empty */
