@@ -29,10 +29,15 @@ static lab_device default_device;
 lab_device lab_default_device(void) { return default_device; }
 void lab_set_default_device(lab_device d) { default_device = d; }
 
+/* the CUDA device's state, then on a line of its own what the sim device runs (llmlab --version) */
 const char *lab_cuda_status(void) {
-  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_CUDA);
-  if (!ops) return "CUDA not compiled in (the build found no CUDA toolkit)";
-  return ops->describe ? ops->describe() : "CUDA compiled in";
+  static char buf[700];
+  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_CUDA), *sim = lab_device_ops_of(LAB_DEV_SIM);
+  snprintf(buf, sizeof buf, "%s\n%s",
+           !ops ? "CUDA not compiled in (the build found no CUDA toolkit)"
+                : (ops->describe ? ops->describe() : "CUDA compiled in"),
+           sim && sim->describe ? sim->describe() : "sim device");
+  return buf;
 }
 
 const char *lab_device_str(lab_device d, char *buf, size_t n) {
