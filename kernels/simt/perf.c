@@ -29,6 +29,19 @@ static size_t nsites, capsites;
 static uint32_t table[HASH];
 
 void simt_log(simt_thr *t, uintptr_t pc, uintptr_t addr, uint32_t size, int space, int write) {
+  /* The host compiler splits a 16-byte (uint4) copy into narrower accesses from neighbouring
+   * instructions: an access that continues the previous one, from an instruction close by, is
+   * folded into it while the whole stays naturally aligned and at most 16 bytes (the GPU's
+   * vector widths), so the counts describe the CUDA code's access, not g++'s lowering. */
+  if (t->nlog) {
+    simt_access *p = &t->log[t->nlog - 1];
+    uint32_t n = p->size + size;
+    if (p->space == space && p->write == write && p->addr + p->size == addr && n <= 16 && !(n & (n - 1)) &&
+        p->addr % n == 0 && pc - p->pc + 64 < 128) {
+      p->size = n;
+      return;
+    }
+  }
   if (t->nlog == t->caplog) {
     if (t->caplog >= MAX_LOG) return;
     int cap = t->caplog ? 2 * t->caplog : 64;
