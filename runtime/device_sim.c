@@ -112,6 +112,8 @@ static void *sim_alloc(int index, size_t nbytes) {
     }
 #ifdef LLMLAB_HAVE_SIMT
     lab_simt_note_alloc(kview + at, asked);
+#else
+    (void)asked;
 #endif
     return base + at;
   }
