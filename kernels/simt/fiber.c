@@ -7,9 +7,20 @@
 #include <string.h>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LAB_ASAN 1
 #endif
+
+/* A fiber's stack is reused by the next block's threads; frames a fiber left without
+ * returning (it ends by switching away) keep ASan's redzones poisoned: clear them. */
+static void fresh_stack(lab_fiber *f) {
+#ifdef LAB_ASAN
+  __asan_unpoison_memory_region(f->stack, f->stack_size);
+#else
+  (void)f;
+#endif
+}
 
 #if defined(__x86_64__)
 void lab_fiber_swap_sp(void **save, void *next);
@@ -28,6 +39,7 @@ __asm__(".text\n"
         ".text\n");
 
 void lab_fiber_init(lab_fiber *f, void (*fn)(void)) {
+  fresh_stack(f);
   uintptr_t top = ((uintptr_t)f->stack + f->stack_size) & ~(uintptr_t)15;
   uint64_t *sp = (uint64_t *)top;
   *--sp = 0;                 /* fn's frame: as if called (rsp = 8 mod 16 at entry) */
@@ -40,6 +52,7 @@ void lab_fiber_init(lab_fiber *f, void (*fn)(void)) {
 static void raw_switch(lab_fiber *from, lab_fiber *to) { lab_fiber_swap_sp(&from->sp, to->sp); }
 #else
 void lab_fiber_init(lab_fiber *f, void (*fn)(void)) {
+  fresh_stack(f);
   getcontext(&f->uc);
   f->uc.uc_stack.ss_sp = f->stack;
   f->uc.uc_stack.ss_size = f->stack_size;

@@ -151,12 +151,31 @@ static void test_seeded_order(void **state) {
   lab_simt_set_seed(1);
 }
 
+/* blocks spread over three OS workers: every block runs once, with its own shared memory */
+static void test_workers(void **state) {
+  (void)state;
+  int n = 10000;
+  float *x = dev_alloc((size_t)n * 4), *y = dev_alloc((size_t)n * 4), *s = dev_alloc(4);
+  for (int i = 0; i < n; i++) x[i] = (float)i, y[i] = -1;
+  lab_simt_set_workers(3);
+  long hz = lab_simt_hazards();
+  assert_int_equal(simt_test_shift(x, y, n, 0), 0); /* 157 blocks */
+  for (int i = 0; i < n; i++) assert_float_equal(y[i], (float)i, 0);
+  for (int k = 0; k < 8; k++) {
+    assert_int_equal(simt_test_sum(x, s, 1), 0);
+    assert_float_equal(s[0], 255 * 128, 0);
+  }
+  assert_int_equal(lab_simt_hazards(), hz);
+  lab_simt_set_workers(1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mma_bf16),     cmocka_unit_test(test_mma_f16),
       cmocka_unit_test(test_shfl_xor),     cmocka_unit_test(test_racecheck),
       cmocka_unit_test(test_synccheck),    cmocka_unit_test(test_memcheck),
       cmocka_unit_test(test_bank_conflicts_and_sectors), cmocka_unit_test(test_seeded_order),
+      cmocka_unit_test(test_workers),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
