@@ -58,6 +58,7 @@ static void simt_start(void) {
   const char *s = getenv("LLMLAB_SIMT_SEED"), *w = getenv("LLMLAB_SIMT_THREADS");
   if (s) lab_simt_set_seed(strtoull(s, NULL, 10));
   if (w) lab_simt_set_workers(atoi(w));
+  if (getenv("LLMLAB_SIMT_PERF")) lab_simt_set_perf(1);
   atexit(simt_at_exit);
 }
 #else

@@ -28,7 +28,11 @@ static size_t nsites, capsites;
 #define HASH 4096 /* open addressing over (pc, kernel): index + 1 into sites, 0 empty */
 static uint32_t table[HASH];
 
+static int perf_on;
+void lab_simt_set_perf(int on) { perf_on = on; }
+
 void simt_log(simt_thr *t, uintptr_t pc, uintptr_t addr, uint32_t size, int space, int write) {
+  if (!perf_on) return; /* the counts cost about a third of the interpreter's time */
   /* The host compiler splits a 16-byte (uint4) copy into narrower accesses from neighbouring
    * instructions: an access that continues the previous one, from an instruction close by, is
    * folded into it while the whole stays naturally aligned and at most 16 bytes (the GPU's

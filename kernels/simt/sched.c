@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,10 +209,11 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
     t->tid = i, t->lane = i & 31, t->warp = i >> 5;
     t->pub.tidx = simt_tidx(&b, i);
     t->pub.blk = &b.pub;
-    t->f.stack = w->stacks + (size_t)i * w->stack_size;
-    t->f.stack_size = w->stack_size;
-    lab_fiber_init(&t->f, fiber_main);
   }
+  /* Stacks are handed out when a thread first runs and taken back when it ends, so kernels
+   * whose threads never wait run every thread on the same warm stack. */
+  int free_stacks[1024], nfree = 0;
+  for (int i = n - 1; i >= 0; i--) free_stacks[nfree++] = i;
   int ord[1024];
   for (;;) {
     int m = 0;
@@ -234,9 +236,15 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
     for (int k = 0; k < m && !b.aborted; k++) {
       simt_thr *t = &w->thr[ord[k]];
       if (t->state != T_RUNNABLE) continue;
+      if (!t->f.stack) {
+        t->f.stack = w->stacks + (size_t)free_stacks[--nfree] * w->stack_size;
+        t->f.stack_size = w->stack_size;
+        lab_fiber_init(&t->f, fiber_main);
+      }
       lab_simt_self = &t->pub;
       lab_fiber_switch(&w->os, &t->f);
       lab_simt_self = NULL;
+      if (t->state == T_DONE) free_stacks[nfree++] = (int)((t->f.stack - w->stacks) / (ptrdiff_t)w->stack_size);
     }
     if (b.aborted) break;
   }

@@ -57,6 +57,8 @@ const char *lab_simt_last_report(void); /* the first line of the last report, or
 void lab_simt_coverage(FILE *f);        /* kernel -> launches, every registered kernel */
 void lab_simt_perf_report(FILE *f);     /* bank conflicts and sectors per kernel and site */
 void lab_simt_reset_stats(void);
+/* count bank conflicts and sectors (off by default: they cost time) */
+void lab_simt_set_perf(int on);
 /* one kernel's totals (NULL: all): shared wavefronts, their ideal, global sectors, their ideal */
 void lab_simt_perf_totals(const char *kernel, long out[4]);
 

@@ -39,6 +39,7 @@ static int setup(void **state) {
   (void)state;
   lab_simt_global_range(arena, sizeof arena, 0x7f0000000000u);
   lab_simt_set_seed(1);
+  lab_simt_set_perf(1);
   return 0;
 }
 
