@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "lab_lua.h"
@@ -30,6 +31,16 @@ static int l_is_tensor(lua_State *L) {
 
 static int l_isatty(lua_State *L) {
   lua_pushboolean(L, isatty(ll_opt_int(L, 1, 1, "isatty", "fd")));
+  return 1;
+}
+
+/* lab.tty_columns([fd]): the width of the terminal on fd (1 by default), or nil when fd is not
+ * a terminal (lab.plot sizes its charts with it) */
+static int l_tty_columns(lua_State *L) {
+  struct winsize ws;
+  int fd = ll_opt_int(L, 1, 1, "tty_columns", "fd");
+  if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) lua_pushinteger(L, ws.ws_col);
+  else lua_pushnil(L);
   return 1;
 }
 
@@ -103,6 +114,7 @@ int luaopen_lab(lua_State *L) {
   static const luaL_Reg misc[] = {{"threads", l_threads},   {"set_threads", l_set_threads},
                                   {"is_tensor", l_is_tensor}, {"clock", l_clock},
                                   {"isatty", l_isatty},       {"_kprof", l_kprof},
+                                  {"tty_columns", l_tty_columns},
                                   {"_kprof_totals", l_kprof_totals},
                                   {NULL, NULL}};
   luaL_setfuncs(L, misc, 0);

@@ -9,12 +9,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 extern char **environ;
 
 int launched_by_mpi(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+/* The ranks' stdout is mpirun's (a pipe, or a pty of its own), so they cannot see whether the
+ * user's is a terminal: LLMLAB_TERM says it ("<columns>" or "none"; lua/lab/plot_term.lua). */
+static void tell_ranks_the_terminal(void) {
+  struct winsize ws;
+  char cols[32] = "none";
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    snprintf(cols, sizeof cols, "%d", (int)ws.ws_col);
+  else if (isatty(STDOUT_FILENO))
+    snprintf(cols, sizeof cols, "80");
+  setenv("LLMLAB_TERM", cols, 0); /* a caller's own setting stands */
 }
 
 int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
@@ -52,6 +65,7 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
     av[k++] = argv[i];
   }
   av[k] = NULL;
+  tell_ranks_the_terminal();
   execvp(av[0], av);
   fprintf(stderr, "llmlab: cannot run %s: ", av[0]);
   perror(NULL);

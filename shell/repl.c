@@ -30,6 +30,7 @@
 #include "session.h"
 #include "show.h"
 #include "stepper.h"
+#include "term_info.h"
 #include "terminal.h"
 
 static terminal term;
@@ -426,6 +427,7 @@ static void after_every_rank_is_done(void) {
  * captured, collectives guarded and on the targets' group; then reports on every rank. */
 static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const char *text) {
   int rank = lab_ctl_rank(), size = lab_ctl_size();
+  term_info_share(L, &term); /* lab.plot draws for rank 0's terminal (term_info.h) */
   int *member = calloc((size_t)size, sizeof *member);
   char perr[256] = "";
   int ok = parse_ranks(spec, member, size, perr, sizeof perr) == 0;

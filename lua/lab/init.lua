@@ -27,6 +27,7 @@ lab.ckpt = require("lab.ckpt")
 lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
 lab.netsim = require("lab.netsim")
+lab.plot = require("lab.plot")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)
@@ -169,7 +170,7 @@ errors.wrap(lab, "lab.")
 errors.wrap(lab.dist, "lab.dist.")
 errors.wrap(lab.nn.Module, "Module:")
 for _, m in ipairs({ "nn", "optim", "data", "train", "ddp", "zero", "prof", "tp", "pp", "moe", "cp", "amp", "lora",
-  "posttrain", "ckpt", "mem" }) do
+  "posttrain", "ckpt", "mem", "plot" }) do
   if type(lab[m]) == "table" then errors.wrap(lab[m], "lab." .. m .. ".") end
 end
 

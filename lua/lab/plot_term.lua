@@ -1,0 +1,64 @@
+-- Where a chart is drawn: how wide, and whether in colour. The answer comes from, in order,
+-- the chart's own options (width=, colour=), the REPL's hook, the launcher's environment,
+-- then this process's stdout.
+--   The REPL hook: before every chunk the REPL sets lab.terminal = {columns=N, colour=bool}
+--   on every rank from rank 0's terminal (shell/term_info.c), since a chunk's stdout is
+--   captured (never a terminal) and the rank that draws may not be rank 0 (%on 1,3).
+--   The launcher (llmlab -n N) tells the ranks it starts, whose stdout is mpirun's, whether
+--   its own stdout is a terminal and how wide (LLMLAB_TERM, below).
+-- Colour needs a terminal, NO_COLOR unset or empty (no-color.org), and TERM other than dumb.
+local M = {}
+
+local function env_colour_ok()
+  local nc = os.getenv("NO_COLOR")
+  if nc and nc ~= "" then return false end
+  return os.getenv("TERM") ~= "dumb"
+end
+
+-- Is stdout the user's terminal, and how wide? Under mpirun every rank's stdout is a pipe or a
+-- pty of mpirun's (OpenMPI hands out ptys), so isatty cannot tell: the launcher says it in
+-- LLMLAB_TERM ("<columns>" when its stdout is a terminal, "none" otherwise); a rank started by
+-- mpirun without the launcher takes its stdout for no terminal.
+local function stdout_terminal()
+  local env = os.getenv("LLMLAB_TERM")
+  if env then
+    local cols = tonumber(env)
+    return cols ~= nil, cols and math.floor(cols)
+  end
+  if os.getenv("OMPI_COMM_WORLD_SIZE") or os.getenv("PMIX_RANK") or os.getenv("PMI_RANK") then return false end
+  if not lab.isatty(1) then return false end
+  return true, lab.tty_columns(1)
+end
+
+-- {width=, colour=} for a chart with these options
+function M.settings(opts)
+  local hook = rawget(lab, "terminal")
+  local width, colour = opts.width, opts.colour
+  if type(hook) == "table" then -- the REPL's: rank 0's terminal, or none
+    if width == nil and math.type(hook.columns) == "integer" then width = hook.columns - M.label_width() end
+    if colour == nil then colour = hook.colour == true end
+  else
+    local tty, cols = stdout_terminal()
+    if width == nil and cols then width = cols end
+    if colour == nil then colour = tty and env_colour_ok() end
+  end
+  if width == nil then width = tonumber(os.getenv("COLUMNS") or "") or 80 end
+  return { width = math.max(math.floor(width), 24), colour = colour and true or false }
+end
+
+-- what the REPL writes before each line of this rank ("[1] "), when it labels lines
+function M.label_width()
+  if rawget(lab.dist, "output_labelled") and lab.dist.world_group():size() > 1 then
+    return #string.format("[%d] ", lab.dist.rank())
+  end
+  return 0
+end
+
+-- ANSI colours of the series, in order (blue, yellow, green, magenta, cyan, red), and their
+-- SVG twins
+M.ansi = { "34", "33", "32", "35", "36", "31" }
+M.hex = { "#1f77b4", "#e6a700", "#2ca02c", "#b04fb0", "#17a2b8", "#d62728" }
+function M.colour_of(i) return M.ansi[(i - 1) % #M.ansi + 1] end
+function M.hex_of(i) return M.hex[(i - 1) % #M.hex + 1] end
+
+return M
