@@ -60,7 +60,7 @@ function M.plot(values, opts)
     local n, has_x = math.floor(v[3]), v[4] == 1
     got[i] = { rank = math.floor(v[1]), kind = KIND_NAME[math.floor(v[2])], y = table.move(v, 5, 4 + n, 1, {}),
       x = has_x and table.move(v, 5 + n, 4 + 2 * n, 1, {}) or nil }
-    if got[i].kind ~= kind then
+    if got[i].kind ~= got[1].kind then
       errors.raise(fname, "rank %d drew a %s chart and rank %d a %s chart: every rank of the group must call lab.plot alike",
         got[1].rank, got[1].kind, got[i].rank, got[i].kind)
     end
