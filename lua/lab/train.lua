@@ -39,7 +39,11 @@ function train.progress_line(step, steps, loss, lr, tokens_per_s, elapsed)
 end
 
 -- opts: model, batch (function() -> ids, targets), steps, lr, min_lr, warmup, clip,
--- weight_decay, log_every, metrics (path), quiet, on_step(step, loss)
+-- weight_decay, log_every, metrics (path), quiet, on_step(step, loss),
+-- eval (function() -> the loss on held-out data, run under no_grad in eval mode) every
+-- eval_every steps (default: a tenth of the run) and after the last, sparkline (true: the
+-- recent losses as ▁▂▃▅▇ in the progress line). Returns {loss, tokens_per_s, time, losses =
+-- {per step}, evals = {{step=, loss=}}} (steps counted from 1).
 function train.run(opts)
   errors.type("lab.train.run", 1, opts, "table", "an options table {model=, batch=, steps=, ...}")
   errors.module("lab.train.run", 1, opts.model)
@@ -55,6 +59,10 @@ function train.run(opts)
   local rank0 = lab.dist.rank() == 0
   local t_start, tokens = lab.clock(), 0
   local last_loss
+  local losses, evals = {}, {}
+  local eval_every = opts.eval_every or math.max(1, steps // 10)
+  errors.arg(opts.eval == nil or type(opts.eval) == "function", "lab.train.run", 1, "eval: a function or nil", opts.eval)
+  errors.arg(math.type(eval_every) == "integer" and eval_every >= 1, "lab.train.run", 1, "eval_every: a positive integer", eval_every)
   model:train()
   for step = 0, steps - 1 do
     local t0 = lab.clock()
@@ -68,18 +76,28 @@ function train.run(opts)
     local gnorm = opts.clip and lab.optim.clip_grad_norm(params, opts.clip) or nil
     opt:step()
     last_loss = loss:item()
+    losses[step + 1] = last_loss
+    if opts.eval and ((step + 1) % eval_every == 0 or step == steps - 1) then
+      model:eval()
+      local ev = lab.no_grad(opts.eval)
+      model:train()
+      evals[#evals + 1] = { step = step + 1, loss = ev }
+    end
     local dt = lab.clock() - t0
     tokens = tokens + ids:numel()
     local elapsed = lab.clock() - t_start
     local tps = tokens / elapsed
     if opts.on_step then opts.on_step(step, last_loss) end
     if metrics then
+      local ev = evals[#evals]
       metrics:write(json_line({ step = step, loss = last_loss, lr = lr, tokens_per_s = ids:numel() / dt,
-        grad_norm = gnorm, time = elapsed }), "\n")
+        grad_norm = gnorm, time = elapsed, eval_loss = ev and ev.step == step + 1 and ev.loss or nil }), "\n")
     end
     local every = opts.log_every or 10
     if rank0 and not opts.quiet and (step % every == 0 or step == steps - 1 or in_place) then
       local line = train.progress_line(step, steps, last_loss, lr, tps, elapsed)
+      if opts.sparkline then line = line .. "  " .. lab.plot.sparkline(losses, 16) end
+      if #evals > 0 then line = line .. string.format("  eval %.4f", evals[#evals].loss) end
       if in_place then
         io.write("\r", line, "   ")
         if step == steps - 1 then io.write("\n") end
@@ -90,7 +108,8 @@ function train.run(opts)
     end
   end
   if metrics then metrics:close() end
-  return { loss = last_loss, tokens_per_s = tokens / (lab.clock() - t_start), time = lab.clock() - t_start }
+  return { loss = last_loss, tokens_per_s = tokens / (lab.clock() - t_start), time = lab.clock() - t_start,
+    losses = losses, evals = evals }
 end
 
 return train
