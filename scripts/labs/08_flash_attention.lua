@@ -139,6 +139,19 @@ local n = #lengths
 local function growth(c) return table_[n][c] / table_[n - 1][c] end
 lab.print0(string.format("   doubling T from %d to %d: standard x%.2f, Lua loop x%.2f, kernel x%.2f", lengths[n - 1],
   lengths[n], growth(1), growth(2), growth(3)))
+if rank == 0 then -- the table as pictures: on log-log axes a quadratic rises twice as steeply as a line
+  local function col(c)
+    local ys = {}
+    for i = 1, n do ys[i] = table_[i][c] end
+    return ys
+  end
+  lab.plot.line({ { name = "standard", x = lengths, y = col(1) }, { name = "Lua loop", x = lengths, y = col(2) },
+    { name = "kernel", x = lengths, y = col(3) } },
+    { title = "peak memory vs T (log-log)", xlabel = "T", logx = true, logy = true, yfmt = "bytes", height = 8 })
+  lab.plot.line({ { name = "standard", x = lengths, y = col(4) }, { name = "Lua loop", x = lengths, y = col(5) },
+    { name = "kernel", x = lengths, y = col(6) } },
+    { title = "time (ms) vs T (log-log; one run each, CPU ranks sharing cores)", xlabel = "T", logx = true, logy = true, height = 8 })
+end
 check("standard attention holds the T x T scores (peak >= H T^2 4 bytes)", table_[n][1] >= H * lengths[n] ^ 2 * 4)
 check("its memory grows ~4x when T doubles (quadratic)", growth(1) > 3.2)
 check("the Lua loop's grows ~2x (linear: O, m, l and one block of scores)", growth(2) < 2.5)

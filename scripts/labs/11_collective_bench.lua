@@ -72,8 +72,10 @@ if over then
   lab.print0("   measure the turns on the cores as much as the copies; compare sizes, not machines)")
 end
 lab.print0(string.format("   %-15s %10s %12s %10s %10s", "collective", "bytes", "time (us)", "algbw", "busbw"))
+local curves = {} -- busbw against the bytes moved, a series per collective, as nccl-tests users plot it
 for _, c in ipairs(collectives) do
   results[c.name] = {}
+  local curve = { name = c.name, x = {}, y = {} }
   for _, bytes in ipairs(sizes) do
     local call, moved = c.make(bytes)
     local t = time_it(call, moved)
@@ -81,8 +83,14 @@ for _, c in ipairs(collectives) do
     results[c.name][bytes] = t
     lab.print0(string.format("   %-15s %10s %12.1f %10.2f %10.2f", c.name, lab.format_bytes(moved), t * 1e6, algbw,
       algbw * c.factor))
+    curve.x[#curve.x + 1], curve.y[#curve.y + 1] = moved, algbw * c.factor
   end
+  curves[#curves + 1] = curve
   collectgarbage()
+end
+if rank == 0 then
+  lab.plot.line(curves, { title = "busbw (GB/s) vs bytes, slowest rank" .. (n == 1 and " (one rank: no link, busbw 0)" or ""),
+    xlabel = "bytes", logx = true, xfmt = "bytes", ymin = 0, height = 10 })
 end
 
 -- 2. The alpha-beta model for all_reduce, fitted by least squares up to 1 MiB: beyond that,
