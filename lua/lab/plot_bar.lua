@@ -70,9 +70,10 @@ function M.term(data, o, st)
     else
       for i, s in ipairs(data.series) do
         local v = s.values[c] or 0
-        local e = math.floor(cells(v) * 8 + 0.5)
+        local fill = ns > 1 and not st.colour and fill_of(i) or "█"
+        local e = fill == "█" and math.floor(cells(v) * 8 + 0.5) or 8 * math.floor(cells(v) + 0.5) -- shades have no eighths
         local colour = st.colour and term.colour_of(i) or nil
-        for k = 1, e // 8 do g:set(ax + k, r, ns > 1 and not st.colour and fill_of(i) or "█", colour) end
+        for k = 1, e // 8 do g:set(ax + k, r, fill, colour) end
         if e % 8 > 0 then g:set(ax + e // 8 + 1, r, EIGHTHS[e % 8], colour) end
         g:set(ax, r, "│")
         g:text(ax + (e + 7) // 8 + 2, r, axes.short(v, fmt))

@@ -111,6 +111,12 @@ for _, T in ipairs(lengths) do
   end
   lab.print0(line)
 end
+if rank == 0 then
+  local labels, ring, gather = {}, {}, {}
+  for i, c in ipairs(sizes) do labels[i], ring[i], gather[i] = "CP " .. c, peak[256]["ring" .. c], peak[256]["allgather" .. c] end
+  lab.plot.bar({ labels = labels, series = { { name = "ring", values = ring }, { name = "all-gather", values = gather } } },
+    { title = "peak bytes per rank vs CP size, T=256 (slowest rank)", fmt = "bytes" })
+end
 local cmax = sizes[#sizes]
 if cmax > 1 then
   check(string.format("at T=256 ring at CP %d needs less per rank than CP 1", cmax), peak[256]["ring" .. cmax] < peak[256].ring1)
