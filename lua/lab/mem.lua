@@ -6,9 +6,17 @@ local mem = lab.mem
 local TAGS = { "param", "grad", "optimizer", "activation", "comm", "other" }
 
 -- prints, on rank 0, every rank's current and peak bytes by tag; ranks with identical
--- accounts are shown once with their rank set
-function mem.report(group)
+-- accounts are shown once with their rank set; then the current bytes as a stacked bar per
+-- rank (opts: chart=false leaves it out, svg= writes it as SVG, width=)
+function mem.report(group, opts)
+  errors.group("lab.mem.report", 1, group)
+  errors.opts("lab.mem.report", 2, opts)
+  opts = opts or {}
   local s = mem.stats()
+  local mine = {}
+  for k, tag in ipairs(TAGS) do mine[k] = s.tags[tag].current end
+  local per_rank = {}
+  for r, t in ipairs(lab.dist.all_gather(lab.tensor(mine, { dtype = "f64" }), { group = group })) do per_rank[r] = t:tolist() end
   local lines = {}
   for _, tag in ipairs(TAGS) do
     local t = s.tags[tag]
@@ -32,6 +40,21 @@ function mem.report(group)
       print(string.format("rank %s:", table.concat(ranks, ",")))
       for line in all[r]:gmatch("[^\n]+") do print("  " .. line) end
     end
+  end
+  -- the current bytes as stacked bars, a bar per rank and a segment per tag held anywhere
+  local labels, series = {}, {}
+  for r = 1, #per_rank do labels[r] = "rank " .. (r - 1) end
+  for k, tag in ipairs(TAGS) do
+    local values, held = {}, false
+    for r = 1, #per_rank do
+      values[r] = per_rank[r][k]
+      held = held or values[r] > 0
+    end
+    if held then series[#series + 1] = { name = tag, values = values } end
+  end
+  if #series > 0 and opts.chart ~= false then
+    lab.plot.bar({ labels = labels, series = series }, { stacked = true, fmt = "bytes", title = "current bytes by tag",
+      svg = opts.svg, width = opts.width })
   end
   return s
 end

@@ -51,18 +51,21 @@ function M.linear(min, max, target, loose, fmt)
   return setmetatable({ lo = lo, hi = hi, step = step, ticks = ticks, log = false }, Scale)
 end
 
--- A log scale over [min, max] (both > 0): ends at whole decades, ticks at the decades, and
--- at 2 and 5 times them when there are fewer than three decades. fmt "bytes": base 2, ticks
--- at every 1, 2, 4, 5 or 10 powers of 2, whichever keeps them at most about `target`.
-function M.log(min, max, target, fmt)
-  local base = fmt == "bytes" and 2 or 10
-  local lo, hi = math.floor(math.log(min, base) + 1e-9), math.ceil(math.log(max, base) - 1e-9)
+-- A log scale over [min, max] (both > 0). o.base 2 (byte axes, sizes that are powers of 2):
+-- ticks at every 1, 2, 4, 5 or 10 powers of 2, whichever keeps them at most about o.target;
+-- base 10: ticks at the decades, and at 2 and 5 times them when there are fewer than three.
+-- o.tight: the ends stay at the data (a size axis); otherwise they move out to whole powers.
+function M.log(min, max, o)
+  o = o or {}
+  local base = o.base or 10
+  local lmin, lmax = math.log(min, base), math.log(max, base)
+  local lo, hi = math.floor(lmin + 1e-9), math.ceil(lmax - 1e-9)
   if hi == lo then hi = lo + 1 end
   local ticks = {}
   if base == 2 then
     local every = 10
     for _, k in ipairs({ 1, 2, 4, 5 }) do
-      if (hi - lo) / k <= (target or 6) then every = k; break end
+      if (hi - lo) / k <= (o.target or 6) then every = k; break end
     end
     for d = math.ceil(lo / every) * every, hi, every do ticks[#ticks + 1] = 2.0 ^ d end
   else
@@ -73,6 +76,15 @@ function M.log(min, max, target, fmt)
         ticks[#ticks + 1] = 5 * 10.0 ^ d
       end
     end
+  end
+  if o.tight and lmax > lmin then
+    lo, hi = lmin, lmax
+    local inside = {}
+    for _, t in ipairs(ticks) do
+      local l = math.log(t, base)
+      if l >= lo - 1e-9 and l <= hi + 1e-9 then inside[#inside + 1] = t end
+    end
+    ticks = inside
   end
   return setmetatable({ lo = lo, hi = hi, ticks = ticks, log = true, base = base }, Scale)
 end

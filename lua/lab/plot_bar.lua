@@ -10,7 +10,7 @@ local svg = require("lab.plot_svg")
 local M = {}
 
 local EIGHTHS = { "▏", "▎", "▍", "▌", "▋", "▊", "▉", "█" }
-M.FILLS = { "█", "▓", "▒", "░" }
+M.FILLS = { "█", "▓", "▒", "░", "▚", "▄" }
 
 local function totals(data, stacked)
   local top = 0

@@ -9,7 +9,7 @@ local svg = require("lab.plot_svg")
 local M = {}
 
 local RISE = { "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█" }
-local FILLS = { "█", "▓", "▒", "░" }
+local FILLS = { "█", "▓", "▒", "░", "▚", "▄" }
 
 -- {lo=, hi=, counts={per series {per bin}}, max=}; non-finite values are left out
 function M.count(series, o, bins)

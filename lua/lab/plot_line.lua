@@ -41,11 +41,23 @@ local function extent(series, o)
   return x0, x1, y0, y1
 end
 
+-- sizes such as 256, 512, 1024: a log axis in base 2 then puts a tick at each
+local function powers_of_2(series)
+  for _, s in ipairs(series) do
+    for _, x in ipairs(s.x) do
+      if not (x >= 1 and math.type(x) ~= nil and x == math.floor(x) and (math.floor(x) & (math.floor(x) - 1)) == 0) then return false end
+    end
+  end
+  return true
+end
+
 local function scales(series, o, pw, ph)
   local x0, x1, y0, y1 = extent(series, o)
-  local xs = o.logx and axes.log(x0, x1, math.max(pw // 10, 2), o.xfmt)
+  local xs = o.logx and axes.log(x0, x1, { target = math.max(pw // 10, 2), tight = true,
+      base = (o.xfmt == "bytes" or powers_of_2(series)) and 2 or 10 })
     or axes.linear(x0, x1, math.max(pw // 12, 2), false, o.xfmt)
-  local ys = o.logy and axes.log(y0, y1, math.max(ph // 2, 2), o.yfmt) or axes.linear(y0, y1, math.max(ph // 3, 2), true, o.yfmt)
+  local ys = o.logy and axes.log(y0, y1, { target = ph // 2 + 1, base = o.yfmt == "bytes" and 2 or 10 })
+    or axes.linear(y0, y1, math.max(ph // 3, 2), true, o.yfmt)
   return xs, ys
 end
 

@@ -10,7 +10,7 @@ local term = require("lab.plot_term")
 local svg = require("lab.plot_svg")
 local M = {}
 
-local FILLS = { "█", "▒", "▓", "░" }
+local FILLS = { "█", "▒", "▓", "░", "▚", "▄" }
 local BG = { "44", "43", "42", "45", "46", "41" }
 
 local function kinds_and_range(rows, o)

@@ -2,7 +2,8 @@
 -- also records how much of its time was spent inside collectives (lab.dist.comm_time), so
 -- compute and communication are reported apart. report() aggregates every rank's totals
 -- (min / median / max over ranks); trace(path) writes Chrome trace JSON with one track per
--- rank (open it in chrome://tracing or Perfetto). Each section also keeps this rank's CPU time
+-- rank (open it in chrome://tracing or Perfetto); report() also draws a per-rank timeline of
+-- the innermost sections and their communication (lab.plot.timeline). Each section also keeps this rank's CPU time
 -- outside collectives ("busy"): with more ranks than cores the wall times count the turns a
 -- rank waited for a core, and report() then shows busy time instead of a communication share.
 --   lab.prof.section("attention", function() ... end)
@@ -24,6 +25,7 @@ function prof.start(name)
     "a section name (a non-empty string without /)", name)
   if not prof.enabled then return end
   local path = path_of(name)
+  if #stack > 0 then stack[#stack].has_child = true end -- the parent is no innermost section
   if not totals[path] then -- rows keep the order sections first started in
     totals[path] = { time = 0, comm = 0, busy = 0, count = 0, depth = #stack }
     order[#order + 1] = path
@@ -43,7 +45,8 @@ function prof.stop()
   tot.busy = tot.busy + (lab.dist.cpu_time() - s.cpu0) - (lab.dist.comm_cpu_time() - s.ccpu0)
   tot.count = tot.count + 1
   if #events < 100000 then
-    events[#events + 1] = { name = s.name, ts = (s.t0 - t_origin) * 1e6, dur = (t1 - s.t0) * 1e6, comm = (c1 - s.c0) * 1e6 }
+    events[#events + 1] = { name = s.name, ts = (s.t0 - t_origin) * 1e6, dur = (t1 - s.t0) * 1e6, comm = (c1 - s.c0) * 1e6,
+      t0 = s.t0, leaf = not s.has_child }
   end
 end
 
@@ -84,11 +87,50 @@ local function median(xs)
   return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
 end
 
+-- The per-rank timeline under report()'s table: the last TIMELINE_EVENTS innermost sections
+-- of every rank on one clock (lab.clock is the host's monotonic clock: ranks on one host
+-- share it), each drawn as its compute then its communication. Where in a section its
+-- collectives ran is not recorded, only how long: the communication is drawn at its end.
+local TIMELINE_EVENTS = 400
+
+local function timeline(group, o)
+  local lines, first = {}, math.max(1, #events - TIMELINE_EVENTS * 4)
+  for i = first, #events do
+    local e = events[i]
+    if e.leaf then lines[#lines + 1] = string.format("%s\t%.9f\t%.9f\t%.9f", e.name:gsub("[\t\n]", " "), e.t0, e.dur / 1e6, e.comm / 1e6) end
+  end
+  while #lines > TIMELINE_EVENTS do table.remove(lines, 1) end
+  local all = lab.dist.gather_strings(table.concat(lines, "\n"), group)
+  if lab.dist.rank() ~= 0 then return end
+  local origin, rows, any = math.huge, {}, false
+  for _, text in ipairs(all) do
+    for t0 in text:gmatch("[^\n]-\t(%S+)\t") do origin = math.min(origin, tonumber(t0)) end
+  end
+  for r, text in ipairs(all) do
+    local spans = {}
+    for name, t0, dur, comm in text:gmatch("([^\n]-)\t(%S+)\t(%S+)\t(%S+)") do
+      local a = (tonumber(t0) - origin) * 1e3
+      local b, c = a + tonumber(dur) * 1e3, tonumber(comm) * 1e3
+      spans[#spans + 1] = { start = a, finish = b - c, label = name, kind = name }
+      if c > 0 then spans[#spans + 1] = { start = b - c, finish = b, kind = "communication" } end
+      any = true
+    end
+    rows[r] = { name = "rank " .. (r - 1), spans = spans }
+  end
+  if not any then return end
+  lab.plot.timeline(rows, { title = "innermost sections per rank (ms); a section's communication drawn at its end",
+    xlabel = "ms since the first section", svg = o.svg, width = o.width })
+end
+
 -- Every rank sends its totals; rank 0 prints one row per section: time and communication
 -- in ms, min / median / max over ranks, and the communication share. When some node runs
 -- more ranks than it has cores, the share would mostly measure waiting for a core: the rows
--- show each rank's busy time (CPU time outside collectives) instead. Returns the rows.
-function prof.report(group)
+-- show each rank's busy time (CPU time outside collectives) instead. Then the per-rank
+-- timeline (opts: timeline=false leaves it out, svg= writes it as SVG, width=). Returns the rows.
+function prof.report(group, opts)
+  errors.group("lab.prof.report", 1, group)
+  errors.opts("lab.prof.report", 2, opts)
+  opts = opts or {}
   local lines = {}
   for _, path in ipairs(order) do
     local t = totals[path]
@@ -144,6 +186,7 @@ function prof.report(group)
       end
     end
   end
+  if opts.timeline ~= false then timeline(group, opts) end
   rows.oversubscribed = over
   return rows
 end
