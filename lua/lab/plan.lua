@@ -526,6 +526,7 @@ function plan.run(o)
     print(string.format("range: step %.2f to %.2f s, MFU %.1f%% to %.1f%%; driven most by the %s", b.step_lo_s, b.step_hi_s,
       100 * b.mfu_lo, 100 * b.mfu_hi, b.range_why))
   end
+  if o.plot ~= false then require("lab.plot_plan").draw(results, o, layout) end -- plot=false: the table only
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
     for i = 1, math.min(20, #rejected) do

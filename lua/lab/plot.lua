@@ -29,7 +29,7 @@ local COMMON = { title = "string", xlabel = "string", width = "width", colour = 
   quiet = "boolean", svg_width = "int", svg_height = "int" }
 local KIND_OPTS = {
   line = { ylabel = "string", logx = "boolean", logy = "boolean", marks = "table", height = "int", xfmt = "fmt",
-    yfmt = "fmt", ymin = "number", ymax = "number" },
+    yfmt = "fmt", ymin = "number", ymax = "number", points = "boolean" },
   bar = { stacked = "boolean", fmt = "fmt" },
   hist = { bins = "int", range = "table", height = "int", xfmt = "fmt" },
   heatmap = { rows = "table", cols = "table", fmt = "fmt" },

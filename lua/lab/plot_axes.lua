@@ -84,7 +84,7 @@ function M.log(min, max, o)
       local l = math.log(t, base)
       if l >= lo - 1e-9 and l <= hi + 1e-9 then inside[#inside + 1] = t end
     end
-    ticks = inside
+    ticks = #inside >= 2 and inside or { min, max } -- less than a decade: the ends
   end
   return setmetatable({ lo = lo, hi = hi, ticks = ticks, log = true, base = base }, Scale)
 end

@@ -2,7 +2,8 @@
 -- vertical event markers (┊ with a label above the plot), a legend. Without colour the
 -- series differ by dash pattern (solid, dashed, dotted, dash-dot); with colour by colour.
 -- series = {{name=, x={...}, y={...}}, ...} (checked by lab/plot.lua); the SVG has one
--- <path> per series through its drawable points.
+-- <path> per series through its drawable points. {points=true}: a scatter plot (dots, and
+-- circles in the SVG, no lines).
 local axes = require("lab.plot_axes")
 local canvas = require("lab.plot_canvas")
 local term = require("lab.plot_term")
@@ -56,7 +57,7 @@ local function scales(series, o, pw, ph)
   local xs = o.logx and axes.log(x0, x1, { target = math.max(pw // 10, 2), tight = true,
       base = (o.xfmt == "bytes" or powers_of_2(series)) and 2 or 10 })
     or axes.linear(x0, x1, math.max(pw // 12, 2), false, o.xfmt)
-  local ys = o.logy and axes.log(y0, y1, { target = ph // 2 + 1, base = o.yfmt == "bytes" and 2 or 10 })
+  local ys = o.logy and axes.log(y0, y1, { target = ph // 2 + 1, base = o.yfmt == "bytes" and 2 or 10, tight = true })
     or axes.linear(y0, y1, math.max(ph // 3, 2), true, o.yfmt)
   return xs, ys
 end
@@ -70,7 +71,7 @@ function M.term(series, o, st)
   local legend = {}
   local named = #series > 1 or series[1].name
   for i, s in ipairs(series) do
-    legend[i] = { sample = st.colour and SAMPLES[1] or SAMPLES[(i - 1) % #SAMPLES + 1],
+    legend[i] = { sample = o.points and "⠿" or st.colour and SAMPLES[1] or SAMPLES[(i - 1) % #SAMPLES + 1],
       colour = st.colour and term.colour_of(i) or nil, name = s.name or "" }
   end
   local lrows = named and axes.legend_lines(legend, W) or {}
@@ -94,7 +95,8 @@ function M.term(series, o, st)
       local x = s.x[k]
       if drawable(x, o.logx) and drawable(y, o.logy) then
         local p = { dot_x(x), dot_y(y) }
-        if prev then count = dots:line(prev[1], prev[2], p[1], p[2], colour, pattern or nil, count)
+        if o.points then dots:dot(p[1], p[2], colour)
+        elseif prev then count = dots:line(prev[1], prev[2], p[1], p[2], colour, pattern or nil, count)
         else dots:dot(p[1], p[2], colour) end
         prev = p
       else
@@ -112,8 +114,8 @@ function M.term(series, o, st)
         if not dots:has(c, row) then g:set(ax + 1 + c, top + row, "┊", st.colour and "2" or nil) end
       end
       local label = "▾" .. (m.label or "")
-      local at = ax + 1 + c
-      if at >= free_from then
+      local at = math.max(ax + 1 + c, free_from) -- right of what is already written, if it fits
+      if at + utf8.len(label) - 1 <= W then
         g:text(at, head, label)
         free_from = at + utf8.len(label) + 1
       end
@@ -148,7 +150,13 @@ function M.svg(series, o)
       local x = s.x[k]
       if drawable(x, o.logx) and drawable(y, o.logy) then pts[#pts + 1] = { px(x), py(y) } end
     end
-    if #pts > 0 then d:path(pts, term.hex_of(i), entries[i].dash and (' stroke-dasharray="' .. entries[i].dash .. '"') or nil) end
+    if o.points then
+      for _, pt in ipairs(pts) do
+        d:add(string.format('<circle cx="%.2f" cy="%.2f" r="%d" fill="%s"/>', pt[1], pt[2], i == 1 and 2 or 5, term.hex_of(i)))
+      end
+    elseif #pts > 0 then
+      d:path(pts, term.hex_of(i), entries[i].dash and (' stroke-dasharray="' .. entries[i].dash .. '"') or nil)
+    end
   end
   if named then svg.legend(d, entries, box.y + box.h + 48 + (o.xlabel and 0 or -14)) end
   return d:finish()

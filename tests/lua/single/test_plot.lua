@@ -134,6 +134,22 @@ T.test("timeline: a span covers its share of the row; idle is dotted", function(
   T.ok(L[#L]:find("██ fwd") and L[#L]:find("▒▒ bwd"), "legend: " .. L[#L])
 end)
 
+T.test("scatter (points=true) and the planner's chart: dots only, the chosen layout marked", function()
+  local text = P.line({ x = { 0, 1 }, y = { 0, 10 } }, { width = 40, height = 4, quiet = true, points = true })
+  local L = lines(text)
+  T.eq(bits(chars(L[1])[40]), 0x08, "only the point's dot in the top right cell")
+  T.eq(bits(chars(L[4])[5]), 0x40, "only the point's dot in the bottom left cell")
+  T.eq(count(L[2] .. L[3], "[\xe2][\xa0-\xa3]."), 0, "no line between them")
+  local results = { { mem_total = 40e9, step_s = 8, dp = 2, tp = 4, pp = 1 }, { mem_total = 60e9, step_s = 9, dp = 1, tp = 8, pp = 1 } }
+  local out, real = {}, print
+  print = function(x) out[#out + 1] = x end
+  local ok, err = pcall(require("lab.plot_plan").draw, results, { width = 60 }, function(r) return "dp" .. r.dp .. " tp" .. r.tp end)
+  print = real
+  T.ok(ok, tostring(err))
+  local chart = table.concat(out, "\n")
+  T.ok(chart:find("▾dp2 tp4", 1, true) and chart:find("chosen: dp2 tp4", 1, true) and chart:find("2 layouts that fit", 1, true), chart)
+end)
+
 T.test("sparkline", function()
   T.eq(P.sparkline({ 0, 1, 2, 3, 4, 5, 6, 7 }), "▁▂▃▄▅▆▇█", "a ramp")
   T.eq(P.sparkline({ 5, 0, 7, 0 / 0 }, 3), "▁█ ", "the last 3, nan blank")
@@ -176,7 +192,7 @@ T.test("SVG files: well-formed, self-contained, a path per series with every poi
     T.ok(ok, c[1] .. ": " .. out)
   end
   -- the points where they belong: x from 1 to 37 spans the plot box (x 70 to 700 of 720), and
-  -- y = 1/i on a log axis from 0.01 to 10 (eval reaches 2; box top 36 to bottom 400 - 48 - 18 = 334)
+  -- y = 1/i on a log axis from 1/37 to 2 (eval reaches 2; box top 36 to bottom 400 - 48 - 18 = 334)
   local f = io.open(dir .. "/line.svg")
   local doc = f:read("a")
   f:close()
@@ -185,8 +201,8 @@ T.test("SVG files: well-formed, self-contained, a path per series with every poi
   local x1, y1 = d:match("L(%S+) (%S+)$")
   T.near(tonumber(x0), 70, 1e-9, "first x")
   T.near(tonumber(x1), 700, 1e-9, "last x")
-  T.near(tonumber(y0), 36 + 298 / 3, 1e-4, "y of 1, a third down")
-  T.near(tonumber(y1), 36 + 298 * (1 - (2 - math.log(37, 10)) / 3), 1e-4, "y of 1/37")
+  T.near(tonumber(y0), 36 + 298 * (1 - math.log(37) / math.log(74)), 1e-4, "y of 1")
+  T.near(tonumber(y1), 334, 1e-9, "y of 1/37 at the bottom")
   T.ok(doc:find("train &lt;&amp;&gt;", 1, true) and doc:find("loss &quot;quoted&quot;", 1, true), "text escaped")
   -- the checker can fail: a path too many, and a script
   local p = io.popen(string.format("python3 %s %s/line.svg 3 2>&1", check, dir))
