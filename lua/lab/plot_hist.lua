@@ -59,7 +59,7 @@ function M.term(series, o, st)
   local g = canvas.grid(math.max(W, ax + used), (o.title and 1 or 0) + ph + 2 + (o.xlabel and 1 or 0) + #lrows)
   local top = 1
   if o.title then axes.centre(g, 1, o.title); top = 2 end
-  local per = cw // ns
+  local per = (cw - (cw >= 3 and 1 or 0)) // ns -- a blank column between bins when they are wide
   for i = 1, ns do
     local fill = st.colour and "█" or FILLS[(i - 1) % #FILLS + 1]
     local colour = st.colour and term.colour_of(i) or nil
@@ -72,7 +72,8 @@ function M.term(series, o, st)
       end
     end
   end
-  axes.draw_y(g, ax, top, ph, ys, function(t) return top + ph - 1 - math.floor(t / ys.hi * (ph - 1) + 0.5) end)
+  -- a tick on the row a column of that count tops out in
+  axes.draw_y(g, ax, top, ph, ys, function(t) return top + ph - 1 - math.max(0, math.ceil(t / ys.hi * ph - 1e-9) - 1) end)
   local xs = axes.linear(h.lo, h.hi, math.max(used // 10, 2), false, o.xfmt)
   axes.draw_x(g, ax, top + ph, used, xs, function(t) return ax + 1 + math.floor((t - h.lo) / (h.hi - h.lo) * (used - 1) + 0.5) end,
     o.xfmt)
