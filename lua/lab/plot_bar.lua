@@ -46,7 +46,7 @@ function M.term(data, o, st)
   for i, s in ipairs(data.series) do
     legend[i] = { sample = fill_of(i, st.colour):rep(2), colour = st.colour and term.colour_of(i) or nil, name = s.name or "" }
   end
-  local lrows = ns > 1 and axes.legend_lines(legend, W) or {}
+  local lrows = (ns > 1 or data.series[1].name) and axes.legend_lines(legend, W) or {}
   local per = stacked and 1 or ns
   local body = #data.labels * per + ((not stacked and ns > 1) and #data.labels - 1 or 0)
   local g = canvas.grid(W, (o.title and 1 or 0) + body + 2 + (o.xlabel and 1 or 0) + #lrows)
@@ -99,7 +99,7 @@ function M.svg(data, o)
   for _, l in ipairs(data.labels) do lw = math.max(lw, utf8.len(l)) end
   local left = math.min(24 + 7 * lw, 260)
   local w = o.svg_width or 720
-  local nrows = ns > 1 and svg.legend_rows(entries, w, left) or 0
+  local nrows = (ns > 1 or data.series[1].name) and svg.legend_rows(entries, w, left) or 0
   local top = o.title and 36 or 16
   local body = #data.labels * (per * bar_h + gap)
   local h = top + body + 40 + (o.xlabel and 18 or 0) + 18 * nrows
@@ -132,7 +132,7 @@ function M.svg(data, o)
     y = y + per * bar_h + gap
   end
   if o.xlabel then d:text(left + bw / 2, top + body + 36, o.xlabel, "middle") end
-  if ns > 1 then svg.legend(d, entries, top + body + 36 + (o.xlabel and 18 or 0), left) end
+  if nrows > 0 then svg.legend(d, entries, top + body + 36 + (o.xlabel and 18 or 0), left) end
   return d:finish()
 end
 

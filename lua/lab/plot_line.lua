@@ -133,7 +133,7 @@ function M.svg(series, o)
   local d = svg.new(o.svg_width or 720, o.svg_height or 400, o.title)
   local entries = {}
   local named = #series > 1 or series[1].name
-  for i, s in ipairs(series) do entries[i] = { name = s.name or "", colour = term.hex_of(i), dash = DASHES[(i - 1) % #DASHES + 1] } end
+  for i, s in ipairs(series) do entries[i] = { name = s.name or "", colour = term.hex_of(i), dash = DASHES[(i - 1) % #DASHES + 1], box = o.points } end
   local nrows = named and svg.legend_rows(entries, d.w) or 0
   local xs, ys = scales(series, o, 12 * 8, 10)
   local px, py, box = svg.frame(d, o, xs, ys, o.xfmt, o.yfmt, nrows)
