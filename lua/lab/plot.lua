@@ -50,17 +50,18 @@ local function check_opts(fname, kind, o, extra)
       errors.raise(fname, "unknown option '%s' (options: %s)", tostring(k), table.concat(names, ", "))
     end
     local ok
-    if want == "width" then ok = math.type(v) == "integer" and v >= 24
-    elseif want == "int" then ok = math.type(v) == "integer" and v >= 1
+    if want == "width" then ok = math.type(v) == "integer" and v >= 24 and v <= 1000
+    elseif want == "int" then ok = math.type(v) == "integer" and v >= 1 and v <= 10000
     elseif want == "fmt" then ok = v == "bytes" or type(v) == "function"
     elseif want == "any" then ok = true
     else ok = type(v) == want end
     if not ok then
-      local what = ({ width = "an integer >= 24", int = "a positive integer", fmt = "'bytes' or a function" })[want] or ("a " .. want)
+      local what = ({ width = "an integer from 24 to 1000", int = "an integer from 1 to 10000", fmt = "'bytes' or a function" })[want]
+        or ("a " .. want)
       errors.raise(fname, "option %s must be %s, got %s", k, what, type(v) == "number" and tostring(v) or type(v))
     end
   end
-  if kind == "line" and (o.height or 2) < 2 then errors.raise(fname, "option height must be at least 2, got %d", o.height) end
+  if (o.height or 2) < 2 or (o.height or 2) > 200 then errors.raise(fname, "option height must be from 2 to 200, got %d", o.height) end
   return o
 end
 

@@ -36,6 +36,11 @@ function M.term(m, o, st)
   local rl = o.rows or {}
   local lw = 0
   for i = 1, #m do lw = math.max(lw, utf8.len(tostring(rl[i] or i))) end
+  lw = math.min(lw, W // 3) -- longer labels are cut
+  if ncols > W - lw - 1 then
+    error(string.format("rank %d: lab.plot.heatmap: %d columns do not fit in %d at width %d (a wider width=, or fewer columns)",
+      lab.dist.rank(), ncols, W - lw - 1, W), 0)
+  end
   local cw = math.max(1, math.min(6, (W - lw - 1) // math.max(ncols, 1)))
   local g = canvas.grid(math.max(W, lw + 1 + cw * ncols), (o.title and 1 or 0) + 1 + #m + 1 + (o.xlabel and 1 or 0))
   local r = 1
@@ -53,6 +58,7 @@ function M.term(m, o, st)
   r = r + 1
   for i, row in ipairs(m) do
     local s = tostring(rl[i] or i)
+    if utf8.len(s) > lw then s = s:sub(1, utf8.offset(s, lw + 1) - 1) end
     g:text(lw - utf8.len(s) + 1, r, s)
     for j = 1, ncols do
       local v = row[j]

@@ -48,6 +48,10 @@ function M.term(series, o, st)
   if ys.step < 1 then ys = axes.linear(0, math.max(h.max, 1), 1, true) end
   local margin = axes.label_width(ys) + 1
   local ax = margin + 1
+  if bins * ns > W - ax then
+    error(string.format("rank %d: lab.plot.hist: %d bins x %d series need %d columns; %d fit at width %d (fewer bins=, or a wider width=)",
+      lab.dist.rank(), bins, ns, bins * ns, W - ax, W), 0)
+  end
   local cw = math.max(ns, (W - ax) // bins)
   local used = cw * bins
   local legend = {}

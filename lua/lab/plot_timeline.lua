@@ -38,6 +38,7 @@ function M.term(rows, o, st)
   local kinds, index, t0, t1 = kinds_and_range(rows, o)
   local lw = 0
   for _, row in ipairs(rows) do lw = math.max(lw, utf8.len(row.name or "")) end
+  lw = math.min(lw, W // 3) -- longer names are cut
   local ax = lw + 2
   local pw = W - ax - 1
   local function cell(t) return math.floor((t - t0) / (t1 - t0) * pw + 0.5) end
@@ -51,7 +52,9 @@ function M.term(rows, o, st)
   local r = 1
   if o.title then axes.centre(g, 1, o.title); r = 2 end
   for _, row in ipairs(rows) do
-    g:text(1, r, row.name or "")
+    local name = row.name or ""
+    if utf8.len(name) > lw then name = name:sub(1, utf8.offset(name, lw + 1) - 1) end
+    g:text(1, r, name)
     g:set(ax, r, "│")
     for c = 1, pw do g:set(ax + c, r, "·", st.colour and "2" or nil) end
     for _, s in ipairs(row.spans) do
