@@ -10,7 +10,8 @@
 -- (lab.sdpa with impl='math') and against llmlab's fused kernel (lab.sdpa's default,
 -- impl='flash': kernels/cpu/flash_attention.c, the same algorithm in C, with a backward that
 -- recomputes the scores from the saved log-sum-exp), with and without the causal mask; then
--- the peak memory of all three for growing T, and of a training step (forward + backward)
+-- the peak memory of all three for growing T (a table, and two log-log charts of memory and
+-- time against T), and of a training step (forward + backward)
 -- with the kernel and with standard attention. The ranks split the sweep, one length each.
 --   scripts/llmlab -n 4 scripts/labs/08_flash_attention.lua
 --

@@ -7,7 +7,7 @@
 --   busbw = algbw * factor            (what each link carried: all_reduce 2(n-1)/n,
 --                                      all_gather and reduce_scatter (n-1)/n, broadcast 1)
 -- busbw is comparable across collectives and rank counts, and against the hardware's link
--- bandwidth. Then it fits the alpha-beta model t = alpha + bytes * beta to the all_reduce
+-- bandwidth; a chart draws busbw against size per collective, as nccl-tests users plot it. Then it fits the alpha-beta model t = alpha + bytes * beta to the all_reduce
 -- times (least squares on the relative error): alpha is the per-call latency, 1/beta the bandwidth, and alpha/beta the size below
 -- which a collective is latency-bound (why DDP buckets gradients to ~25 MB).
 -- Here the collectives are MPI over shared memory between CPU ranks; on GPUs the same

@@ -7,7 +7,7 @@
 --   2. Memory: peak bytes per rank of one forward+backward of a GPT against sequence length,
 --      at CP 1, 2 and 4 (groups of that size inside the world), ring vs all-gather. Ring
 --      holds two K/V blocks and a [T/N x T/N] score block per step; all-gather holds every
---      rank's K/V and a [T/N x T] score matrix.
+--      rank's K/V and a [T/N x T] score matrix. A bar chart shows the CP sizes at T=256.
 --   3. Causal balance: the score entries each rank computes (unmasked query-key pairs) with a
 --      contiguous split and with the zigzag split (rank i holds chunks i and 2N-1-i).
 --   4. What overlaps: in ring attention each step posts isend/irecv of the next K/V block,
