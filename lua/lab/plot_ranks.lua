@@ -78,6 +78,8 @@ function M.plot(values, opts)
   end
   local o2 = {}
   for k, v in pairs(o) do if not EXTRA[k] then o2[k] = v end end
+  local st = plot._settings(o, true) -- sized for this rank's label alone ("[1] ")
+  o2.width, o2.colour = st.width, st.colour
   if kind == "line" then
     local series = {}
     for i, h in ipairs(groups) do series[i] = { name = M.rank_set(h.ranks), y = h.y, x = h.x } end

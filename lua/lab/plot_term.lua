@@ -30,12 +30,13 @@ local function stdout_terminal()
   return true, lab.tty_columns(1)
 end
 
--- {width=, colour=} for a chart with these options
-function M.settings(opts)
+-- {width=, colour=} for a chart with these options. alone: only this rank prints it (the
+-- REPL then labels its lines "[r] "; a chart every rank prints alike comes back as "[0-3] ").
+function M.settings(opts, alone)
   local hook = rawget(lab, "terminal")
   local width, colour = opts.width, opts.colour
   if type(hook) == "table" then -- the REPL's: rank 0's terminal, or none
-    if width == nil and math.type(hook.columns) == "integer" then width = hook.columns - M.label_width() end
+    if width == nil and math.type(hook.columns) == "integer" then width = hook.columns - M.label_width(alone) end
     if colour == nil then colour = hook.colour == true end
   else
     local tty, cols = stdout_terminal()
@@ -43,15 +44,15 @@ function M.settings(opts)
     if colour == nil then colour = tty and env_colour_ok() end
   end
   if width == nil then width = tonumber(os.getenv("COLUMNS") or "") or 80 end
-  return { width = math.max(math.floor(width), 24), colour = colour and true or false }
+  return { width = math.min(math.max(math.floor(width), 24), 1000), colour = colour and true or false }
 end
 
--- what the REPL writes before each line of this rank ("[1] "), when it labels lines
-function M.label_width()
-  if rawget(lab.dist, "output_labelled") and lab.dist.world_group():size() > 1 then
-    return #string.format("[%d] ", lab.dist.rank())
-  end
-  return 0
+-- what the REPL writes before each line ("[1] " for this rank alone, "[0-3] " for all four)
+function M.label_width(alone)
+  if not rawget(lab.dist, "output_labelled") then return 0 end
+  local n = lab.dist.world_group():size()
+  if n == 1 then return 0 end
+  return alone and #string.format("[%d] ", lab.dist.rank()) or #string.format("[0-%d] ", n - 1)
 end
 
 -- ANSI colours of the series, in order (blue, yellow, green, magenta, cyan, red), and their

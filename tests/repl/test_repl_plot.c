@@ -77,6 +77,15 @@ static void test_grouping_and_width(void **state) {
   assert_true(expect(&s, "> ", 20));
   s.buf[s.len] = 0;
   assert_null(strstr(s.buf + chart, "rank 1"));
+  /* a chart every rank draws alike (lab.plot.line): grouped as [0-N], sized for that label */
+  type(&s, "lab.plot.line({1, 2, 3}, {height = 4, title = 'everywhere'})\r");
+  assert_true(expect(&s, "everywhere", 20));
+  chart = s.mark;
+  assert_true(expect(&s, "> ", 20));
+  s.buf[s.len] = 0;
+  snprintf(want, sizeof want, "[0-%d] ", nranks - 1);
+  assert_non_null(strstr(s.buf + chart, want));
+  assert_int_equal(widest_line(s.buf + chart), 160);
   /* a narrower terminal: the next chunk's chart follows it */
   struct winsize ws = {.ws_row = 40, .ws_col = 70};
   ioctl(s.fd, TIOCSWINSZ, &ws);
