@@ -24,8 +24,9 @@ end
 
 -- A linear scale over [min, max] with about `target` ticks. loose: the ends move out to ticks
 -- (a value axis); otherwise they stay at the data (a step or size axis) and ticks fall inside.
--- fmt "bytes": steps are nice numbers of KiB, MiB, ... rather than of bytes.
-function M.linear(min, max, target, loose, fmt)
+-- fmt "bytes": steps are nice numbers of KiB, MiB, ... rather than of bytes. integer: the
+-- data are whole numbers, and so are the ticks.
+function M.linear(min, max, target, loose, fmt, integer)
   if min == max then
     local pad = min == 0 and 1 or math.abs(min) * 0.1
     min, max = min - pad, max + pad
@@ -36,6 +37,7 @@ function M.linear(min, max, target, loose, fmt)
     while a >= 1024 * unit do unit = unit * 1024 end
   end
   local step = M.nice_step((max - min) / unit, target) * unit
+  if integer then step = math.max(step, 1) end -- steps, sizes, counts: no tick between two integers
   local lo, hi = min, max
   if loose then
     lo, hi = math.floor(min / step + 1e-9) * step, math.ceil(max / step - 1e-9) * step

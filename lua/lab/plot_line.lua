@@ -52,11 +52,20 @@ local function powers_of_2(series)
   return true
 end
 
+local function whole_x(series)
+  for _, s in ipairs(series) do
+    for _, x in ipairs(s.x) do
+      if x ~= math.floor(x) then return false end
+    end
+  end
+  return true
+end
+
 local function scales(series, o, pw, ph)
   local x0, x1, y0, y1 = extent(series, o)
   local xs = o.logx and axes.log(x0, x1, { target = math.max(pw // 10, 2), tight = true,
       base = (o.xfmt == "bytes" or powers_of_2(series)) and 2 or 10 })
-    or axes.linear(x0, x1, math.max(pw // 12, 2), false, o.xfmt)
+    or axes.linear(x0, x1, math.max(pw // 12, 2), false, o.xfmt, whole_x(series))
   local ys = o.logy and axes.log(y0, y1, { target = ph // 2 + 1, base = o.yfmt == "bytes" and 2 or 10, tight = true })
     or axes.linear(y0, y1, math.max(ph // 3, 2), true, o.yfmt)
   return xs, ys

@@ -37,7 +37,9 @@ T.test("line: axes, tick labels, and the first and last points in the corner cel
   T.eq(#axis, 40, "the x axis is as wide as the chart")
   T.eq(axis[4], "└", "the axes meet at the corner")
   T.eq(count(L[5], "┬"), #lines(L[6]:gsub("^%s+", ""):gsub("%s+", "\n")), "a label under every x tick")
-  T.ok(L[6]:find("0%.0") and L[6]:find("1%.0"), "x labels from 0.0 to 1.0: " .. L[6])
+  T.ok(L[6]:find("^    0 +1$"), "whole x values: ticks at 0 and 1 only, none between: " .. L[6])
+  local F = lines(P.line({ x = { 0, 0.5, 1 }, y = { 0, 5, 10 } }, { width = 40, height = 4, quiet = true }))
+  T.ok(F[6]:find("0%.0") and F[6]:find("0%.5") and F[6]:find("1%.0"), "fractional x values: ticks between: " .. F[6])
 end)
 
 T.test("line: every line fits the width, at any width", function()
