@@ -99,6 +99,9 @@ function train.run(opts)
       if opts.sparkline then line = line .. "  " .. lab.plot.sparkline(losses, 16) end
       if #evals > 0 then line = line .. string.format("  eval %.4f", evals[#evals].loss) end
       if in_place then
+        -- a line longer than the terminal wraps, and \r would then rewrite only its last part
+        local cols = lab.tty_columns(1)
+        if cols and utf8.len(line) > cols - 4 then line = line:sub(1, utf8.offset(line, cols - 3) - 1) end
         io.write("\r", line, "   ")
         if step == steps - 1 then io.write("\n") end
         io.flush()
