@@ -32,7 +32,7 @@ static int rank0_columns(const terminal *t) {
 
 static int colour_allowed(void) {
   const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
-  return !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+  return !(no && *no) && term && *term && strcmp(term, "dumb") != 0; /* no TERM: say nothing of colour */
 }
 
 void term_info_share(lua_State *L, const terminal *t) {

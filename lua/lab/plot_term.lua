@@ -6,13 +6,14 @@
 --   captured (never a terminal) and the rank that draws may not be rank 0 (%on 1,3).
 --   The launcher (llmlab -n N) tells the ranks it starts, whose stdout is mpirun's, whether
 --   its own stdout is a terminal and how wide (LLMLAB_TERM, below).
--- Colour needs a terminal, NO_COLOR unset or empty (no-color.org), and TERM other than dumb.
+-- Colour needs a terminal, NO_COLOR unset or empty (no-color.org), and TERM set, other than dumb.
 local M = {}
 
 local function env_colour_ok()
   local nc = os.getenv("NO_COLOR")
   if nc and nc ~= "" then return false end
-  return os.getenv("TERM") ~= "dumb"
+  local t = os.getenv("TERM")
+  return t ~= nil and t ~= "" and t ~= "dumb" -- no TERM: a terminal that says nothing of colour
 end
 
 -- Is stdout the user's terminal, and how wide? Under mpirun every rank's stdout is a pipe or a

@@ -40,6 +40,9 @@ for n in 1 2; do
   out="$(TERM=dumb script -qec "$LLMLAB -n $n -e \"$CHART\"" /dev/null </dev/null)"
   echo "$out" | grep -q "tty" && ! echo "$out" | grep -qE "$ESC"
   check "-n $n, TERM=dumb: plain" $?
+  out="$(env -u TERM script -qec "$LLMLAB -n $n -e \"$CHART\"" /dev/null </dev/null)"
+  echo "$out" | grep -q "tty" && ! echo "$out" | grep -qE "$ESC"
+  check "-n $n, no TERM: plain" $?
 done
 echo "$fails failures"
 [ $fails -eq 0 ]
