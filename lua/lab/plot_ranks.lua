@@ -36,7 +36,8 @@ local function same(a, b)
   return true
 end
 
-function M.plot(values, opts)
+-- this rank's arguments, checked: kind, options, y, x
+local function prepare(values, opts)
   local fname = "lab.plot"
   errors.opts(fname, 2, opts)
   local kind = opts and opts.kind or "line"
@@ -46,6 +47,21 @@ function M.plot(values, opts)
   local y = plot._numbers(fname, values, "the values")
   local x = o.x and plot._numbers(fname, o.x, "option x") or nil
   if x and #x ~= #y then errors.raise(fname, "option x has %d values for %d values", #x, #y) end
+  return kind, o, y, x
+end
+
+function M.plot(values, opts)
+  local fname = "lab.plot"
+  -- a rank whose arguments are refused must not leave the others waiting in the exchange:
+  -- all agree first, and every rank raises (the refused one with its own reason)
+  local ok, kind, o, y, x = pcall(prepare, values, opts)
+  local group = type(opts) == "table" and pcall(errors.group, fname, 2, opts.group) and opts.group or nil
+  local refused = lab.tensor({ ok and 0 or lab.dist.rank() + 1 }, { dtype = "i64" })
+  lab.dist.all_reduce(refused, { op = "max", group = group })
+  if not ok then error(kind, 0) end
+  if refused[1] > 0 then
+    errors.raise(fname, "rank %d's arguments were refused (its error says why); no chart was drawn", refused[1] - 1)
+  end
   -- [world rank, kind, n, has x, y..., x...]
   local mine = { lab.dist.rank(), KIND_CODE[kind], #y, x and 1 or 0 }
   table.move(y, 1, #y, 5, mine)

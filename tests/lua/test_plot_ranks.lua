@@ -52,6 +52,10 @@ T.test("every rank must call it alike", function()
   if n < 2 then return end
   local ok, err = pcall(lab.plot, { 1 }, { quiet = true, kind = r == 1 and "bar" or "line" })
   T.ok(not ok and err:find("rank 0 drew a line chart and rank 1 a bar chart", 1, true), "on every rank: " .. tostring(err))
+  -- one rank's mistake: it says why, the others that it was refused; nobody waits
+  ok, err = pcall(lab.plot, r == 1 and { 1, "x" } or { 1, 2 }, { quiet = true })
+  if r == 1 then T.ok(not ok and err:find("rank 1: lab.plot: the values%[2%] must be a number"), tostring(err))
+  else T.ok(not ok and err:find("lab.plot: rank 1's arguments were refused", 1, true), tostring(err)) end
   ok, err = pcall(lab.plot, { 1 }, { kind = "pie" })
   T.ok(not ok and err:find("option kind must be 'line', 'bar' or 'hist', got pie", 1, true), tostring(err))
 end)
