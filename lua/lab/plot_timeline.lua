@@ -12,6 +12,7 @@ local M = {}
 
 local FILLS = { "█", "▒", "▓", "░", "▚", "▄" }
 local BG = { "44", "43", "42", "45", "46", "41" }
+local BG_ALT = { "104", "103", "102", "105", "106", "101" } -- the bright twin, for a span that follows one of its kind
 
 local function kinds_and_range(rows, o)
   local kinds, index = {}, {}
@@ -57,11 +58,15 @@ function M.term(rows, o, st)
     g:text(1, r, name)
     g:set(ax, r, "│")
     for c = 1, pw do g:set(ax + c, r, "·", st.colour and "2" or nil) end
+    local prev_kind, prev_end, alt = nil, nil, false
     for _, s in ipairs(row.spans) do
       local i = index[s.kind or ""]
       local c0, c1 = cell(s.start) + 1, math.max(cell(s.finish), cell(s.start) + 1)
       local fill = st.colour and " " or FILLS[(i - 1) % #FILLS + 1]
-      local colour = st.colour and BG[(i - 1) % #BG + 1] or nil
+      -- back-to-back spans of one kind would merge into one block of colour: alternate shades
+      alt = prev_kind == s.kind and prev_end == c0 - 1 and not alt
+      prev_kind, prev_end = s.kind, c1
+      local colour = st.colour and (alt and BG_ALT or BG)[(i - 1) % #BG + 1] or nil
       for c = c0, c1 do g:set(ax + c, r, fill, colour) end
       local label = s.label and tostring(s.label) or ""
       local n = utf8.len(label)
