@@ -69,6 +69,7 @@ void ll_register_autograd(lua_State *L); /* methods, lab.no_grad, lab.autograd, 
 void ll_register_nn_support(lua_State *L); /* fused optimizer steps, mem tags, .npy */
 void ll_register_ckpt(lua_State *L);       /* lab._ckpt: file formats and writer of lab.ckpt */
 void ll_register_files(lua_State *L);      /* lab._list_files: a directory walk without a shell */
+void ll_register_debug(lua_State *L);      /* checksums, bit flips, anomaly mode, planted NaN */
 /* the entries of dir (without . and ..), sorted, malloc'ed with *count; NULL with errno set
  * when it cannot be read. ll_free_dir frees them. */
 char **ll_read_dir(const char *dir, size_t *count);

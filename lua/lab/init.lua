@@ -28,6 +28,9 @@ lab.plan = require("lab.plan")
 lab.plan_presets = require("lab.plan_presets")
 lab.netsim = require("lab.netsim")
 lab.plot = require("lab.plot")
+require("lab.anomaly")
+lab.fault = require("lab.fault")
+lab.monitor = require("lab.monitor")
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

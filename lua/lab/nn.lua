@@ -9,6 +9,92 @@ local Module = {}
 Module.__index = Module
 nn.Module = Module
 
+-- Forward hooks, as PyTorch's register_forward_pre_hook / register_forward_hook: a module
+-- with none runs `self:forward(...)` after one test of an upvalue (`slow` is false while no
+-- module anywhere has a hook and nobody tracks the module stack). lab.monitor takes
+-- activation statistics here, lab.fault scales an activation, and anomaly mode
+-- (lab.autograd.detect_anomaly) reads the stack of modules whose forward is running.
+local slow, hooks_alive, tracking = false, 0, 0
+local stack = {} -- the modules whose forward runs now, outermost first (while tracking)
+local pop = setmetatable({}, { __close = function() stack[#stack] = nil end })
+
+local function run_hooked(self, ...)
+  local args = table.pack(...)
+  local pre = rawget(self, "_forward_pre_hooks")
+  if pre then
+    for _, h in ipairs({ table.unpack(pre) }) do -- a copy: a hook may remove itself
+      local r = h.fn(self, args)
+      if r ~= nil then args = type(r) == "table" and not lab.is_tensor(r) and r or table.pack(r) end
+      args.n = args.n or #args
+    end
+  end
+  local out
+  do
+    if tracking > 0 then stack[#stack + 1] = self end
+    local _ <close> = tracking > 0 and pop or nil
+    out = table.pack(self:forward(table.unpack(args, 1, args.n)))
+  end
+  local post = rawget(self, "_forward_hooks")
+  if post then
+    for _, h in ipairs({ table.unpack(post) }) do
+      local r = h.fn(self, args, table.unpack(out, 1, out.n))
+      if r ~= nil then out[1] = r end
+    end
+  end
+  return table.unpack(out, 1, out.n)
+end
+
+-- the __call of every module class
+local function call(self, ...)
+  if not slow then return self:forward(...) end
+  return run_hooked(self, ...)
+end
+
+local function add_hook(self, field, fn, op)
+  errors.arg(type(fn) == "function", op, 1, "a function (module, inputs[, output]) -> replacement or nil", fn)
+  local list = rawget(self, field)
+  if not list then
+    list = {}
+    rawset(self, field, list)
+  end
+  local h = { fn = fn }
+  list[#list + 1] = h
+  hooks_alive = hooks_alive + 1
+  slow = true
+  -- the handle, as PyTorch's RemovableHandle: handle:remove() (a second remove does nothing)
+  return { remove = function()
+    for i, x in ipairs(list) do
+      if x == h then
+        table.remove(list, i)
+        hooks_alive = hooks_alive - 1
+        slow = hooks_alive > 0 or tracking > 0
+        return
+      end
+    end
+  end }
+end
+
+-- fn(module, inputs) runs before forward; inputs is the packed argument list
+-- ({n=, ...}); returning a table (or one tensor) replaces the arguments
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "_forward_pre_hooks", fn, "Module:register_forward_pre_hook")
+end
+
+-- fn(module, inputs, output, ...) runs after forward (output: its first result, the others
+-- follow); returning a value replaces the first result
+function Module:register_forward_hook(fn)
+  return add_hook(self, "_forward_hooks", fn, "Module:register_forward_hook")
+end
+
+-- Module-stack tracking on (true) or off (false), counted: while on, nn.module_stack()
+-- lists the modules whose forward is running. Anomaly mode turns it on.
+function nn._track_modules(on)
+  tracking = math.max(0, tracking + (on and 1 or -1))
+  if tracking == 0 then for i = #stack, 1, -1 do stack[i] = nil end end
+  slow = hooks_alive > 0 or tracking > 0
+end
+function nn.module_stack() return stack end
+
 -- A new module class: `local Linear = nn.class("Linear")`, constructor Linear.new(self, ...)
 function nn.class(name, parent)
   errors.type("lab.nn.class", 1, name, "string", "a class name (string)")
@@ -17,7 +103,7 @@ function nn.class(name, parent)
   local cls = setmetatable({}, { __index = parent or Module })
   cls.__index = cls
   cls.__name = name
-  cls.__call = function(self, ...) return self:forward(...) end
+  cls.__call = call
   cls.__tostring = Module.__tostring
   setmetatable(cls, {
     __index = parent or Module,

@@ -54,6 +54,7 @@ struct lab_node {
   void (*free_ctx)(void *ctx);
   int released;
   lab_hook *hooks; /* hooks on the output tensor of this node */
+  char *anomaly_where; /* anomaly mode: where its forward ran (module, traceback); malloc'd */
   /* engine scratch */
   lab_tensor *pending;
   int deps;
@@ -108,6 +109,26 @@ int lab_queue_backward_callback(lab_hook_fn fn, void *ctx, void (*free_ctx)(void
 
 /* backward from root; grad may be NULL for a one-element root (implicit 1). */
 int lab_backward(lab_tensor *root, lab_tensor *grad, int retain_graph);
+
+/* ---- anomaly mode (lab.autograd.detect_anomaly) ----
+ * While on, every node records where its forward ran (`where`, from the layer above: the
+ * module and the Lua traceback), every output a node is attached to and every gradient a
+ * backward function returns is checked for NaN and Inf, and the first one found fails the op
+ * (or the backward) with a message naming the op, the input and that place. Off, it costs
+ * one test of a pointer per node. */
+typedef struct {
+  char *(*where)(void *ctx, const char *op); /* a malloc'd description, or NULL */
+  void *ctx;
+} lab_anomaly_hooks;
+/* NULL turns anomaly mode off; the hooks are copied. */
+void lab_set_anomaly(const lab_anomaly_hooks *h);
+int lab_anomaly_enabled(void);
+
+/* A planted NaN (lab.fault): the next time a node named `op` attaches its output (forward)
+ * or returns its input gradients (backward), element 0 of it becomes NaN and fired(ctx, op,
+ * backward) reports it; it fires once. op NULL disarms. */
+typedef void (*lab_plant_fired)(void *ctx, const char *op, int backward);
+int lab_plant_nan(const char *op, int backward, lab_plant_fired fired, void *ctx);
 
 /* The gradient of a broadcast operand: g summed over the dims that were broadcast, to
  * `shape`. New reference. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../bits.h"
 #include "../error.h"
 #include "../ewise.h"
 #include "../reduce.h"
@@ -12,6 +13,61 @@
 
 static int grad_mode = 1;
 static int next_hook_id = 1;
+
+/* anomaly mode and the planted NaN: `debugging` is the one flag the hot paths test */
+static int debugging;
+static int anomaly_on;
+static lab_anomaly_hooks anomaly;
+static struct {
+  char op[64];
+  int armed, backward;
+  lab_plant_fired fired;
+  void *ctx;
+} plant;
+
+static void update_debugging(void) { debugging = anomaly_on || plant.armed; }
+
+void lab_set_anomaly(const lab_anomaly_hooks *h) {
+  anomaly_on = h != NULL;
+  if (h) anomaly = *h;
+  update_debugging();
+}
+
+int lab_anomaly_enabled(void) { return anomaly_on; }
+
+int lab_plant_nan(const char *op, int backward, lab_plant_fired fired, void *ctx) {
+  plant.armed = 0;
+  if (op) {
+    if (strlen(op) >= sizeof plant.op) return lab_fail("plant_nan", "op name '%.40s...' is too long", op);
+    snprintf(plant.op, sizeof plant.op, "%s", op);
+    plant.armed = 1;
+    plant.backward = backward != 0;
+    plant.fired = fired;
+    plant.ctx = ctx;
+  }
+  update_debugging();
+  return 0;
+}
+
+/* the planted NaN, when it is armed for this op and direction: poisons t, fires once */
+static int maybe_plant(const char *op, int backward, lab_tensor *t) {
+  if (!plant.armed || plant.backward != backward || strcmp(plant.op, op) != 0 || lab_numel(t) == 0) return 0;
+  plant.armed = 0;
+  update_debugging();
+  if (lab_bits_poison(t, 0) < 0) return -1;
+  if (plant.fired) plant.fired(plant.ctx, op, backward);
+  return 0;
+}
+
+/* fails when t holds NaN or Inf: `what` says which tensor of which op */
+static int check_finite(lab_node *n, lab_tensor *t, const char *what) {
+  int64_t nan, inf;
+  if (lab_bits_nonfinite(t, &nan, &inf) < 0) return -1;
+  if (nan == 0 && inf == 0) return 0;
+  return lab_fail("detect_anomaly", "%s produced %lld NaN and %lld Inf in %s (of %lld elements)\n"
+                  "  its forward ran in: %s", n->name, (long long)nan, (long long)inf, what,
+                  (long long)lab_numel(t), n->anomaly_where ? n->anomaly_where : "(unknown)");
+}
 
 int lab_grad_enabled(void) { return grad_mode; }
 void lab_set_grad_enabled(int on) { grad_mode = on != 0; }
@@ -96,6 +152,7 @@ lab_node *lab_node_new(const char *name, lab_backward_fn fn, int n, lab_tensor *
   node->backward = fn;
   node->nin = n;
   node->next = edges;
+  if (debugging && anomaly_on && anomaly.where) node->anomaly_where = anomaly.where(anomaly.ctx, name);
   for (int i = 0; i < n; i++) {
     lab_tensor *t = inputs[i];
     if (!t || !lab_requires_grad(t)) continue;
@@ -131,6 +188,14 @@ int lab_node_save(lab_node *n, int slot, lab_tensor *t) {
 }
 
 int lab_node_attach(lab_node *n, lab_tensor *out) {
+  if (debugging) {
+    int rc = maybe_plant(n->name, 0, out);
+    if (rc == 0 && anomaly_on) rc = check_finite(n, out, "its output");
+    if (rc < 0) {
+      lab_node_release(n);
+      return -1;
+    }
+  }
   lab_ag_meta *m = meta(out);
   if (!m) {
     lab_node_release(n);
@@ -180,6 +245,7 @@ void lab_node_release(lab_node *n) {
     release_saved(x);
     lab_tensor_release(x->pending);
     free_hooks(x->hooks);
+    free(x->anomaly_where);
     free(x->next);
     free(x);
   }
@@ -421,6 +487,20 @@ static int push(node_list *l, lab_node *n) {
 
 static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph);
 
+/* anomaly mode and planted NaN on the gradients a node's backward returned */
+static int check_gradients(lab_node *x, lab_tensor **gin) {
+  for (int i = 0; i < x->nin; i++) {
+    if (!gin[i]) continue;
+    if (maybe_plant(x->name, 1, gin[i]) < 0) return -1;
+    if (anomaly_on) {
+      char what[80];
+      snprintf(what, sizeof what, "the gradient of its input %d (backward)", i + 1);
+      if (check_finite(x, gin[i], what) < 0) return -1;
+    }
+  }
+  return 0;
+}
+
 int lab_backward(lab_tensor *root, lab_tensor *grad, int retain_graph) {
   backward_depth++;
   int rc = backward_pass(root, grad, retain_graph);
@@ -507,6 +587,7 @@ static int backward_pass(lab_tensor *root, lab_tensor *grad, int retain_graph) {
     }
     rc = x->backward(x, gout, gin);
     lab_tensor_release(gout);
+    if (debugging && rc == 0) rc = check_gradients(x, gin);
     for (int i = 0; i < x->nin; i++) {
       lab_edge *e = &x->next[i];
       lab_tensor *gi = gin[i];

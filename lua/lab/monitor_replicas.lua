@@ -1,0 +1,104 @@
+-- The cross-rank checks of lab.monitor: every rank computes a 64-bit checksum of each tensor
+-- (lab._checksum: any flipped bit changes it, even a zero's sign), the checksums are gathered
+-- and compared, and the ranks that disagree with the majority are named (at 2 ranks, or a
+-- tie, every rank of the split). Data-parallel replicas hold bit-equal weights, optimizer
+-- states and, after the all-reduce, gradients: any difference is a fault.
+-- (Issue 26's lab/replicas.lua offers check(model[, {group=}]) with the same result; this
+-- file's check_replicas is the one lab.monitor exposes, and is where that swap would go.)
+local replicas = {}
+
+-- values: a list indexed by group rank (1-based) -> {majority = value, minority = {r, ...}}
+-- (group positions, 1-based); without a strict majority every rank is in the minority
+function replicas.majority(values)
+  local count, best, best_n = {}, nil, 0
+  local function key(v) return v ~= v and "nan" or v end
+  for _, v in ipairs(values) do count[key(v)] = (count[key(v)] or 0) + 1 end
+  for k, n in pairs(count) do
+    if n > best_n then best, best_n = k, n end
+  end
+  local out = { majority = best, minority = {} }
+  local distinct = 0
+  for _ in pairs(count) do distinct = distinct + 1 end
+  if distinct == 1 then return out end
+  local strict = best_n * 2 > #values
+  for r, v in ipairs(values) do
+    if not strict or key(v) ~= best then out.minority[#out.minority + 1] = r end
+  end
+  return out
+end
+
+-- gathers one integer per entry from every rank of the group; returns rows[r][i] and the
+-- global ranks in group order
+local function gather(sums, group)
+  local n = #sums + 1
+  local t = lab.tensor(#sums > 0 and { lab.dist.rank(), table.unpack(sums) } or { lab.dist.rank() }, { dtype = "i64" })
+  local list = lab.dist.all_gather(t, { group = group })
+  local rows, ranks = {}, {}
+  for r, x in ipairs(list) do
+    local v = x:tolist()
+    ranks[r] = math.tointeger(v[1])
+    rows[r] = { table.unpack(v, 2, n) }
+  end
+  return rows, ranks
+end
+
+-- (name, tensor) pairs -> list of {name =, ranks = {global ranks}} that differ
+function replicas.compare(named, group)
+  local sums = {}
+  for i, nt in ipairs(named) do sums[i] = lab._checksum(nt[2]) end
+  local rows, ranks = gather(sums, group)
+  local out = {}
+  for i, nt in ipairs(named) do
+    local col = {}
+    for r = 1, #rows do col[r] = rows[r][i] end
+    local m = replicas.majority(col)
+    if #m.minority > 0 then
+      local rs = {}
+      for j, r in ipairs(m.minority) do rs[j] = ranks[r] end
+      out[#out + 1] = { name = nt[1], ranks = rs }
+    end
+  end
+  return out
+end
+
+-- check_replicas(model[, {group =, optimizer =}]): every parameter (and, with optimizer, its
+-- state tensors: "optimizer.<param>.m") compared across the group; {} when all agree
+function replicas.check_replicas(model, opts)
+  opts = opts or {}
+  local root = model.module or model
+  lab.nn.check_module(root, "lab.monitor.check_replicas")
+  local named = {}
+  for _, np in ipairs(root:named_parameters()) do named[#named + 1] = np end
+  local opt = opts.optimizer
+  if opt and opt.state then
+    local name_of = {}
+    for _, np in ipairs(root:named_parameters()) do name_of[np[2]] = np[1] end
+    for i, p in ipairs(opt.params or {}) do
+      local st = opt.state[i]
+      if type(st) == "table" then
+        local keys = {}
+        for k, v in pairs(st) do if lab.is_tensor(v) then keys[#keys + 1] = k end end
+        table.sort(keys)
+        for _, k in ipairs(keys) do
+          named[#named + 1] = { string.format("optimizer.%s.%s", name_of[p] or ("param" .. i), k), st[k] }
+        end
+      end
+    end
+  end
+  return replicas.compare(named, opts.group or model.group)
+end
+
+-- the DDP wrapper's buckets after the all-reduce: {bucket = i, params = "first..last", ranks =}
+function replicas.compare_buckets(ddp, group)
+  local named = {}
+  for i, b in ipairs(ddp.buckets) do named[i] = { i, b.buffer } end
+  local out = replicas.compare(named, group)
+  for _, m in ipairs(out) do
+    local b = ddp.buckets[m.name]
+    m.bucket = m.name
+    m.name = string.format("bucket %d (%s .. %s)", m.bucket, ddp.names[b.params[1]], ddp.names[b.params[#b.params]])
+  end
+  return out
+end
+
+return replicas
