@@ -43,7 +43,8 @@ local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge en
 -- opts: group, optimizer (its state joins the replica check), jsonl (a path), depth (module
 -- depth of the gradient-norm and activation statistics, 3), activations (true),
 -- replicas_every (1: check every step), warmup (10 steps before alarms), loss_jump (1.25),
--- grad_jump (4), act_jump (16), straggler (3: times the median compute time)
+-- grad_jump (4), act_jump (16), straggler (3: times the median compute time), straggler_min
+-- (0.1 s: a straggler is at least that much slower), straggler_steps (2 in a row)
 function monitor.new(model, opts)
   errors.opts("lab.monitor.new", 2, opts)
   opts = opts or {}
@@ -54,7 +55,8 @@ function monitor.new(model, opts)
     optimizer = opts.optimizer, depth = opts.depth or 3, replicas_every = opts.replicas_every or 1,
     warmup = opts.warmup or 10, loss_jump = opts.loss_jump or 1.25, grad_jump = opts.grad_jump or 4,
     act_jump = opts.act_jump or 16, straggler_x = opts.straggler or 3,
-    records = {}, hist = { loss = {}, grad = {}, act = {}, time = {} }, hooks = {}, act = {},
+    straggler_min = opts.straggler_min or 0.1, straggler_steps = opts.straggler_steps or 2, streak = 0,
+    records = {}, hist = { loss = {}, grad = {}, act = {}, time = {}, time_max = 0 }, hooks = {}, act = {},
   }, Monitor)
   self.world = lab.dist.world(self.group)
   self.named = root:named_parameters()
@@ -88,7 +90,11 @@ function Monitor:_hook_activations()
             lab.no_grad(function()
               local x = out:float()
               local nan, inf = lab._nonfinite(x)
-              local s = self.act[name] or { max = 0, rms = 0, nonfinite = 0 }
+              local s = self.act[name]
+              if not s then -- the order forwards finish in: the innermost, earliest first
+                self.order_n = self.order_n + 1
+                s = { max = 0, rms = 0, nonfinite = 0, order = self.order_n }
+              end
               s.nonfinite = s.nonfinite + nan + inf
               if nan + inf == 0 then
                 s.max = math.max(s.max, x:abs():max():item())
@@ -130,7 +136,7 @@ end
 
 function Monitor:begin(k)
   errors.arg(math.type(k) == "integer", "Monitor:begin", 1, "the step number", k)
-  self.k, self.act, self.pre_sums = k, {}, {}
+  self.k, self.act, self.pre_sums, self.order_n = k, {}, {}, 0
   self.t0, self.c0 = lab.clock(), lab.dist.comm_time()
 end
 
@@ -204,7 +210,15 @@ function Monitor:check(o)
   local ranks = self:_ranks()
   rec.ranks = ranks
   rec.loss, rec.time = {}, {}
-  for r = 1, self.world do rec.loss[r], rec.time[r] = g[r][1], g[r][2] end
+  -- every decision below is made from gathered values, so every rank takes the same branch
+  -- (a rank deciding alone to rerun would leave the others in another collective); the
+  -- gradient norm is the largest over ranks (they differ only when a fault made them)
+  rec.grad_norm_local = rec.grad_norm
+  for r = 1, self.world do
+    rec.loss[r], rec.time[r] = g[r][1], g[r][2]
+    local n = g[r][3]
+    if n ~= n or n > rec.grad_norm then rec.grad_norm = n end
+  end
   rec.activations = {}
   for i, n in ipairs(names) do
     local s = { max = 0, rms = 0, nonfinite = 0 }
@@ -213,6 +227,7 @@ function Monitor:check(o)
       s.max, s.rms = math.max(s.max, g[r][b + 1]), math.max(s.rms, g[r][b + 2])
       s.nonfinite = s.nonfinite + g[r][b + 3]
     end
+    s.order = self.act[n].order
     rec.activations[n] = s
   end
   -- cross-rank checks: gradients after the all-reduce, replicas of the weights
@@ -254,9 +269,9 @@ function Monitor:_alarms(rec)
   end
   for name, s in pairs(rec.activations) do
     local past = h.act[name]
-    if s.nonfinite > 0 then add({ kind = "activation_nonfinite", module = name, count = s.nonfinite })
+    if s.nonfinite > 0 then add({ kind = "activation_nonfinite", module = name, count = s.nonfinite, order = s.order })
     elseif ready and past and s.max > self.act_jump * past then
-      add({ kind = "activation_jump", module = name, value = s.max, baseline = past })
+      add({ kind = "activation_jump", module = name, value = s.max, baseline = past, order = s.order })
     end
   end
   -- compute time: the slowest rank against the others this step and the run's spread
@@ -269,12 +284,18 @@ function Monitor:_alarms(rec)
   local typical = median(#others > 0 and others or h.time) or t_slow
   local hist_med = median(h.time)
   rec.slowest = { rank = rec.ranks[slow], time = t_slow, typical = typical }
-  if ready and hist_med and t_slow > self.straggler_x * math.max(typical, hist_med) then
-    local devs = {}
-    for i, t in ipairs(h.time) do devs[i] = math.abs(t - hist_med) end
-    if t_slow > hist_med + 10 * (median(devs) or 0) then
-      add({ kind = "straggler", rank = rec.ranks[slow], value = t_slow, baseline = math.max(typical, hist_med) })
+  -- slow against the others now, against the slowest healthy step of the run (its spread:
+  -- a shared machine's pauses land there), and by more than min_delay (scheduler noise)
+  -- (a pause lasts one step: a straggler is the same rank slow `straggler_steps` in a row)
+  local base = math.max(typical, hist_med or typical)
+  if ready and t_slow > self.straggler_x * base and t_slow > 2 * h.time_max and t_slow - base > self.straggler_min then
+    self.streak = self.streak_rank == slow and self.streak + 1 or 1
+    self.streak_rank = slow
+    if self.streak >= self.straggler_steps then
+      add({ kind = "straggler", rank = rec.ranks[slow], value = t_slow, baseline = base, steps = self.streak })
     end
+  else
+    self.streak, self.streak_rank = 0, nil
   end
   for _, m in ipairs(rec.grad_mismatch or {}) do add({ kind = "grad_mismatch", ranks = m.ranks, bucket = m.bucket }) end
   for _, m in ipairs(rec.replica_mismatch or {}) do add({ kind = "replica_mismatch", ranks = m.ranks, name = m.name }) end
@@ -294,8 +315,13 @@ function Monitor:_learn(rec)
   end
   h.grad[#h.grad + 1] = rec.grad_norm
   for name, s in pairs(rec.activations) do h.act[name] = math.max(h.act[name] or 0, s.max) end
-  for r = 1, self.world do h.time[#h.time + 1] = rec.time[r] end
+  -- a step with a straggler suspect stays out of the time baseline, so the next one still trips
+  if self.streak == 0 then
+    for r = 1, self.world do h.time[#h.time + 1] = rec.time[r] end
+  end
   while #h.time > 50 * self.world do table.remove(h.time, 1) end
+  h.time_max = 0
+  for _, t in ipairs(h.time) do h.time_max = math.max(h.time_max, t) end
 end
 
 -- The rerun: every rank recomputes every rank's loss of this step from the current state
@@ -414,8 +440,8 @@ function monitor.diagnose(rec, world)
   end
   local act = by.activation_nonfinite or by.activation_jump
   if act then
-    -- the first module in forward order is where it began: the shallowest name
-    table.sort(act, function(a, b) return a.module < b.module end)
+    -- where it began: the module whose forward finished first with it (the innermost)
+    table.sort(act, function(a, b) return a.order < b.order end)
     return { layer = "numeric", module = act[1].module, ranks = {},
       why = string.format("%s in the output of %s", act[1].kind == "activation_nonfinite" and "NaN/Inf" or
         "an activation jump", act[1].module) }
