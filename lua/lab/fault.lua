@@ -221,7 +221,7 @@ function fault.overflow(o)
   find(root, "")
   if not target then errors.raise(op, "the model has no module %s", tostring(o.name)) end
   local from, to = o.from or o.step or 1, o.to or o.step or math.huge
-  local handle
+  local handle, announced
   pending[#pending + 1] = { fire = function(k)
     if k > to then return nil end
     if k < from or handle then return "again" end
@@ -234,7 +234,11 @@ function fault.overflow(o)
       local a, b = o.cols and o.cols[1] or 1, o.cols and o.cols[2] or C
       local v = lab.ones(C, { dtype = out.dtype, device = out.device })
       lab.no_grad(function() v:narrow(1, a, b - a + 1):fill_(o.scale) end)
-      report(current_step, "overflow: output of %s (columns %d-%d) scaled by %g", o.name, a, b, o.scale)
+      if not announced then -- printed once: it fires in every forward until step `to`
+        announced = true
+        report(current_step, "overflow: output of %s (columns %d-%d) scaled by %g in every forward%s", o.name, a, b,
+          o.scale, to < math.huge and " to step " .. to or "")
+      end
       return out * v
     end)
     undo[#undo + 1] = function() handle:remove() end

@@ -36,12 +36,21 @@ local function median(xs)
   return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
 end
 
+local function deep_copy(v)
+  if type(v) ~= "table" then return v end
+  local c = {}
+  for key, x in pairs(v) do c[key] = deep_copy(x) end
+  return c
+end
+
 local FLOAT = { f32 = true, f64 = true, bf16 = true, f16 = true }
 
 local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
 
--- opts: group, optimizer (its state joins the replica check), jsonl (a path), depth (module
+-- opts: group, optimizer (its state joins the replica check), amp (a lab.amp.MixedPrecision:
+-- its fp32 masters and optimizer join it), jsonl (a path), depth (module
 -- depth of the gradient-norm and activation statistics, 3), activations (true),
+-- baseline (what another monitor's :baseline() returned, for a run resumed from a checkpoint),
 -- replicas_every (1: check every step), warmup (10 steps before alarms), loss_jump (1.25),
 -- grad_jump (4), act_jump (16), straggler (3: times the median compute time), straggler_min
 -- (0.1 s: a straggler is at least that much slower), straggler_steps (2 in a row)
@@ -52,13 +61,18 @@ function monitor.new(model, opts)
   lab.nn.check_module(root, "lab.monitor.new")
   local self = setmetatable({
     model = model, root = root, ddp = model.buckets and model or nil, group = opts.group or model.group,
-    optimizer = opts.optimizer, depth = opts.depth or 3, replicas_every = opts.replicas_every or 1,
+    optimizer = opts.optimizer or (opts.amp and opts.amp.optimizer), amp = opts.amp, depth = opts.depth or 3, replicas_every = opts.replicas_every or 1,
     warmup = opts.warmup or 10, loss_jump = opts.loss_jump or 1.25, grad_jump = opts.grad_jump or 4,
     act_jump = opts.act_jump or 16, straggler_x = opts.straggler or 3,
     straggler_min = opts.straggler_min or 0.1, straggler_steps = opts.straggler_steps or 2, streak = 0,
     records = {}, hist = { loss = {}, grad = {}, act = {}, time = {}, time_max = 0 }, hooks = {}, act = {},
   }, Monitor)
   self.world = lab.dist.world(self.group)
+  if opts.baseline then -- a history saved by :baseline() (a run resumed from a checkpoint)
+    self.hist = deep_copy(opts.baseline)
+    -- its per-rank losses are kept only for a group of the same size
+    if #self.hist.loss ~= self.world then self.hist.loss = {} end
+  end
   self.named = root:named_parameters()
   -- which module a parameter belongs to, cut at `depth` ("blocks.1.attn")
   self.module_of = {}
@@ -125,6 +139,10 @@ function Monitor:_watch_buckets()
     return wrapped(w, b)
   end)
 end
+
+-- the baselines learnt so far (losses, gradient norms, activations, step times), to give a
+-- run resumed from a checkpoint taken now: monitor.new(model, {baseline = saved})
+function Monitor:baseline() return deep_copy(self.hist) end
 
 function Monitor:remove()
   for _, h in ipairs(self.hooks) do h.remove() end
@@ -233,7 +251,8 @@ function Monitor:check(o)
   -- cross-rank checks: gradients after the all-reduce, replicas of the weights
   if self.ddp then rec.grad_mismatch = replicas.compare_buckets(self.ddp, self.group) end
   if self.replicas_every > 0 and k % self.replicas_every == 0 then
-    rec.replica_mismatch = replicas.check_replicas(self.root, { group = self.group, optimizer = self.optimizer })
+    rec.replica_mismatch = replicas.check_replicas(self.root, { group = self.group, optimizer = self.optimizer,
+      amp = self.amp })
   end
   self:_alarms(rec)
   if rec.suspicious and o.recompute then rec.rerun = self:rerun(o.recompute, rec) end
@@ -451,6 +470,9 @@ function monitor.diagnose(rec, world)
     local r = ranks_of(jumps)
     if #r > 0 and #r < world then
       return { layer = "data", ranks = r, why = "one rank's loss alone, and the rerun reproduces it" }
+    end
+    if world == 1 and #r > 0 then -- no other rank to compare with: no activation sign, reproducible
+      return { layer = "data", ranks = r, why = "the loss alone (no activation sign), and the rerun reproduces it" }
     end
     return { layer = "numeric", ranks = r, why = "every rank at once, and the rerun reproduces it" }
   end

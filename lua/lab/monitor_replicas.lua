@@ -61,18 +61,26 @@ function replicas.compare(named, group)
   return out
 end
 
--- check_replicas(model[, {group =, optimizer =}]): every parameter (and, with optimizer, its
--- state tensors: "optimizer.<param>.m") compared across the group; {} when all agree
+-- check_replicas(model[, {group =, optimizer =, amp =}]): every parameter (with amp, a
+-- lab.amp.MixedPrecision, its fp32 masters "master.<name>"; with an optimizer, or amp's, its
+-- state tensors "optimizer.<param>.m") compared across the group; {} when all agree
 function replicas.check_replicas(model, opts)
   opts = opts or {}
   local root = model.module or model
   lab.nn.check_module(root, "lab.monitor.check_replicas")
   local named = {}
   for _, np in ipairs(root:named_parameters()) do named[#named + 1] = np end
-  local opt = opts.optimizer
+  local name_of = {}
+  for _, np in ipairs(root:named_parameters()) do name_of[np[2]] = np[1] end
+  if opts.amp then -- mixed precision: the fp32 masters are the weights that persist
+    for _, pr in ipairs(opts.amp.pairs) do
+      local n = "master." .. (name_of[pr.model] or "?")
+      named[#named + 1] = { n, pr.master }
+      name_of[pr.master] = n
+    end
+  end
+  local opt = opts.optimizer or (opts.amp and opts.amp.optimizer)
   if opt and opt.state then
-    local name_of = {}
-    for _, np in ipairs(root:named_parameters()) do name_of[np[2]] = np[1] end
     for i, p in ipairs(opt.params or {}) do
       local st = opt.state[i]
       if type(st) == "table" then
