@@ -65,7 +65,7 @@ function monitor.new(model, opts)
     warmup = opts.warmup or 10, loss_jump = opts.loss_jump or 1.25, grad_jump = opts.grad_jump or 4,
     act_jump = opts.act_jump or 16, straggler_x = opts.straggler or 3,
     straggler_min = opts.straggler_min or 0.1, straggler_steps = opts.straggler_steps or 2, streak = 0,
-    records = {}, hist = { loss = {}, grad = {}, act = {}, time = {}, time_max = 0 }, hooks = {}, act = {},
+    records = {}, hist = { loss = {}, grad = {}, act = {}, time = {}, time_p90 = 0 }, hooks = {}, act = {},
   }, Monitor)
   self.world = lab.dist.world(self.group)
   if opts.baseline then -- a history saved by :baseline() (a run resumed from a checkpoint)
@@ -303,11 +303,11 @@ function Monitor:_alarms(rec)
   local typical = median(#others > 0 and others or h.time) or t_slow
   local hist_med = median(h.time)
   rec.slowest = { rank = rec.ranks[slow], time = t_slow, typical = typical }
-  -- slow against the others now, against the slowest healthy step of the run (its spread:
-  -- a shared machine's pauses land there), and by more than min_delay (scheduler noise)
+  -- slow against the others now, against the run's own spread (twice the 90th percentile of
+  -- its healthy steps), and by more than min_delay (scheduler noise)
   -- (a pause lasts one step: a straggler is the same rank slow `straggler_steps` in a row)
   local base = math.max(typical, hist_med or typical)
-  if ready and t_slow > self.straggler_x * base and t_slow > 2 * h.time_max and t_slow - base > self.straggler_min then
+  if ready and t_slow > self.straggler_x * base and t_slow > 2 * h.time_p90 and t_slow - base > self.straggler_min then
     self.streak = self.streak_rank == slow and self.streak + 1 or 1
     self.streak_rank = slow
     if self.streak >= self.straggler_steps then
@@ -339,8 +339,11 @@ function Monitor:_learn(rec)
     for r = 1, self.world do h.time[#h.time + 1] = rec.time[r] end
   end
   while #h.time > 50 * self.world do table.remove(h.time, 1) end
-  h.time_max = 0
-  for _, t in ipairs(h.time) do h.time_max = math.max(h.time_max, t) end
+  -- the run's spread: the 90th percentile of its healthy compute times (a maximum would let
+  -- one pause of the machine blind the check for 50 steps)
+  local sorted = { table.unpack(h.time) }
+  table.sort(sorted)
+  h.time_p90 = sorted[math.max(1, math.ceil(0.9 * #sorted))] or 0
 end
 
 -- The rerun: every rank recomputes every rank's loss of this step from the current state

@@ -90,7 +90,7 @@ end
 
 -- trains steps from..to. o: bad (the bad batch's step), skip (a step whose batch is skipped:
 -- no update), dir (checkpoints every EVERY steps), on_verdict(k, rec) -> "skip" to skip the
--- update, after(k). Returns the mean loss and the fingerprint of every step.
+-- update, "stop" to stop after this step; after(k). Returns the mean loss and the fingerprint of every step.
 local function train(m, from, to, o)
   o = o or {}
   local out = { loss = {}, fp = {}, records = {}, baseline = {} }
@@ -115,6 +115,7 @@ local function train(m, from, to, o)
       if action ~= "skip" then m.mp:step() end
       m.mon:finish()
       if o.after then o.after(k, rec) end
+      if action == "stop" then break end -- an operator stops the run here
     end
     out.fp[k] = fingerprint(m)
     if o.dir and k % EVERY == 0 then
@@ -232,7 +233,9 @@ else
   lab.ckpt.load(string.format("%s/clean/step%d", dir, 2 * EVERY), { model = m3.gpt, amp = m3.mp })
   lab.fault.corrupt_collective({ rank = VICTIM, step = COMM, mode = "wrong_op" })
   local resynced
-  local r3 = train(m3, 2 * EVERY + 1, 3 * EVERY, { after = function(k, rec)
+  local r3 = train(m3, 2 * EVERY + 1, 3 * EVERY, { on_verdict = function()
+    if world < 3 then return "stop" end -- no majority to re-sync from: stop, rewind (below)
+  end, after = function(k, rec)
     local v = rec.verdict
     if not (v and v.layer == "communication") or world < 3 then return end
     -- the step ran (as a run without the check would have); re-sync from the lowest rank
