@@ -25,6 +25,8 @@ static int l_flip_bit(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   lua_Integer i = ll_check_integer(L, 2, "flip_bit", "index");
   int bit = ll_check_int(L, 3, "flip_bit", "bit");
+  if (i < 1 || i > lab_numel(t))
+    return ll_error(L, "flip_bit: element %lld is outside 1..%lld", (long long)i, (long long)lab_numel(t));
   ll_check_rc(L, lab_bits_flip(t, (int64_t)i - 1, bit));
   return 0;
 }

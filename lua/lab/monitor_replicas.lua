@@ -66,8 +66,12 @@ end
 -- state tensors "optimizer.<param>.m") compared across the group; {} when all agree
 function replicas.check_replicas(model, opts)
   opts = opts or {}
-  local root = model.module or model
+  local root = type(model) == "table" and model.module or model
   lab.nn.check_module(root, "lab.monitor.check_replicas")
+  if type(opts) ~= "table" then
+    error(string.format("rank %d: lab.monitor.check_replicas: options must be a table {group=, optimizer=, amp=}, got %s",
+      lab.dist.rank(), type(opts)), 0)
+  end
   local named = {}
   for _, np in ipairs(root:named_parameters()) do named[#named + 1] = np end
   local name_of = {}

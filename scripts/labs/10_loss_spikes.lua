@@ -143,6 +143,18 @@ end
 lab.print0(string.format("\n0. The clean run: %d steps, checkpoints every %d, the monitor on every step", FLIP + 2, EVERY))
 local clean_model = fresh()
 local clean = train(clean_model, 1, FLIP + 2, { skip = BAD, dir = dir .. "/clean" })
+do -- what the monitor records each step (mon.records[k], and a JSON line with opts.jsonl)
+  local rec = clean.records[FLIP + 2]
+  local ls, top, top_n = {}, nil, -1
+  for r, l in ipairs(rec.loss) do ls[r] = string.format("%.3f", l) end
+  for name, n in pairs(rec.grad_norm_by_module) do if n > top_n then top, top_n = name, n end end
+  local a = rec.activations["blocks.2.attn"]
+  lab.print0(string.format("   the monitor's record of step %d: loss per rank %s; grad norm %.3f, largest in %s (%.3f);",
+    FLIP + 2, table.concat(ls, " "), rec.grad_norm, top, top_n))
+  lab.print0(string.format("     blocks.2.attn output max %.2f, RMS %.3f; update/weight %.1e; slowest rank %d (%.1f ms);"
+    .. " %d replica and %d bucket differences", a.max, a.rms, rec.update_ratio, rec.slowest.rank, rec.slowest.time * 1e3,
+    #(rec.replica_mismatch or {}), #(rec.grad_mismatch or {})))
+end
 check("no verdict in the clean run (no false alarm)", #verdicts(clean) == 0)
 local times = {}
 for k = 1, FLIP + 2 do

@@ -224,6 +224,41 @@ T.test("detect_anomaly names the op for a NaN planted in each fused kernel", fun
   T.ok(not lab.autograd.is_anomaly_enabled(), "off after the block")
 end)
 
+T.test("a record per step, and one JSON line per step", function()
+  local path = string.format("/tmp/llmlab-test-monitor-%d.jsonl", os.time())
+  lab.dist.barrier()
+  lab.manual_seed(7)
+  local gpt = lab.nn.GPT(cfg)
+  local model = lab.ddp.wrap(gpt)
+  local opt = lab.optim.AdamW(model:parameters(), { lr = 3e-3 })
+  local mon = lab.monitor.new(model, { optimizer = opt, jsonl = path })
+  for k = 1, 3 do
+    mon:begin(k)
+    opt:zero_grad()
+    local ids = batch(k, rank)
+    local _, loss = model(ids, ids)
+    loss:backward()
+    mon:check({ loss = loss })
+    opt:step()
+    mon:finish()
+  end
+  mon:remove()
+  local rec = mon.records[3]
+  T.eq(#rec.loss, world, "a loss per rank")
+  T.ok(rec.grad_norm > 0 and rec.grad_norm_by_module["blocks.1.attn"] > 0, "grad norm, and per module")
+  T.ok(rec.activations["blocks.1.attn"].max > 0 and rec.activations["blocks.1.attn"].rms > 0, "activation max and RMS")
+  T.ok(rec.update_ratio > 0 and rec.update_ratio < 1, "update/weight ratio")
+  T.ok(rec.slowest.rank >= 0 and rec.slowest.rank < world, "the slowest rank")
+  lab.dist.barrier()
+  if rank == 0 then
+    local lines = {}
+    for line in io.lines(path) do lines[#lines + 1] = line end
+    T.eq(#lines, 3, "lines")
+    T.ok(lines[3]:find('"step":3', 1, true) and lines[3]:find('"update_ratio":', 1, true), "the step's record: " .. lines[3]:sub(1, 80))
+    os.remove(path)
+  end
+end)
+
 T.test("forward hooks: run, replace the output, and are removed", function()
   local lin = lab.nn.Linear(3, 2)
   local seen = 0
