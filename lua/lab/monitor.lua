@@ -306,8 +306,9 @@ function Monitor:_alarms(rec)
   -- slow against the others now, against the run's own spread (twice the 90th percentile of
   -- its healthy steps), and by more than min_delay (scheduler noise)
   -- (a pause lasts one step: a straggler is the same rank slow `straggler_steps` in a row)
+  -- (one rank alone is no straggler: nobody waits for it, and its slow steps are the machine's)
   local base = math.max(typical, hist_med or typical)
-  if ready and t_slow > self.straggler_x * base and t_slow > 2 * h.time_p90 and t_slow - base > self.straggler_min then
+  if ready and self.world > 1 and t_slow > self.straggler_x * base and t_slow > 2 * h.time_p90 and t_slow - base > self.straggler_min then
     self.streak = self.streak_rank == slow and self.streak + 1 or 1
     self.streak_rank = slow
     if self.streak >= self.straggler_steps then
