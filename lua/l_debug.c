@@ -1,4 +1,4 @@
-/* Bindings for finding faults: lab._checksum, lab._flip_bit, lab._nonfinite (runtime/bits.h;
+/* Bindings for finding faults: lab._checksum, lab._flip_bit, lab._nonfinite, lab._summary (runtime/bits.h;
  * lab.monitor's replica and gradient checks and lab.fault's bit flips use them), anomaly mode
  * (lab.autograd._set_anomaly, used by lab.autograd.detect_anomaly) and the planted NaN of
  * lab.fault (lab._plant_nan). */
@@ -38,6 +38,17 @@ static int l_nonfinite(lua_State *L) {
   lua_pushinteger(L, nan);
   lua_pushinteger(L, inf);
   return 2;
+}
+
+/* lab._summary(t) -> largest |x|, sum of squares (finite elements), NaN count, Inf count */
+static int l_summary(lua_State *L) {
+  lab_bits_stats st;
+  ll_check_rc(L, lab_bits_summary(ll_check_tensor(L, 1), &st));
+  lua_pushnumber(L, st.max_abs);
+  lua_pushnumber(L, st.sum_sq);
+  lua_pushinteger(L, st.nan);
+  lua_pushinteger(L, st.inf);
+  return 4;
 }
 
 /* ---- anomaly mode ----
@@ -128,6 +139,7 @@ void ll_register_debug(lua_State *L) {
   static const luaL_Reg fns[] = {{"_checksum", l_checksum},
                                  {"_flip_bit", l_flip_bit},
                                  {"_nonfinite", l_nonfinite},
+                                 {"_summary", l_summary},
                                  {"_plant_nan", l_plant_nan},
                                  {"_sleep", l_sleep},
                                  {NULL, NULL}};

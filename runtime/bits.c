@@ -1,9 +1,12 @@
 /* Tensors as bits: checksums, bit flips and NaN/Inf counts (see bits.h). */
 #include "bits.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/cpu/half.h"
 #include "error.h"
 #include "transfer.h"
 
@@ -100,6 +103,66 @@ int lab_bits_nonfinite(lab_tensor *t, int64_t *nan, int64_t *inf) {
     int c = classify(t->dtype, buf + i);
     if (c == 2) (*nan)++;
     else if (c == 1) (*inf)++;
+  }
+  free(buf);
+  return 0;
+}
+
+/* one element into the running summary (v as a double: NaN and Inf counted, not summed) */
+static inline void add_value(lab_bits_stats *st, double v) {
+  if (v != v) st->nan++;
+  else if (v == INFINITY || v == -INFINITY) st->inf++;
+  else {
+    double a = fabs(v);
+    if (a > st->max_abs) st->max_abs = a;
+    st->sum_sq += v * v;
+  }
+}
+
+int lab_bits_summary(lab_tensor *t, lab_bits_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!lab_dtype_is_float(t->dtype)) return lab_fail("summary", "a %s tensor is not floating point", lab_dtype_name(t->dtype));
+  size_t n;
+  unsigned char *buf = host_copy(t, "summary", &n);
+  if (!buf) return -1;
+  size_t count = n / lab_dtype_size(t->dtype);
+  /* one loop per dtype over the aligned buffer (malloc's alignment suits every type) */
+  switch (t->dtype) {
+  case LAB_F32: { /* the common case, kept to one predictable branch and two partial sums */
+    const float *x = (const float *)(void *)buf;
+    double s0 = 0, s1 = 0;
+    float mx = 0;
+    for (size_t i = 0; i < count; i++) {
+      float v = x[i], a = fabsf(v);
+      if (a <= FLT_MAX) {
+        mx = a > mx ? a : mx;
+        if (i & 1) s1 += (double)v * v;
+        else s0 += (double)v * v;
+      } else if (v != v) {
+        out->nan++;
+      } else {
+        out->inf++;
+      }
+    }
+    out->max_abs = mx;
+    out->sum_sq = s0 + s1;
+    break;
+  }
+  case LAB_F64:
+    for (size_t i = 0; i < count; i++) add_value(out, ((const double *)(void *)buf)[i]);
+    break;
+  case LAB_BF16:
+    for (size_t i = 0; i < count; i++) add_value(out, lab_bf16_to_f32(((const uint16_t *)(void *)buf)[i]));
+    break;
+  case LAB_F16:
+    for (size_t i = 0; i < count; i++) add_value(out, lab_f16_to_f32(((const uint16_t *)(void *)buf)[i]));
+    break;
+  default: /* FP8: NaN and Inf only (values need the scale they are stored with) */
+    for (size_t i = 0; i < count; i++) {
+      int c = classify(t->dtype, buf + i);
+      if (c == 2) out->nan++;
+      else if (c == 1) out->inf++;
+    }
   }
   free(buf);
   return 0;

@@ -17,6 +17,14 @@ int lab_bits_checksum(lab_tensor *t, uint64_t *out);
 int lab_bits_flip(lab_tensor *t, int64_t index, int bit);
 /* Counts t's NaN and Inf elements (float dtypes; 0 for others). */
 int lab_bits_nonfinite(lab_tensor *t, int64_t *nan, int64_t *inf);
+/* One pass over a floating-point tensor: the largest |x| and the sum of squares (in double) of
+ * its finite elements, and how many are NaN and Inf (the monitor's activation statistics;
+ * FP8 tensors give the counts only). */
+typedef struct {
+  double max_abs, sum_sq;
+  int64_t nan, inf;
+} lab_bits_stats;
+int lab_bits_summary(lab_tensor *t, lab_bits_stats *out);
 /* Writes NaN into element `index` of a floating-point tensor. */
 int lab_bits_poison(lab_tensor *t, int64_t index);
 

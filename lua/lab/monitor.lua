@@ -91,7 +91,7 @@ function monitor.new(model, opts)
 end
 
 -- forward hooks on every module down to `depth` that has a forward of its own: the largest
--- |x| and the RMS of its (first) output, in fp32, outside the graph
+-- |x| and the RMS of its (first) output, outside the graph
 function Monitor:_hook_activations()
   local function walk(m, prefix, d)
     for _, n in ipairs(m._names) do
@@ -100,21 +100,21 @@ function Monitor:_hook_activations()
         local cls = getmetatable(child)
         if cls.forward ~= lab.nn.Module.forward and cls ~= lab.nn.Dropout then
           self.hooks[#self.hooks + 1] = child:register_forward_hook(function(_, _, out)
-            if not lab.is_tensor(out) or not FLOAT[out.dtype] then return end
+            -- only the step's own forward counts (not an evaluation between steps, not a rerun)
+            if not self.collecting or not lab.is_tensor(out) or not FLOAT[out.dtype] then return end
             lab.no_grad(function()
-              local x = out:float()
-              local nan, inf = lab._nonfinite(x)
+              -- one pass (lab._summary): the largest |x|, the sum of squares, NaN and Inf
+              local mx, ss, nan, inf = lab._summary(out)
               local s = self.act[name]
               if not s then -- the order forwards finish in: the innermost, earliest first
                 self.order_n = self.order_n + 1
                 s = { max = 0, rms = 0, nonfinite = 0, order = self.order_n }
+                self.act[name] = s
               end
               s.nonfinite = s.nonfinite + nan + inf
-              if nan + inf == 0 then
-                s.max = math.max(s.max, x:abs():max():item())
-                s.rms = math.max(s.rms, math.sqrt((x * x):mean():item()))
-              end
-              self.act[name] = s
+              if nan + inf > 0 then return end
+              s.max = math.max(s.max, mx)
+              s.rms = math.max(s.rms, math.sqrt(ss / math.max(1, out:numel())))
             end)
           end)
         end
@@ -154,7 +154,7 @@ end
 
 function Monitor:begin(k)
   errors.arg(math.type(k) == "integer", "Monitor:begin", 1, "the step number", k)
-  self.k, self.act, self.pre_sums, self.order_n = k, {}, {}, 0
+  self.k, self.act, self.pre_sums, self.order_n, self.collecting = k, {}, {}, 0, true
   self.t0, self.c0 = lab.clock(), lab.dist.comm_time()
 end
 
@@ -191,7 +191,8 @@ local function grad_norms(self)
     for _, np in ipairs(self.named) do
       local g = np[2].grad
       if g then
-        local sq = g:float():norm():item() ^ 2
+        local _, sq, nan, inf = lab._summary(g)
+        if nan + inf > 0 then sq = 0 / 0 end
         total = total + sq
         local m = self.module_of[np[2]]
         by[m] = (by[m] or 0) + sq
@@ -210,6 +211,7 @@ function Monitor:check(o)
   local k = self.k or errors.raise("Monitor:check", "call :begin(step) first")
   local loss = lab.is_tensor(o.loss) and o.loss:item() or o.loss
   errors.arg(type(loss) == "number", "Monitor:check", 1, "loss = a tensor or number", o.loss)
+  self.collecting = false
   local rec = { step = k, alarms = {} }
   self.records[k] = rec
   self.current = rec
@@ -495,8 +497,8 @@ function Monitor:finish()
   lab.no_grad(function()
     for i, np in ipairs(self.named) do
       local now = np[2]:float()
-      du = du + (now - self.before[i]):norm():item() ^ 2
-      w = w + now:norm():item() ^ 2
+      du = du + select(2, lab._summary(now - self.before[i]))
+      w = w + select(2, lab._summary(now))
     end
   end)
   rec.update_ratio = math.sqrt(du) / math.sqrt(w)

@@ -1,4 +1,4 @@
--- What lab.monitor.check_replicas costs against a training step of the benchmark GPT
+-- What lab.monitor.check_replicas, and the whole monitor, cost against a training step of the benchmark GPT
 -- (vocab 512, d_model 256, 4 layers, 4 heads, seq 128, untied head, fp32, AdamW, per-rank
 -- batch 8, DDP): the median of 5 timed steps and of 5 checks, after one warm-up of each.
 --   scripts/llmlab -n 2 scripts/bench/check_replicas.lua
@@ -36,7 +36,31 @@ for i = 1, 5 do
   weights[i] = lab.clock() - t0
   assert(#diff == 0, "replicas differ")
 end
-local s, c, w = median(steps), median(checks), median(weights)
+-- a step with the whole monitor: hooks on every module, gradient norms, bucket and replica
+-- checksums, the gathers, the update ratio
+-- (alternating with plain steps, so the machine's load changes both alike)
+local watched, plain = {}, {}
+for i = 1, 5 do
+  lab.dist.barrier()
+  local t0 = lab.clock()
+  step()
+  plain[i] = lab.clock() - t0
+  local mon = lab.monitor.new(model, { optimizer = opt })
+  lab.dist.barrier()
+  t0 = lab.clock()
+  mon:begin(i)
+  opt:zero_grad()
+  local _, loss = model(ids, ids)
+  loss:backward()
+  mon:check({ loss = loss })
+  opt:step()
+  mon:finish()
+  watched[i] = lab.clock() - t0
+  mon:remove()
+end
+local s, c, w, mw, pl = median(steps), median(checks), median(weights), median(watched), median(plain)
 lab.print0(string.format("%.2fM parameters, %d rank(s): step %.1f ms; check_replicas: weights %.2f ms = %.2f%% of a step, "
   .. "weights and AdamW state %.2f ms = %.2f%%", gpt:num_parameters() / 1e6, lab.dist.world(), s * 1e3, w * 1e3,
   100 * w / s, c * 1e3, 100 * c / s))
+lab.print0(string.format("a step with lab.monitor on (every check, every step): %.1f ms against %.1f ms without = %+.1f%%", mw * 1e3,
+  pl * 1e3, 100 * (mw / pl - 1)))

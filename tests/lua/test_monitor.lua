@@ -242,6 +242,8 @@ T.test("a record per step, and one JSON line per step", function()
     opt:step()
     mon:finish()
   end
+  local _, eval_loss = gpt(batch(9, rank), batch(9, rank)) -- a forward outside a step: not counted, no error
+  T.ok(eval_loss:item() > 0, "a forward between steps")
   mon:remove()
   local rec = mon.records[3]
   T.eq(#rec.loss, world, "a loss per rank")
