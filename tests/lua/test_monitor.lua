@@ -135,6 +135,25 @@ T.test("an overflow in one module's forward: numeric, module named", function()
   if found[1] then T.eq(found[1].verdict.module:match("^blocks%.2%.attn"), "blocks.2.attn", "module") end
 end)
 
+-- a NaN that appears once and not on the rerun is not the numbers (they would reproduce it):
+-- the rerun on the same rank differs, which is a transient hardware fault on that rank
+T.test("a NaN planted once in one op on one rank: the rerun does not reproduce it: hardware", function()
+  local victim = world - 1
+  local found = run(16, function()
+    lab.fault.nan({ op = "layer_norm", step = 13, rank = victim })
+  end)
+  expect(found, 13, "hardware", victim, "transient NaN")
+  local rec = found[1]
+  if rec then
+    T.ok(rec.rerun and #rec.rerun.same_rank == 1 and rec.rerun.same_rank[1] == victim, "named by its own rerun")
+    local first
+    for _, a in ipairs(rec.alarms) do
+      if a.kind == "activation_nonfinite" and (not first or a.order < first.order) then first = a end
+    end
+    T.eq(first and first.module, "blocks.1.ln1", "the activations show where it began")
+  end
+end)
+
 T.test("a bad batch: data", function()
   local gpt, model, opt, mon = setup()
   local found
