@@ -84,7 +84,8 @@ function fault.flip_bit(o)
       report(k, "flipped bit %d of element %d of parameter %s (%s)", bit, index, o.name or "(tensor)", t.dtype)
     end)
   elseif o.what == "optimizer" then
-    errors.arg(type(o.optimizer) == "table" and type(o.optimizer.state) == "table", op, 1, "optimizer = a lab.optim optimizer", o.optimizer)
+    errors.arg(type(o.optimizer) == "table" and type(o.optimizer.state) == "table", op, 1,
+      "optimizer = a lab.optim optimizer", o.optimizer)
     arm(o, function(k)
       local st = o.optimizer.state[o.param_index or 1]
       local t = st and st[o.state or "m"]

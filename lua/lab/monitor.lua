@@ -61,7 +61,8 @@ function monitor.new(model, opts)
   lab.nn.check_module(root, "lab.monitor.new")
   local self = setmetatable({
     model = model, root = root, ddp = model.buckets and model or nil, group = opts.group or model.group,
-    optimizer = opts.optimizer or (opts.amp and opts.amp.optimizer), amp = opts.amp, depth = opts.depth or 3, replicas_every = opts.replicas_every or 1,
+    optimizer = opts.optimizer or (opts.amp and opts.amp.optimizer), amp = opts.amp, depth = opts.depth or 3,
+    replicas_every = opts.replicas_every or 1,
     warmup = opts.warmup or 10, loss_jump = opts.loss_jump or 1.25, grad_jump = opts.grad_jump or 4,
     act_jump = opts.act_jump or 16, straggler_x = opts.straggler or 3,
     straggler_min = opts.straggler_min or 0.1, straggler_steps = opts.straggler_steps or 2, streak = 0,
@@ -310,7 +311,8 @@ function Monitor:_alarms(rec)
   -- (a pause lasts one step: a straggler is the same rank slow `straggler_steps` in a row)
   -- (one rank alone is no straggler: nobody waits for it, and its slow steps are the machine's)
   local base = math.max(typical, hist_med or typical)
-  if ready and self.world > 1 and t_slow > self.straggler_x * base and t_slow > 2 * h.time_p90 and t_slow - base > self.straggler_min then
+  if ready and self.world > 1 and t_slow > self.straggler_x * base and t_slow > 2 * h.time_p90
+      and t_slow - base > self.straggler_min then
     self.streak = self.streak_rank == slow and self.streak + 1 or 1
     self.streak_rank = slow
     if self.streak >= self.straggler_steps then

@@ -215,7 +215,9 @@ lab.fault.clear()
 m2.mon:remove()
 local v2 = r2.records[OVERFLOW].verdict
 if v2 then show(OVERFLOW, r2.records[OVERFLOW]) end
-if anomaly then lab.print0("   anomaly mode: " .. anomaly:match("detect_anomaly: ([^\n]*)") .. "; " .. (anomaly:match("(module [^\n]*)") or "")) end
+if anomaly then
+  lab.print0("   anomaly mode: " .. anomaly:match("detect_anomaly: ([^\n]*)") .. "; " .. (anomaly:match("(module [^\n]*)") or ""))
+end
 check("layer: numeric; module blocks.2.attn", v2 and v2.layer == "numeric" and v2.module == "blocks.2.attn")
 check("anomaly mode names the attention op in blocks.2.attn",
   anomaly ~= nil and anomaly:find("sdpa", 1, true) ~= nil and anomaly:find("module blocks.2.attn", 1, true) ~= nil)
@@ -233,7 +235,8 @@ for k = 2 * EVERY + 1, FLIP + 2 do
   local l = r2b.loss[k]
   worst = (l == l and l < math.huge) and math.max(worst, (l - clean.loss[k]) / clean.loss[k]) or math.huge
 end
-lab.print0(string.format("   loss at step %d: %.3f with QK-norm under the overflow, %.3f clean; at most %+.1f%% against the clean run",
+lab.print0(string.format(
+  "   loss at step %d: %.3f with QK-norm under the overflow, %.3f clean; at most %+.1f%% against the clean run",
   FLIP + 2, r2b.loss[FLIP + 2], clean.loss[FLIP + 2], 100 * worst))
 check("with QK-norm: no verdict, and the loss finite and under the clean run's + 10% at every step",
   #verdicts(r2b) == 0 and worst < 0.10)
@@ -296,7 +299,8 @@ if world == 1 then
 else
   -- the straggler's delay: well past the clean run's own spread (a shared machine's is wide)
   local delay = math.max(8 * step_time, 4 * p90, 0.12)
-  lab.print0(string.format("\n4. HARDWARE: rank %d slowed by %.0f ms from step %d, and one bit of a master weight flipped there at step %d",
+  lab.print0(string.format(
+    "\n4. HARDWARE: rank %d slowed by %.0f ms from step %d, and one bit of a master weight flipped there at step %d",
     VICTIM, delay * 1e3, FLIP - 1, FLIP))
   local m4 = fresh(nil, { baseline = clean.baseline[3 * EVERY] })
   lab.ckpt.load(string.format("%s/clean/step%d", dir, 3 * EVERY), { model = m4.gpt, amp = m4.mp })
@@ -315,8 +319,11 @@ else
   if rec.verdict then show(FLIP, rec) end
   local kinds = {}
   for _, a in ipairs(rec.alarms) do
-    if a.kind == "replica_mismatch" then kinds[#kinds + 1] = string.format("%s differs on rank(s) %s", a.name, table.concat(a.ranks, ","))
-    elseif a.kind == "straggler" then kinds[#kinds + 1] = string.format("rank %d computes in %.0f ms (typical %.0f ms)", a.rank, a.value * 1e3, a.baseline * 1e3) end
+    if a.kind == "replica_mismatch" then
+      kinds[#kinds + 1] = string.format("%s differs on rank(s) %s", a.name, table.concat(a.ranks, ","))
+    elseif a.kind == "straggler" then
+      kinds[#kinds + 1] = string.format("rank %d computes in %.0f ms (typical %.0f ms)", a.rank, a.value * 1e3, a.baseline * 1e3)
+    end
   end
   lab.print0("   evidence: " .. table.concat(kinds, "; "))
   local flagged, slow = false, false

@@ -94,17 +94,20 @@ if world >= 2 then
   local victim = world - 1
   T.test("a parameter bit flip: hardware", function()
     expect(run(16, function(gpt)
-      lab.fault.flip_bit({ what = "param", model = gpt, name = "blocks.2.mlp.fc.weight", index = 5, bit = 30, rank = victim, step = 13 })
+      lab.fault.flip_bit({ what = "param", model = gpt, name = "blocks.2.mlp.fc.weight", index = 5, bit = 30,
+        rank = victim, step = 13 })
     end), 13, "hardware", victim, "param flip")
   end)
   T.test("an optimizer-state bit flip: hardware", function()
     expect(run(16, function(_, _, opt)
-      lab.fault.flip_bit({ what = "optimizer", optimizer = opt, param_index = 3, state = "v", index = 2, bit = 29, rank = victim, step = 13 })
+      lab.fault.flip_bit({ what = "optimizer", optimizer = opt, param_index = 3, state = "v", index = 2, bit = 29,
+        rank = victim, step = 13 })
     end), 13, "hardware", victim, "optimizer flip")
   end)
   T.test("a gradient bit flip before the all-reduce: hardware, by the rerun", function()
     expect(run(16, function(_, model)
-      lab.fault.flip_bit({ what = "grad", model = model, name = "blocks.1.attn.qkv.weight", index = 9, bit = 30, rank = victim, step = 13 })
+      lab.fault.flip_bit({ what = "grad", model = model, name = "blocks.1.attn.qkv.weight", index = 9, bit = 30,
+        rank = victim, step = 13 })
     end), 13, "hardware", victim, "grad flip")
   end)
   for _, mode in ipairs({ "element", "bit", "wrong_op" }) do
@@ -275,7 +278,8 @@ T.test("a record per step, and one JSON line per step", function()
     local lines = {}
     for line in io.lines(path) do lines[#lines + 1] = line end
     T.eq(#lines, 3, "lines")
-    T.ok(lines[3]:find('"step":3', 1, true) and lines[3]:find('"update_ratio":', 1, true), "the step's record: " .. lines[3]:sub(1, 80))
+    T.ok(lines[3]:find('"step":3', 1, true) and lines[3]:find('"update_ratio":', 1, true),
+      "the step's record: " .. lines[3]:sub(1, 80))
     os.remove(path)
   end
 end)
