@@ -42,7 +42,8 @@ local function where(op)
     mod = string.format("module %s (%s)", (p == nil or p == "") and "<root " .. cls .. ">" or p, cls)
   end
   -- level 2: the op's C function, then the Lua line that called it
-  return mod .. "\n" .. debug.traceback("  forward traceback:", 2)
+  -- (paths from lab/, which is where the library's files sit under the install's lua/)
+  return mod .. "\n" .. debug.traceback("  forward traceback:", 2):gsub("[^%s]*/lua/lab/", "lab/")
 end
 
 local function set(on)

@@ -55,6 +55,7 @@ local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge en
 -- grad_jump (4), act_jump (16), straggler (3: times the median compute time), straggler_min
 -- (0.1 s: a straggler is at least that much slower), straggler_steps (2 in a row)
 function monitor.new(model, opts)
+  errors.arg(type(model) == "table", "lab.monitor.new", 1, "a lab.nn module or a DDP wrapper", model)
   errors.opts("lab.monitor.new", 2, opts)
   opts = opts or {}
   local root = model.module or model
@@ -433,6 +434,9 @@ end
 -- The layer a step's alarms point to, from the measurements alone, or nil when healthy:
 -- {layer = "hardware" | "communication" | "numeric" | "data", ranks =, module =, why =}
 function monitor.diagnose(rec, world)
+  errors.arg(type(rec) == "table" and type(rec.alarms) == "table", "lab.monitor.diagnose", 1,
+    "a monitor record (with alarms)", rec)
+  errors.arg(math.type(world) == "integer" and world >= 1, "lab.monitor.diagnose", 2, "the world size", world)
   local by = {}
   for _, a in ipairs(rec.alarms) do
     by[a.kind] = by[a.kind] or {}
