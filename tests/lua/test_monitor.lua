@@ -119,7 +119,7 @@ if world >= 2 then
   end
   T.test("a straggler: hardware, at its second slow step, and at least 5x slower", function()
     local found = run(16, function()
-      lab.fault.straggler({ rank = victim, delay = 0.5, from = 13, to = 14 })
+      lab.fault.straggler({ rank = victim, delay = { 0.5, 0.7 }, from = 13, to = 14 }) -- random in [0.5, 0.7] s
     end)
     expect(found, 14, "hardware", victim, "straggler")
     local rec = found[1]
