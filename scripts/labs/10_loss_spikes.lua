@@ -298,7 +298,7 @@ if world == 1 then
   lab.print0("\n4. HARDWARE: skipped at 1 rank (a replica to compare with and ranks to resume on are needed)")
 else
   -- the straggler's delay: well past the clean run's own spread (a shared machine's is wide)
-  local delay = math.max(8 * step_time, 4 * p90, 0.12)
+  local delay = math.max(12 * step_time, 6 * p90, 0.2)
   lab.print0(string.format(
     "\n4. HARDWARE: rank %d slowed by %.0f ms from step %d, and one bit of a master weight flipped there at step %d",
     VICTIM, delay * 1e3, FLIP - 1, FLIP))
