@@ -317,7 +317,8 @@ function Monitor:_alarms(rec)
     self.streak = self.streak_rank == slow and self.streak + 1 or 1
     self.streak_rank = slow
     if self.streak >= self.straggler_steps then
-      add({ kind = "straggler", rank = rec.ranks[slow], value = t_slow, baseline = base, steps = self.streak })
+      add({ kind = "straggler", rank = rec.ranks[slow], value = t_slow, baseline = base, steps = self.streak,
+        run_median = hist_med })
     end
   else
     self.streak, self.streak_rank = 0, nil

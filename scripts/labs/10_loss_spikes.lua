@@ -297,7 +297,7 @@ end
 if world == 1 then
   lab.print0("\n4. HARDWARE: skipped at 1 rank (a replica to compare with and ranks to resume on are needed)")
 else
-  -- the straggler's delay: well past the clean run's own spread (a shared machine's is wide)
+  -- the straggler's delay: well past the clean run's own spread
   local delay = math.max(12 * step_time, 6 * p90, 0.2)
   lab.print0(string.format(
     "\n4. HARDWARE: rank %d slowed by %.0f ms from step %d, and one bit of a master weight flipped there at step %d",
@@ -322,7 +322,8 @@ else
     if a.kind == "replica_mismatch" then
       kinds[#kinds + 1] = string.format("%s differs on rank(s) %s", a.name, table.concat(a.ranks, ","))
     elseif a.kind == "straggler" then
-      kinds[#kinds + 1] = string.format("rank %d computes in %.0f ms (typical %.0f ms)", a.rank, a.value * 1e3, a.baseline * 1e3)
+      kinds[#kinds + 1] = string.format("rank %d computes in %.0f ms (the others %.0f ms now, the run's median %.0f ms)",
+        a.rank, a.value * 1e3, a.baseline * 1e3, a.run_median * 1e3)
     end
   end
   lab.print0("   evidence: " .. table.concat(kinds, "; "))
@@ -331,11 +332,13 @@ else
     if a.kind == "replica_mismatch" and a.name == "master.blocks.1.mlp.fc.weight" then
       flagged = world >= 3 and #a.ranks == 1 and a.ranks[1] == VICTIM or #a.ranks == 2
     end
-    if a.kind == "straggler" and a.rank == VICTIM and a.value >= 5 * a.baseline then slow = true end
+    -- 5x against the run's median step: the others' time this step moves with the machine's
+    -- load (under ctest -j2 part of their wait for the straggler shows as their compute)
+    if a.kind == "straggler" and a.rank == VICTIM and a.value >= 5 * a.run_median then slow = true end
   end
   check("layer: hardware", rec.verdict and rec.verdict.layer == "hardware")
   check("check_replicas names the flipped master and " .. (world >= 3 and "rank " .. VICTIM or "both ranks"), flagged)
-  check("the straggler is named, at least 5x slower than the others", slow)
+  check("the straggler is named, at least 5x slower than the run's median step", slow)
   -- the remedy: exclude the rank (at 2 ranks the straggler check is the only one that names
   -- it) and resume from the checkpoint of step 3*EVERY on the others
   local survivors, first = {}, {}
