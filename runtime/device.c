@@ -1,12 +1,14 @@
-/* The registry of device tables and the names of devices. The cpu table is always present;
- * sim and cuda register theirs when they are compiled in (cuda only where CMake found the
- * toolkit), so callers never test for a device with #ifdef. */
+/* The registry of device tables and the names of devices. The cpu and sim tables are always
+ * present; cuda's comes from its plugin, opened the first time a caller asks for it
+ * (runtime/cuda/loader.h), so callers never test for a device with #ifdef and llmlab starts
+ * without loading CUDA. */
 #include "device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/loader.h"
 #include "error.h"
 
 static const char *type_names[LAB_NDEVTYPES] = {"cpu", "sim", "cuda"};
@@ -18,9 +20,7 @@ const lab_device_ops *lab_device_ops_of(lab_device_type type) {
   if ((unsigned)type >= LAB_NDEVTYPES) return NULL;
   if (type == LAB_DEV_CPU && !tables[type]) tables[type] = lab_cpu_device_ops();
   if (type == LAB_DEV_SIM && !tables[type]) tables[type] = lab_sim_device_ops();
-#ifdef LLMLAB_HAVE_CUDA /* the one place that knows whether CUDA was built */
-  if (type == LAB_DEV_CUDA && !tables[type]) tables[type] = lab_cuda_device_ops();
-#endif
+  if (type == LAB_DEV_CUDA && !tables[type]) tables[type] = lab_cuda_load(); /* NULL: not built or not loadable */
   return tables[type];
 }
 
@@ -31,11 +31,9 @@ void lab_set_default_device(lab_device d) { default_device = d; }
 
 /* the CUDA device's state, then on a line of its own what the sim device runs (llmlab --version) */
 const char *lab_cuda_status(void) {
-  static char buf[700];
+  static char buf[1600];
   const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_CUDA), *sim = lab_device_ops_of(LAB_DEV_SIM);
-  snprintf(buf, sizeof buf, "%s\n%s",
-           !ops ? "CUDA not compiled in (the build found no CUDA toolkit)"
-                : (ops->describe ? ops->describe() : "CUDA compiled in"),
+  snprintf(buf, sizeof buf, "%s\n%s", !ops ? lab_cuda_why() : (ops->describe ? ops->describe() : "CUDA compiled in"),
            sim && sim->describe ? sim->describe() : "sim device");
   return buf;
 }
@@ -73,8 +71,7 @@ int lab_device_parse(const char *op, const char *s, lab_device *out) {
   const lab_device_ops *ops = lab_device_ops_of((lab_device_type)type);
   if (!ops) {
     if (type == LAB_DEV_CUDA)
-      return lab_fail(op, "device '%s': this llmlab was built without CUDA (the build found no CUDA "
-                      "toolkit; see llmlab --version)", s);
+      return lab_fail(op, "device '%s': CUDA is not usable: %s (see llmlab --version)", s, lab_cuda_why());
     return lab_fail(op, "device '%s' is not available in this build", s);
   }
   int count = ops->count();

@@ -84,12 +84,15 @@ typedef struct lab_device_ops {
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
 } lab_device_ops;
 
-/* The table of a device type; NULL when that type is not compiled in. */
+/* The table of a device type; NULL when that type is not compiled in (or, for cuda, its plugin
+ * cannot be loaded here). */
 const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
 const lab_device_ops *lab_cpu_device_ops(void);
 const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
-const lab_device_ops *lab_cuda_device_ops(void); /* runtime/cuda/cuda_device.c, when built */
+/* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
+ * it through lab_device_ops_of, which opens the plugin */
+const lab_device_ops *lab_cuda_device_ops(void);
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */
 const char *lab_device_str(lab_device d, char *buf, size_t n);

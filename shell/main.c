@@ -11,6 +11,7 @@
 
 #include "launcher.h"
 #include "repl.h"
+#include "runtime/cuda/loader.h"
 #include "runtime/device.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/control.h"
@@ -105,8 +106,10 @@ static int parse(int argc, char **argv, options *o) {
       }
       setenv("LLMLAB_DEVICE", v, 1); /* read when the lab module loads, on every rank */
     } else if (strcmp(a, "--version") == 0) {
-      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS %s kernels)\n%s\n", LLMLAB_VERSION, lab_blas_corename(),
-             lab_cuda_status());
+      /* opens the CUDA plugin now (never at start) to say whether CUDA is usable, and from where */
+      char libs[4096];
+      printf("llmlab %s (Lua 5.4, MPI, OpenBLAS %s kernels)\n%s\n%s\n", LLMLAB_VERSION, lab_blas_corename(),
+             lab_cuda_status(), lab_cuda_libraries(libs, sizeof libs));
       exit(0);
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(usage, stdout);

@@ -1,23 +1,21 @@
 /* The choice of communicator for device tensors and the device group of a group (devcomm.h).
- * The one place that knows whether NCCL was compiled in. */
+ * NCCL is a plugin (runtime/cuda/loader.h), opened here at the first collective on cuda tensors
+ * of a group, which is also when the group's plan is decided: a group made before any rank
+ * touched CUDA (the world, at start) then loads nothing. */
 #include "devcomm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cuda/loader.h"
 #include "../error.h"
-#ifdef LLMLAB_HAVE_NCCL
-#include "nccl.h"
-static const int nccl_built = 1;
-#else
-static const int nccl_built = 0;
-#endif
+#include "nccl.h" /* LAB_NCCL_ID_BYTES; the functions are reached through the plugin */
 
 int lab_devcomm_plan(int n, const char (*keys)[LAB_GPU_KEY], const int *world_ranks, int built, char *why,
                      size_t len) {
   if (!built) {
-    snprintf(why, len, "this llmlab was built without NCCL");
+    snprintf(why, len, "NCCL is not usable");
     return LAB_DEVPLAN_STAGED;
   }
   for (int i = 0; i < n; i++)
@@ -51,32 +49,43 @@ static int my_gpu(char *key, size_t n, int *index) {
   lab_device d = lab_default_device();
   if (d.type != LAB_DEV_CUDA && lab_device_parse("nccl", "cuda", &d) < 0) return -1;
   *index = d.index;
-#ifdef LLMLAB_HAVE_NCCL
-  return lab_nccl_gpu_key(*index, key, n);
-#else
-  (void)n;
-  return 0;
-#endif
+  const lab_nccl_plugin *nccl = lab_nccl_load();
+  return nccl ? nccl->gpu_key(*index, key, n) : 0;
 }
 
+/* The group's plan is decided at its first collective on cuda tensors (lab_devcomm_route), not
+ * when it is made: deciding needs every member's GPU, which would load CUDA on every rank at
+ * start for the world. */
 int lab_devcomm_setup(lab_group *g) {
+  g->device_plan = LAB_DEVPLAN_UNDECIDED;
+  g->device_why[0] = 0;
+  return 0;
+}
+
+/* Every member calls this in the same collective (the first on cuda tensors of g): NCCL where
+ * NCCL loads and every member has a GPU of its own. A member whose tensors are cpu while the
+ * others' are cuda is a mismatch checked mode reports only after this exchange. */
+static int decide(lab_group *g) {
   if (g->rank < 0) return 0;
   g->device_plan = LAB_DEVPLAN_STAGED;
-  if (!nccl_built) {
-    lab_devcomm_plan(0, NULL, NULL, 0, g->device_why, sizeof g->device_why);
-    return 0;
-  }
+  int built = lab_nccl_load() != NULL;
+  /* a rank where NCCL does not load still takes part in the exchange, with no GPU key: the
+   * others then stage too ("world rank N has no GPU") */
+  if (!built) snprintf(g->device_why, sizeof g->device_why, "NCCL is not usable: %s", lab_nccl_why());
   char mine[LAB_GPU_KEY];
   char(*all)[LAB_GPU_KEY] = calloc((size_t)g->size, LAB_GPU_KEY);
-  if (!all) return lab_fail("new_group", "out of memory");
-  int rc = my_gpu(mine, sizeof mine, &g->device_index);
-  if (rc < 0) mine[0] = 0; /* a GPU that cannot say its bus id: staged, with the reason below */
+  if (!all) return lab_fail("nccl", "out of memory");
+  int rc = built ? my_gpu(mine, sizeof mine, &g->device_index) : 0;
+  if (rc < 0 || !built) mine[0] = 0; /* no NCCL, or a GPU that cannot say its bus id: staged */
   if (g->backend->exchange(g, mine, all, LAB_GPU_KEY) < 0) {
     free(all);
     return -1;
   }
-  g->device_plan = lab_devcomm_plan(g->size, (const char(*)[LAB_GPU_KEY])all, g->world_ranks, 1, g->device_why,
-                                    sizeof g->device_why);
+  if (built) {
+    g->device_plan = lab_devcomm_plan(g->size, (const char(*)[LAB_GPU_KEY])all, g->world_ranks, 1, g->device_why,
+                                      sizeof g->device_why);
+    /* a member without NCCL sent no key: the plan above says "world rank N has no GPU" */
+  }
   free(all);
   return 0;
 }
@@ -84,6 +93,10 @@ int lab_devcomm_setup(lab_group *g) {
 static const char *devname(lab_device d, char *buf, size_t n) { return lab_device_str(d, buf, n); }
 
 int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, int p2p, lab_coll_path *path) {
+  /* a send or recv involves two members: it cannot decide, and stages until a collective has */
+  if (g->device_plan == LAB_DEVPLAN_UNDECIDED && !p2p && (a.type == LAB_DEV_CUDA || b.type == LAB_DEV_CUDA) &&
+      decide(g) < 0)
+    return -1;
   *path = lab_coll_path_of(a, b, g->device_plan);
   if (*path == LAB_PATH_DEVICE && a.index != g->device_index) {
     char s[32];
@@ -104,7 +117,11 @@ int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, 
 
 lab_group *lab_devcomm_group(lab_group *g) {
   if (g->device) return g->device;
-#ifdef LLMLAB_HAVE_NCCL
+  const lab_nccl_plugin *nccl = lab_nccl_load();
+  if (!nccl) {
+    lab_fail("nccl", "NCCL is not usable: %s", lab_nccl_why());
+    return NULL;
+  }
   unsigned char id[LAB_NCCL_ID_BYTES] = {0};
   unsigned char *all = calloc((size_t)g->size, LAB_NCCL_ID_BYTES);
   lab_group *dev = calloc(1, sizeof *dev);
@@ -115,9 +132,9 @@ lab_group *lab_devcomm_group(lab_group *g) {
     return NULL;
   }
   /* rank 0's unique id reaches every member over the host group's check channel */
-  int rc = g->rank == 0 ? lab_nccl_unique_id(id) : 0;
+  int rc = g->rank == 0 ? nccl->unique_id(id) : 0;
   if (rc == 0) rc = g->backend->exchange(g, id, all, LAB_NCCL_ID_BYTES);
-  if (rc == 0) rc = lab_nccl_group_init(dev, g, g->device_index, all);
+  if (rc == 0) rc = nccl->group_init(dev, g, g->device_index, all);
   free(all);
   if (rc < 0) {
     free(dev);
@@ -125,10 +142,6 @@ lab_group *lab_devcomm_group(lab_group *g) {
   }
   g->device = dev;
   return dev;
-#else
-  lab_fail("nccl", "this llmlab was built without NCCL");
-  return NULL;
-#endif
 }
 
 int lab_devcomm_rebuild(lab_group *g) {
@@ -153,6 +166,11 @@ const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n
   case LAB_PATH_HOST: snprintf(buf, n, "mpi"); break;
   case LAB_PATH_DEVICE: snprintf(buf, n, "nccl (%s)", devname(a, s, sizeof s)); break;
   default:
+    if (a.type == LAB_DEV_CUDA && g->device_plan == LAB_DEVPLAN_UNDECIDED) {
+      snprintf(buf, n, "undecided: the first collective on cuda tensors of %s chooses nccl (every member has a GPU "
+               "of its own and NCCL loads) or mpi staged through host memory", g->name);
+      break;
+    }
     snprintf(buf, n, "mpi, staged through host memory: %s",
              a.type == LAB_DEV_CUDA ? g->device_why : "collectives on sim tensors always stage (a testing device)");
   }

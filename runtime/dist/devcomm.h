@@ -4,8 +4,9 @@
  * one communicator on the same GPU ("Duplicate GPU detected"), so when members share a GPU (or
  * NCCL is absent, or the tensors are sim or of mixed devices) the collective runs through MPI
  * on host copies (dist.c's staged path), and the first such collective on a group says why,
- * once. The choice is plain logic (lab_devcomm_plan, lab_coll_path_of), tested on the CPU; the
- * NCCL calls are in nccl.c. */
+ * once. NCCL is a plugin (runtime/cuda/loader.h) opened at that first collective. The choice
+ * is plain logic (lab_devcomm_plan, lab_coll_path_of), tested on the CPU; the NCCL calls are in
+ * nccl.c. */
 #ifndef LAB_RUNTIME_DIST_DEVCOMM_H
 #define LAB_RUNTIME_DIST_DEVCOMM_H
 
@@ -32,8 +33,10 @@ int lab_devcomm_plan(int n, const char (*keys)[LAB_GPU_KEY], const int *world_ra
  * plan, STAGED otherwise. */
 lab_coll_path lab_coll_path_of(lab_device a, lab_device b, int plan);
 
-/* Decides a new group's plan (every member calls it, right after the group is made): with NCCL
- * built, the members exchange their GPU keys over the group's host backend. 0 or -1. */
+/* A new group's plan starts undecided (every member calls this, right after the group is made):
+ * lab_devcomm_route decides it at the group's first collective on cuda tensors, where the
+ * members load NCCL (a plugin) and exchange their GPU keys over the group's host backend, so
+ * that making a group (the world, at start) loads no CUDA library. 0. */
 int lab_devcomm_setup(lab_group *g);
 
 /* The path of a collective on tensors of devices a, b on g (p2p: a send or recv, which takes

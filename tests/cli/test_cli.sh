@@ -77,5 +77,33 @@ out="$(OMP_WAIT_POLICY=active LLMLAB_THREADS=$more "$LLMLAB" -e 'print(os.getenv
 out="$(LLMLAB_THREADS=$more "$LLMLAB" -n 2 -e 'io.write(os.getenv("OMP_WAIT_POLICY"), "\n")' | sort -u)"
 [ "$out" = "PASSIVE" ]; check "every rank of -n 2 sleeps when its threads exceed the cores" $?
 
+# CUDA is a plugin opened on first use (runtime/cuda/loader.h): llmlab starts with no CUDA library
+# mapped, on every rank; --version opens it then, after start, and says whether CUDA is usable
+cuda_re='libcudart|libcublas|libnccl|libllmlab_cuda|libllmlab_nccl'
+out="$("$LLMLAB" -n 2 -e 'io.write(io.open("/proc/self/maps"):read("a"))')"
+echo "$out" | grep -q "liblua" && ! echo "$out" | grep -Eq "$cuda_re"
+check "no CUDA library is mapped at start (/proc/self/maps of both ranks of -n 2)" $?
+if command -v readelf >/dev/null; then
+  ! readelf -d "$LLMLAB" | grep NEEDED | grep -Eq "$cuda_re"; check "llmlab has no CUDA library among its NEEDED" $?
+fi
+ver="$("$LLMLAB" --version)"
+echo "$ver" | grep -Eq "^(CUDA compiled in|CUDA not compiled in|.*plugin|libcudart)"; check "--version says whether CUDA is usable" $?
+if echo "$ver" | grep -q "^CUDA compiled in"; then
+  # the plugin and cudart are loaded by --version, and only after the program took control
+  dbg="$(LD_DEBUG=libs "$LLMLAB" --version 2>&1 >/dev/null)"
+  echo "$dbg" | awk '/transferring control/ {t = 1} /calling init: .*(libcudart|libllmlab_cuda)/ {if (!t) bad = 1; seen = 1}
+                     END {exit !(seen && !bad)}'
+  check "LD_DEBUG=libs: --version loads cudart and the plugin after start, not before" $?
+  out="$("$LLMLAB" -e 'lab.cuda.status() io.write(io.open("/proc/self/maps"):read("a"))')"
+  echo "$out" | grep -q "libllmlab_cuda.so" && echo "$out" | grep -q "libcudart"
+  check "lab.cuda.status() opens the plugin (the maps check above can see it)" $?
+  out="$(LLMLAB_PLUGIN_DIR="$TMP/none" "$LLMLAB" --version)"
+  echo "$out" | grep -q "the plugin libllmlab_cuda.so is missing (looked for $TMP/none/libllmlab_cuda.so)"
+  check "--version names a missing plugin" $?
+  err="$(LLMLAB_PLUGIN_DIR="$TMP/none" "$LLMLAB" -e 'lab.zeros(2, {device = "cuda"})' 2>&1)"
+  echo "$err" | grep -q "device 'cuda': CUDA is not usable: the plugin libllmlab_cuda.so is missing"
+  check "a cuda tensor without the plugin is a Lua error saying why" $?
+fi
+
 echo "$fails failures"
 [ $fails -eq 0 ]

@@ -67,7 +67,7 @@ static void test_no_gpu_or_no_nccl_stage(void **state) {
   assert_string_equal(why, "world rank 11 has no GPU");
   const char *distinct[] = {"n/A", "n/B"};
   assert_int_equal(plan(2, distinct, 0, why), LAB_DEVPLAN_STAGED);
-  assert_string_equal(why, "this llmlab was built without NCCL");
+  assert_string_equal(why, "NCCL is not usable"); /* decide() adds the loader's reason */
 }
 
 /* a world of 1 with a GPU takes NCCL (the configuration tests/gpu runs it in) */
