@@ -9,8 +9,8 @@
  *   2. $CUDA_HOME, then $CUDA_PATH: lib64, lib, targets/<arch>-linux/lib;
  *   3. the NVIDIA wheels of the machine's Python, <site-packages>/nvidia/<any>/lib, where the
  *      site-packages are those of $VIRTUAL_ENV, $CONDA_PREFIX, the python3 first on PATH
- *      (<bin>/../lib/python3.*), each $PYTHONPATH entry, ~/.local and /usr/local/lib/python3.*
- *      (found without running Python);
+ *      (<bin>/../lib/python3.*), each $PYTHONPATH entry, ~/.local, /usr/local, /usr and
+ *      /opt/conda (found without running Python);
  *   4. /usr/local/cuda (lib64, lib, targets/<arch>-linux/lib) and the toolkit llmlab was built with;
  *   5. the system loader's own search (LD_LIBRARY_PATH, ld.so.cache), by soname.
  * A library that none of them has leaves that plugin unloaded, and the reason names the

@@ -107,6 +107,8 @@ int lab_cuda_search_dirs(lab_getenv_fn env, const char *toolkit_dir, char (*dirs
     add_prefix_sites(&l, p);
   }
   add_prefix_sites(&l, "/usr/local");
+  add_prefix_sites(&l, "/usr"); /* /usr/lib/python3/dist-packages too: python3* matches python3 */
+  add_prefix_sites(&l, "/opt/conda");
   add_toolkit(&l, "/usr/local/cuda");
   add(&l, toolkit_dir);
   return l.n;

@@ -69,7 +69,10 @@ mpi_step() {
 }
 gemm_step() {
   llmlab scripts/bench/gpu_gemm.lua 4096 8192 || return 1
-  [ -x bin/gpu_gemm_cublaslt ] && timeout 30 bin/gpu_gemm_cublaslt 4096 8192
+  # the C peer links cudart and cuBLASLt itself: give it the directories llmlab's loader chose
+  local cudadirs
+  cudadirs="$(llmlab --version | awk '/^  (cudart|cublasLt) .* from \//{print $NF}' | xargs -r -n1 dirname | sort -u | paste -sd:)"
+  [ -x bin/gpu_gemm_cublaslt ] && LD_LIBRARY_PATH="$cudadirs:$LD_LIBRARY_PATH" timeout 30 bin/gpu_gemm_cublaslt 4096 8192
   timeout 40 python3 scripts/bench/gpu_gemm_torch.py 4096 8192 || echo "(torch peer failed)"
 }
 gpt2_step() {

@@ -33,6 +33,11 @@ shorten() {
     *scripts/train_gpt.lua*sample=*) echo "$1 steps=5 sample=16" ;;
     *scripts/train_gpt.lua*) echo "$1 steps=5" ;;
     scripts/test) echo "$1 -R '^unit\\.views\$'" ;;
+    # the GPU bundle: packs the build under test (the CUDA Release build takes minutes), and the
+    # check runs its dry run (this machine has no GPU)
+    scripts/gpu/bundle.sh) echo "$1 --from-build build" ;;
+    *device_check.sh*--dry-run*) echo "$1" ;;
+    *device_check.sh*) echo "$1 --dry-run" ;;
     *) echo "$1" ;;
   esac
 }
