@@ -24,6 +24,17 @@
 #define LLMLAB_PLUGIN_BUILD_DIR ""
 #endif
 
+#ifdef LLMLAB_HAVE_CUDA
+static const int cuda_built = 1;
+#else
+static const int cuda_built = 0;
+#endif
+#ifdef LLMLAB_HAVE_NCCL
+static const int nccl_built = 1;
+#else
+static const int nccl_built = 0;
+#endif
+
 #define MAX_DIRS 64
 
 typedef struct {
@@ -120,20 +131,23 @@ static int abi_ok(int abi, size_t ops, size_t group, const char *path, char *why
 }
 
 static void load_cuda(void) {
-#ifdef LLMLAB_HAVE_CUDA
+  if (!cuda_built) {
+    snprintf(cuda_why, sizeof cuda_why, "CUDA not compiled in (the build found no CUDA toolkit)");
+    return;
+  }
   if (open_lib(&cudart, cuda_why, sizeof cuda_why) < 0 || open_lib(&cublaslt, cuda_why, sizeof cuda_why) < 0) return;
   void *fn = open_plugin("libllmlab_cuda.so", cuda_plugin_path, sizeof cuda_plugin_path, LAB_CUDA_PLUGIN_ENTRY,
                          cuda_why, sizeof cuda_why);
   if (!fn) return;
   const lab_cuda_plugin *p = ((lab_cuda_plugin_entry)fn)();
   if (abi_ok(p->abi, p->ops_size, p->group_size, cuda_plugin_path, cuda_why, sizeof cuda_why) == 0) cuda_plugin = p;
-#else
-  snprintf(cuda_why, sizeof cuda_why, "CUDA not compiled in (the build found no CUDA toolkit)");
-#endif
 }
 
 static void load_nccl(void) {
-#ifdef LLMLAB_HAVE_NCCL
+  if (!nccl_built) {
+    snprintf(nccl_why, sizeof nccl_why, "this llmlab was built without NCCL");
+    return;
+  }
   if (!lab_cuda_load()) {
     snprintf(nccl_why, sizeof nccl_why, "%s", cuda_why);
     return;
@@ -144,9 +158,6 @@ static void load_nccl(void) {
   if (!fn) return;
   const lab_nccl_plugin *p = ((lab_nccl_plugin_entry)fn)(cuda_plugin);
   if (abi_ok(p->abi, p->ops_size, p->group_size, nccl_plugin_path, nccl_why, sizeof nccl_why) == 0) nccl_plugin = p;
-#else
-  snprintf(nccl_why, sizeof nccl_why, "this llmlab was built without NCCL");
-#endif
 }
 
 const lab_device_ops *lab_cuda_load(void) {

@@ -103,6 +103,28 @@ if echo "$ver" | grep -q "^CUDA compiled in"; then
   err="$(LLMLAB_PLUGIN_DIR="$TMP/none" "$LLMLAB" -e 'lab.zeros(2, {device = "cuda"})' 2>&1)"
   echo "$err" | grep -q "device 'cuda': CUDA is not usable: the plugin libllmlab_cuda.so is missing"
   check "a cuda tensor without the plugin is a Lua error saying why" $?
+  # the CUDA libraries laid out as the NVIDIA wheels lay them out (CUDA 13's nvidia/cu13/lib, NCCL's
+  # nvidia/nccl/lib, versioned names only) on PYTHONPATH are the ones loaded, found by the
+  # plugin loader with no other hint; LLMLAB_CUDA_LIBS (the override) wins over them
+  libdir() { echo "$ver" | awk -v l="$1" '$1 == l && $3 == "from" {print $4}' | xargs dirname; }
+  site="$TMP/site"
+  mkdir -p "$site/nvidia/cu13/lib" "$site/nvidia/nccl/lib" "$TMP/over"
+  ln -s "$(libdir cudart)/libcudart.so.13" "$site/nvidia/cu13/lib/libcudart.so.13"
+  ln -s "$(libdir cublasLt)/libcublasLt.so.13" "$site/nvidia/cu13/lib/libcublasLt.so.13"
+  nccl_dir="$(echo "$ver" | awk '$1 == "nccl" {print $5}' | xargs dirname)"
+  ln -s "$nccl_dir/libnccl.so.2" "$site/nvidia/nccl/lib/libnccl.so.2"
+  ln -s "$nccl_dir/libnccl.so.2" "$TMP/over/libnccl.so.2"
+  out="$(env -u CUDA_HOME -u CUDA_PATH -u LLMLAB_CUDA_LIBS -u VIRTUAL_ENV -u CONDA_PREFIX PATH=/nonexistent HOME="$TMP" \
+         PYTHONPATH="$site" "$LLMLAB" --version)"
+  echo "$out" | grep -q "cudart   13\.[0-9]* from $site/nvidia/cu13/lib/libcudart.so.13" &&
+    echo "$out" | grep -q "cublasLt .* from $site/nvidia/cu13/lib/libcublasLt.so.13" &&
+    { ! echo "$ver" | grep -q "^  nccl     NCCL" || echo "$out" | grep -q "nccl     NCCL .* from $site/nvidia/nccl/lib/libnccl.so.2"; }
+  check "the loader takes cudart, cuBLASLt and NCCL from a wheel-shaped site-packages on PYTHONPATH" $?
+  [ $? -eq 0 ] || echo "$out"
+  out="$(env -u CUDA_HOME -u CUDA_PATH PATH=/nonexistent HOME="$TMP" PYTHONPATH="$site" LLMLAB_CUDA_LIBS="$TMP/over" \
+         "$LLMLAB" --version)"
+  ! echo "$ver" | grep -q "^  nccl     NCCL" || echo "$out" | grep -q "nccl     NCCL .* from $TMP/over/libnccl.so.2"
+  check "LLMLAB_CUDA_LIBS comes before the wheels" $?
 fi
 
 echo "$fails failures"
