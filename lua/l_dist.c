@@ -522,12 +522,16 @@ static int l_world_group(lua_State *L) {
 }
 
 /* backend(t[, {group=}]) -> "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: why":
- * which communicator a collective on t takes on the group */
+ * which communicator a collective on t takes on the group. For a cuda tensor on a group that has
+ * had no collective on cuda tensors yet, the first call is collective (the members exchange
+ * their GPUs: runtime/dist/devcomm.h). */
 static int l_backend(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
   char buf[320];
-  lua_pushstring(L, lab_devcomm_describe(ll_opt_group(L, opts), lab_device_of(t), buf, sizeof buf));
+  lab_group *g = ll_opt_group(L, opts);
+  ll_check_rc(L, lab_devcomm_decide(g, lab_device_of(t)));
+  lua_pushstring(L, lab_devcomm_describe(g, lab_device_of(t), buf, sizeof buf));
   return 1;
 }
 

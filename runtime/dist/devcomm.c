@@ -90,13 +90,16 @@ static int decide(lab_group *g) {
   return 0;
 }
 
+int lab_devcomm_decide(lab_group *g, lab_device a) {
+  if (g->rank < 0 || g->device_plan != LAB_DEVPLAN_UNDECIDED || a.type != LAB_DEV_CUDA) return 0;
+  return decide(g);
+}
+
 static const char *devname(lab_device d, char *buf, size_t n) { return lab_device_str(d, buf, n); }
 
 int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, int p2p, lab_coll_path *path) {
   /* a send or recv involves two members: it cannot decide, and stages until a collective has */
-  if (g->device_plan == LAB_DEVPLAN_UNDECIDED && !p2p && (a.type == LAB_DEV_CUDA || b.type == LAB_DEV_CUDA) &&
-      decide(g) < 0)
-    return -1;
+  if (!p2p && (lab_devcomm_decide(g, a) < 0 || lab_devcomm_decide(g, b) < 0)) return -1;
   *path = lab_coll_path_of(a, b, g->device_plan);
   if (*path == LAB_PATH_DEVICE && a.index != g->device_index) {
     char s[32];

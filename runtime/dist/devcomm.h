@@ -52,6 +52,11 @@ lab_group *lab_devcomm_group(lab_group *g);
 int lab_devcomm_rebuild(lab_group *g);
 void lab_devcomm_free(lab_group *g);
 
+/* Decides g's plan now when it is undecided and a is a cuda device: collective (every member
+ * of g calls it, as at the group's first collective on cuda tensors); 0 or -1. lab.dist.backend
+ * calls it so that it can answer for cuda tensors before any collective. */
+int lab_devcomm_decide(lab_group *g, lab_device a);
+
 /* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" for lab.dist.backend_of. */
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n);
 

@@ -135,13 +135,60 @@ static void test_route(void **state) {
   assert_string_equal(lab_devcomm_describe(&g, c0, buf, sizeof buf), "none: this rank is not a member of world");
 }
 
+/* a new group's plan waits for its first collective on cuda tensors: cpu collectives and sends
+ * decide nothing (no exchange, no NCCL loaded), lab.dist.backend says it is undecided; the first
+ * cuda collective exchanges the members' GPUs once over the host backend (here, where NCCL
+ * cannot load in a test binary or was not built, every member stages and says why) */
+static int exchanges;
+static int fake_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
+  exchanges++;
+  for (int r = 0; r < g->size; r++) memcpy((char *)all + (size_t)r * (size_t)nbytes, mine, (size_t)nbytes);
+  return 0;
+}
+
+static void test_plan_waits_for_a_cuda_collective(void **state) {
+  (void)state;
+  lab_comm_backend be;
+  memset(&be, 0, sizeof be);
+  be.exchange = fake_exchange;
+  lab_group g;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "world");
+  g.rank = 1;
+  g.size = 2;
+  int ranks[2] = {0, 1};
+  g.world_ranks = ranks;
+  g.backend = &be;
+  assert_int_equal(lab_devcomm_setup(&g), 0);
+  assert_int_equal(g.device_plan, LAB_DEVPLAN_UNDECIDED);
+  lab_device c0 = {LAB_DEV_CUDA, 0}, cpu = {LAB_DEV_CPU, 0};
+  lab_coll_path path;
+  exchanges = 0;
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, cpu, cpu, 0, &path), 0);
+  assert_int_equal(path, LAB_PATH_HOST);
+  assert_int_equal(lab_devcomm_route("send", &g, c0, c0, 1, &path), 0);
+  assert_int_equal(path, LAB_PATH_STAGED);
+  assert_int_equal(exchanges, 0);
+  assert_int_equal(g.device_plan, LAB_DEVPLAN_UNDECIDED);
+  char buf[320];
+  assert_non_null(strstr(lab_devcomm_describe(&g, c0, buf, sizeof buf), "undecided: the first collective on cuda"));
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, c0, c0, 0, &path), 0);
+  assert_int_equal(exchanges, 1);
+  assert_int_equal(g.device_plan, LAB_DEVPLAN_STAGED);
+  assert_int_equal(path, LAB_PATH_STAGED);
+  assert_non_null(strstr(g.device_why, "NCCL is not usable: "));
+  assert_int_equal(lab_devcomm_route("all_reduce", &g, c0, c0, 0, &path), 0);
+  assert_int_equal(lab_devcomm_decide(&g, c0), 0);
+  assert_int_equal(exchanges, 1); /* decided once */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_ranks_one_gpu_stage),  cmocka_unit_test(test_eight_gpus_of_a_node_take_nccl),
       cmocka_unit_test(test_same_bus_on_two_nodes_is_two_gpus),
       cmocka_unit_test(test_four_ranks_two_gpus_names_the_first_pair),
       cmocka_unit_test(test_no_gpu_or_no_nccl_stage), cmocka_unit_test(test_world_of_one),
-      cmocka_unit_test(test_paths), cmocka_unit_test(test_route),
+      cmocka_unit_test(test_paths), cmocka_unit_test(test_route), cmocka_unit_test(test_plan_waits_for_a_cuda_collective),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
