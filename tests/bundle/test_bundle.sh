@@ -4,8 +4,10 @@
 # CUDA Release build, which costs minutes), unpacks it, and inside a mount namespace where the
 # system's OpenMPI (libraries, plugins, mpirun), Lua, OpenBLAS, readline, hwloc, PMIx and
 # libevent are hidden (bind mounts of an empty file or directory over them) runs
-# device_check.sh --dry-run: steps at 1 and 2 ranks, every one from the bundle. Shows first
-# that the hiding works: the build's own llmlab and the system's mpirun cannot start there.
+# device_check.sh --dry-run: steps at 1 and 2 ranks, every one from the bundle. The CUDA
+# libraries (cudart, cuBLASLt, NCCL) are hidden too: the bundle's llmlab must run without any,
+# saying why CUDA is not usable. Shows first that the hiding works: the build's own llmlab and
+# the system's mpirun cannot start there.
 # Exits 77 (skipped) where unshare -m is refused (no CAP_SYS_ADMIN in a container).
 #   tests/bundle/test_bundle.sh BUILD_DIR SOURCE_DIR
 set -u
@@ -39,6 +41,15 @@ for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/
          /usr/lib/x86_64-linux-gnu/openblas-pthread /usr/share/openmpi /etc/openmpi; do
   [ -d "$d" ] && hide_dirs="$hide_dirs $d"
 done
+# the CUDA libraries: their directories, or the files alone where they sit beside libc
+for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+  for p in $(/sbin/ldconfig -p | awk -v l="$lib" '$1 == l {print $NF}') /usr/local/cuda/lib64/$lib; do
+    [ -e "$p" ] || continue
+    real="$(readlink -f "$p")"
+    if [ -e "$(dirname "$real")/libc.so.6" ]; then hide_files="$hide_files $real"
+    else case " $hide_dirs " in *" $(dirname "$real") "*) ;; *) hide_dirs="$hide_dirs $(dirname "$real")" ;; esac; fi
+  done
+done
 : >"$TMP/empty"
 mkdir -p "$TMP/emptydir"
 cat >"$TMP/inner.sh" <<INNER
@@ -49,7 +60,7 @@ echo "hidden: \$(echo $hide_files $hide_dirs | wc -w) files and directories"
 if "$BUILD/llmlab" -e '' >/dev/null 2>&1; then echo "HIDING FAILED: the build's llmlab still starts"; exit 4; fi
 if mpirun --version >/dev/null 2>&1; then echo "HIDING FAILED: the system's mpirun still runs"; exit 4; fi
 echo "the build's llmlab and the system's mpirun cannot start here"
-"$TMP/x/llmlab-gpu/device_check.sh" --dry-run "$TMP/report"
+env -u CUDA_HOME -u CUDA_PATH -u LLMLAB_CUDA_LIBS "$TMP/x/llmlab-gpu/device_check.sh" --dry-run "$TMP/report"
 INNER
 out="$(unshare -m bash "$TMP/inner.sh" 2>&1)"
 rc=$?
@@ -62,6 +73,8 @@ grep -q "| attention_speed | essential | 60 | 0 | would run (needs a GPU) |" "$T
   grep -q "| gpt_20_steps | essential | 40 | [0-9]* | ok \[sim\] |" "$TMP/report/report.md" &&
   [ -s "$TMP/report/report.json" ] && [ -s "$TMP/report/logs.tar.gz" ]
 check "report.md lists the GPU steps with their budgets; report.json and the logs are written" $?
+tar -xzOf "$TMP/report/logs.tar.gz" logs/01_env.log | grep -Eq "^(CUDA not compiled in|libcudart.so.13 not found)"
+check "with no CUDA library the bundle's llmlab runs and --version says why CUDA is not usable" $?
 tar -xzOf "$TMP/report/logs.tar.gz" logs/02_mpi.log | grep -q "mpi from $TMP/x/llmlab-gpu/lib/libmpi.so.40"
 check "the ranks loaded the bundle's libmpi" $?
 echo "bundle + dry run: $((SECONDS - start)) s"
