@@ -9,7 +9,8 @@
 # suite's on_gpu cases, collectives on GPU tensors, torch's SDPA, GPT-2 124M against torch,
 # NCCL and MPI staging, compute-sanitizer). A step whose budget no longer fits is skipped and
 # the report says so; a cut-short run still has the essentials. Writes OUTDIR/report.md,
-# OUTDIR/report.json and OUTDIR/logs.tar.gz (every step's full output).
+# OUTDIR/report.json and OUTDIR/logs.tar.gz (every step's full output). Exits 0 when every step
+# that ran passed, 1 when one failed or timed out, 3 for a run (not --dry-run) that found no GPU.
 # --dry-run runs every step that needs no GPU from the bundle (the environment, mpirun at 2
 # ranks, the GPU tests' own logic and the 20-step GPT on the sim device at 1 and 2 ranks) and
 # lists the GPU steps it would run with their budgets.
@@ -19,7 +20,7 @@ OUT=""
 for a in "$@"; do
   case "$a" in
   --dry-run) DRY=1 ;;
-  -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
   *) OUT="$a" ;;
   esac
 done
@@ -112,10 +113,11 @@ STEPS=(
 )
 
 # ---- run ----
-GPU_OK=0
+GPU_OK=0 NO_GPU=""
 if [ $DRY -eq 0 ]; then
   llmlab -e 'os.exit(lab.cuda.is_available() and 0 or 3)' >/dev/null 2>&1 && GPU_OK=1
-  [ $GPU_OK -eq 1 ] || echo "device_check: no usable GPU: $(llmlab -e 'print(lab.cuda.status())' 2>&1)"
+  [ $GPU_OK -eq 1 ] || NO_GPU="no usable GPU: $(llmlab -e 'print(lab.cuda.status())' 2>&1 | head -1)"
+  [ -z "$NO_GPU" ] || echo "device_check: $NO_GPU"
 fi
 RESULTS="$OUT/steps.tsv"
 : >"$RESULTS"
@@ -167,6 +169,7 @@ MACHINE="${MACHINE:-no GPU}, $(nproc) cores, $(hostname)"
   echo
   echo "$(date -u +%Y-%m-%d\ %H:%M) UTC on $MACHINE; $((SECONDS - START)) s of steps (budget $TOTAL s, essential tier $ESSENTIAL s)."
   echo
+  [ -z "$NO_GPU" ] || { echo "**$NO_GPU**"; echo; }
   echo "| # | step | tier | budget s | took s | status |"
   echo "|---|---|---|---|---|---|"
   while IFS=$'\t' read -r n name tier budget gpu took status log; do
@@ -199,5 +202,7 @@ json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": s
 PY
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs steps.tsv && rm -rf "$OUT/logs" "$OUT/steps.tsv"
 echo "device_check: report in $OUT/report.md, $OUT/report.json, $OUT/logs.tar.gz"
-# the exit status: 0 when no step that ran failed or timed out
-! grep -qP '\t(failed|timed out)' <(tar -xzOf "$OUT/logs.tar.gz" steps.tsv)
+# the exit status: 0 when no step that ran failed or timed out, 3 for a GPU run without a GPU
+grep -qP '\t(failed|timed out)' <(tar -xzOf "$OUT/logs.tar.gz" steps.tsv) && exit 1
+[ -z "$NO_GPU" ] || exit 3
+exit 0
