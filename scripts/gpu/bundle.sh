@@ -66,12 +66,15 @@ PMIX_PREFIX="$(dirname "$(dirname "$PMIX_LIB")")"
 network='libfabric|libucp|libucs|libuct|libucm|libpsm|libibverbs|librdmacm|libinfinipath|libcuda\.so|libnvidia|libOpenCL|libX|libxml2'
 mkdir -p "$B/ompi/lib/openmpi"
 kept=0 dropped=0
+# (ldd's output is kept before grep reads it: with pipefail, grep -q leaving early would let
+# ldd's SIGPIPE turn a match into "no match")
+needs_network() { local deps; deps="$(ldd "$1" 2>&1)"; grep -Eq "$network|not found" <<<"$deps"; }
 for so in "$OMPI_PKGLIB"/mca_*.so; do
-  if ldd "$so" 2>/dev/null | grep -Eq "$network|not found"; then dropped=$((dropped + 1)); continue; fi
+  if needs_network "$so"; then dropped=$((dropped + 1)); continue; fi
   cp "$so" "$B/ompi/lib/openmpi/"; kept=$((kept + 1))
 done
 for so in "$B"/pmix/lib/pmix/*.so; do
-  if ldd "$so" 2>/dev/null | grep -Eq "$network|not found"; then rm -f "$so"; fi
+  if needs_network "$so"; then rm -f "$so"; fi
 done
 echo "bundle: OpenMPI plugins: $kept kept, $dropped left out (they need a network stack or a missing library)"
 
@@ -87,13 +90,13 @@ for f in "${elfs[@]}"; do
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     if [ "$path" = "not" ]; then
-      echo "$name" | grep -Eq "$cuda" || missing="$missing $name(${f##*/})"
+      [[ "$name" =~ $cuda ]] || missing="$missing $name(${f##*/})"
       continue
     fi
-    echo "$name" | grep -Eq "$glibc|$cuda" && continue
+    [[ "$name" =~ $glibc|$cuda ]] && continue
     [ -n "${seen[$name]:-}" ] && continue
     seen[$name]=1
-    if echo "$name" | grep -Eq "$gccrt"; then cp -L "$path" "$B/lib/gcc/$name"; else cp -L "$path" "$B/lib/$name"; fi
+    if [[ "$name" =~ $gccrt ]]; then cp -L "$path" "$B/lib/gcc/$name"; else cp -L "$path" "$B/lib/$name"; fi
   done < <(LD_LIBRARY_PATH="$BUILD" ldd "$f" 2>/dev/null)
 done
 [ -z "$missing" ] || { echo "bundle: libraries not found:$missing" >&2; exit 1; }

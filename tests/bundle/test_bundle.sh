@@ -27,6 +27,9 @@ check "bundle.sh packs the build under 48 MiB ($(tail -1 "$TMP/bundle.log"))" $?
 mkdir -p "$TMP/x" && tar -C "$TMP/x" -xzf "$TMP/pack/llmlab-gpu.tar.gz"
 check "the tarball unpacks" $?
 grep -q "^oldest glibc needed: 2\.[0-9]*" "$TMP/x/llmlab-gpu/MANIFEST"; check "the manifest says the oldest glibc needed" $?
+files="$(tar -tzf "$TMP/pack/llmlab-gpu.tar.gz")"
+! grep -Eq "/lib(cudart|cublas|cublasLt|nccl|cuda)\.so|/lib(ucp|uct|ucs|ucm|fabric|psm|ibverbs|rdmacm)" <<<"$files"
+check "no CUDA library and no network stack (UCX, libfabric, PSM, verbs) in the bundle" $?
 
 # what the namespace hides: each library's real file (a link's target), the OpenMPI and PMIx
 # plugin directories, OpenBLAS's directories and mpirun
