@@ -68,6 +68,10 @@ mpi_step() {
     io.write(string.format("rank %d of %d: lua %s, mpi from %s\n", lab.dist.rank(), lab.dist.world(), _VERSION,
       f:match("(%S*libmpi%.so[%.%d]*)") or "?"))'
 }
+gpt_step() { # 20 f32 steps against the cpu, then tests/gpu's GPT test (f32 and bf16 mixed precision)
+  llmlab scripts/gpu/gpt20.lua device="$1" || return 1
+  (cd tests/gpu && LLMLAB_GPU_TEST_DEVICE="$1" llmlab test_gpt.lua)
+}
 gemm_step() {
   llmlab scripts/bench/gpu_gemm.lua 4096 8192 || return 1
   # the C peer links cudart and cuBLASLt itself: give it the directories llmlab's loader chose
@@ -102,7 +106,7 @@ STEPS=(
   "flash_attention|essential|45|1|(cd tests/gpu && llmlab test_flash_attention.lua)|(cd tests/gpu && LLMLAB_GPU_TEST_DEVICE=sim llmlab test_flash_attention.lua)"
   "attention_speed|essential|60|1|llmlab scripts/bench/gpu_attention.lua 1024 4096"
   "gemm_bf16|essential|40|1|gemm_step"
-  "gpt_20_steps|essential|40|1|llmlab scripts/gpu/gpt20.lua device=cuda|llmlab scripts/gpu/gpt20.lua device=sim"
+  "gpt_20_steps|essential|40|1|gpt_step cuda|gpt_step sim"
   "lua_on_gpu_np1|rest|35|1|on_gpu 1"
   "lua_on_gpu_np2|rest|25|1|on_gpu 2|(cd tests/lua && LLMLAB_GPU_TEST_DEVICE=sim LLMLAB_ERROR_TIMEOUT=5 llmlab -n 2 ../gpu/on_gpu.lua test_collectives.lua)"
   "dist_np1_np2|rest|15|1|dist_step|(cd tests/gpu && LLMLAB_GPU_TEST_DEVICE=sim llmlab -n 2 test_dist.lua)"
