@@ -117,6 +117,10 @@ STEPS=(
 )
 
 # ---- run ----
+# A dry run checks the bundle (its MPI, Lua, OpenBLAS, the tests' logic), not the kernels: the sim
+# device runs its cpu kernels there (LLMLAB_SIMT=0), since under the SIMT interpreter the GPT
+# steps alone take minutes; ctest's sim lane interprets kernels/cuda.
+[ $DRY -eq 1 ] && export LLMLAB_SIMT=0
 GPU_OK=0 NO_GPU=""
 if [ $DRY -eq 0 ]; then
   llmlab -e 'os.exit(lab.cuda.is_available() and 0 or 3)' >/dev/null 2>&1 && GPU_OK=1
