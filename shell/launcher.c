@@ -38,6 +38,7 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
     return -1;
   }
   self[len] = 0;
+  tell_ranks_the_terminal(); /* before the -x list below, so LLMLAB_TERM reaches every host */
   size_t settings = 0;
   for (char **e = environ; *e; e++) settings += strncmp(*e, "LLMLAB_", 7) == 0;
   char **av = calloc((size_t)argc + 16 + 2 * settings, sizeof *av);
@@ -65,7 +66,6 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
     av[k++] = argv[i];
   }
   av[k] = NULL;
-  tell_ranks_the_terminal();
   execvp(av[0], av);
   fprintf(stderr, "llmlab: cannot run %s: ", av[0]);
   perror(NULL);
