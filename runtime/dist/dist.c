@@ -395,7 +395,10 @@ static int hold_if_abandoned(int64_t before, lab_tensor *a, lab_tensor *b) {
     return 0;                                                                                  \
   } while (0)
 
+/* what the board shows while this rank waits, and the count of collectives it posted per
+ * group during the chunk (fail fast: board.h); point-to-point calls are not counted */
 static void set_activity(const char *op, lab_tensor *t, lab_group *g) {
+  if (strcmp(op, "send") != 0 && strcmp(op, "recv") != 0) lab_board_count_collective(g->world_ranks, g->size);
   if (t) snprintf(activity, sizeof activity, "%s(%lld x %s) on %s", op, (long long)lab_numel(t), lab_dtype_name(t->dtype), g->name);
   else snprintf(activity, sizeof activity, "%s on %s", op, g->name);
 }
@@ -792,7 +795,6 @@ int lab_barrier(lab_group *g) {
   if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
   g->stats[LAB_OP_BARRIER].calls++;
   double t0 = lab_now(), c0 = lab_cpu_seconds();
-  set_activity("barrier", NULL, g);
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->barrier(g);
   lab_board_set(LAB_RUNNING, "", call_site);
