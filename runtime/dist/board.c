@@ -366,7 +366,7 @@ int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
   slot *mine = &slots[me];
   unsigned long long key = membership(world_ranks, n);
   int *my_posted = posted_on(mine, key);
-  if (!my_posted || mine->overflow) return -1;
+  if (mine->chunk == 0 || !my_posted || mine->overflow) return -1; /* outside any chunk */
   for (int i = 0; i < nslots; i++) {
     if (i == me) continue;
     int member = 0;
