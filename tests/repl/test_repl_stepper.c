@@ -26,15 +26,6 @@ static const char *ranks = "4";
 static int nranks = 4;
 
 /* the part of the test that waits until the screen has `text` past the mark, formatted */
-static int expectf(session *s, double timeout, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int expectf(session *s, double timeout, const char *fmt, ...) {
-  char text[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  return expect(s, text, timeout);
-}
 
 /* up/down, display, finish on every rank, until, s! (the script's lines are numbered below) */
 static void frames_display_finish_until(session *s, const char *dir_file) {
