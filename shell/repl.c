@@ -445,17 +445,39 @@ void repl_report(const char *out, long long out_len, const char *err) {
 
 typedef enum { RUN_CHUNK, RUN_SCRIPT } run_kind;
 
-/* After a chunk, a :run or a :step, every rank here: forget the Ctrl-C, and rebuild what an
- * abandoned collective broke */
-static void after_every_rank_is_done(void) {
+/* The wrappers' part of recovery (lua/lab/replicas.lua): after a chunk that ended in an error,
+ * each wrapper that saw a step resets it, and data-parallel replicas are compared; rank 0 shows
+ * what it found. Every rank calls it (it runs collectives when the chunk was aborted). */
+static void recover_wrappers(lua_State *L, int aborted) {
+  int top = lua_gettop(L);
+  lua_getglobal(L, "lab");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "replicas") == LUA_TTABLE &&
+      lua_getfield(L, -1, "_after_chunk") == LUA_TFUNCTION) {
+    lua_pushboolean(L, aborted);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK && lab_ctl_rank() == 0)
+      fprintf(term.out, "(after the aborted chunk the wrapped models could not be checked: %s)\n", lua_tostring(L, -1));
+    else if (lab_ctl_rank() == 0 && lua_isstring(L, -1))
+      fprintf(term.out, "%s\n", lua_tostring(L, -1));
+  }
+  lua_settop(L, top);
+}
+
+/* After a chunk, a :run or a :step, every rank here: forget the Ctrl-C, rebuild what an
+ * abandoned collective broke, and reset the wrapped models' steps a chunk that ended in an
+ * error (`failed` on this rank) cut short */
+static void after_every_rank_is_done(lua_State *L, int failed) {
   int rank = lab_ctl_rank();
   if (rank == 0) lab_board_clear_interrupt();
-  int recovered = lab_dist_recover();
+  int aborted = 0;
+  lab_ctl_max(failed, &aborted, 0);
+  int recovered = lab_dist_recover_aborted(aborted);
   if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
   if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
     fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
   if (rank == 0 && (recovered & LAB_RECOVERED_GROUP_LOST))
     fprintf(term.out, "(a group with an abandoned collective could not be repaired and stays unusable)\n");
+  recover_wrappers(L, aborted);
+  if (rank == 0) fflush(term.out);
 }
 
 /* Runs code (or a script with its arguments) on this rank when it is targeted, output
@@ -516,10 +538,11 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     capture_close(&cap);
   }
   repl_report(out, out_len, err);
+  int failed = err != NULL;
   free(out);
   free(err);
   free(member);
-  after_every_rank_is_done();
+  after_every_rank_is_done(L, failed);
 }
 
 /* :step (and --step): rank 0 watches the keyboard while the script runs between pauses, so
@@ -530,10 +553,10 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
 static void step_everywhere(lua_State *L, const char *cmdline, int then_repair) {
   running = 1;
   start_watching();
-  stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout);
+  int failed = stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout) < 0;
   stop_watching();
   running = 0;
-  if (then_repair) after_every_rank_is_done();
+  if (then_repair) after_every_rank_is_done(L, failed);
 }
 
 /* :who: each rank's host, pid, device and threads, grouped */

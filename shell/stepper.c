@@ -640,7 +640,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
   return rc;
 }
 
-void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
+int stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   st.out = out;
   session_reset_interrupt();
   reset_breakpoints();
@@ -669,4 +669,5 @@ void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   show_from_all(followed ? line : NULL);
   if (lab_ctl_rank() == 0) fflush(st.out);
   free(err);
+  return rc;
 }

@@ -366,7 +366,8 @@ int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
   slot *mine = &slots[me];
   unsigned long long key = membership(world_ranks, n);
   int *my_posted = posted_on(mine, key);
-  if (mine->chunk == 0 || !my_posted || mine->overflow) return -1; /* outside any chunk */
+  /* outside any chunk (before the first, or this rank's is over: recovery's own collectives) */
+  if (mine->chunk == 0 || mine->finished == mine->chunk || !my_posted || mine->overflow) return -1;
   for (int i = 0; i < nslots; i++) {
     if (i == me) continue;
     int member = 0;
