@@ -53,9 +53,9 @@ local function rank_list(ranks)
   return table.concat(parts, ",")
 end
 
--- The parameters of model whose replicas differ across the group: {name=, ranks=} per
+-- The parameters of model whose replicas differ across the group: {name=, ranks=, agree=} per
 -- parameter, ranks (world ranks) those whose value is not the one most ranks hold (ties: the
--- lowest rank's). One all_gather of two 32-bit halves of each checksum, carried exactly in f64.
+-- lowest rank's), agree those that hold it. One all_gather of two 32-bit halves of each checksum, carried exactly in f64.
 function replicas.check(model, opts)
   opts = opts or {}
   local group = opts.group
@@ -81,11 +81,11 @@ function replicas.check(model, opts)
       if count[k] > best_n then best, best_n = k, count[k] end
     end
     if best_n < size then
-      local differ = {}
+      local differ, agree = {}, {}
       for r = 0, size - 1 do
-        if key(r) ~= best then differ[#differ + 1] = ranks[r + 1] end
+        if key(r) ~= best then differ[#differ + 1] = ranks[r + 1] else agree[#agree + 1] = ranks[r + 1] end
       end
-      out[#out + 1] = { name = i == 0 and "(the number of parameters)" or named[i][1], ranks = differ }
+      out[#out + 1] = { name = i == 0 and "(the number of parameters)" or named[i][1], ranks = differ, agree = agree }
       if i == 0 then return out end -- the rest cannot be compared one to one
     end
   end
@@ -129,8 +129,8 @@ local function describe_divergence(w, e, diffs)
       lines[#lines + 1] = string.format("  ... and %d more parameters", #diffs - 8)
       break
     end
-    lines[#lines + 1] = string.format("  %s: rank%s %s differ%s from the others", d.name, #d.ranks > 1 and "s" or "",
-      rank_list(d.ranks), #d.ranks > 1 and "" or "s")
+    lines[#lines + 1] = string.format("  %s: rank%s %s differ%s from rank%s %s", d.name, #d.ranks > 1 and "s" or "",
+      rank_list(d.ranks), #d.ranks > 1 and "" or "s", #d.agree > 1 and "s" or "", rank_list(d.agree))
   end
   local group_rank = src
   if e.group then

@@ -207,6 +207,7 @@ function Engine:eval() self.module:eval() return self end
 
 function Engine:_prefetch(g)
   if not g or g.gathered or g.pending then return end
+  replicas.touch(self) -- stage 3's step starts with its forward's gathers
   lab._restore_data(g.full)
   g.send = g.master:clone()
   g.pending = lab.dist.all_gather_into_tensor(g.full, g.send, { async = true, group = self.group })
