@@ -1,6 +1,7 @@
 /* Live output: while a chunk runs, rank 0 shows the lines every rank on its node has printed
  * so far (read from each rank's capture file through /proc/<pid>/fd, as the board says where),
- * labelled and grouped per poll, once the chunk has run for 0.1 s; short chunks keep the
+ * labelled and grouped, once the chunk has run for 0.1 s (a line waits up to 1 s for the other
+ * ranks to print theirs, so that lines alike show once, as [0-3] ...); short chunks keep the
  * compact grouping of the report at the end, which then leaves out what was already shown. */
 #ifndef LAB_SHELL_LIVE_H
 #define LAB_SHELL_LIVE_H
