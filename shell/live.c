@@ -129,7 +129,9 @@ void live_poll(FILE *out) {
       any = 1;
       if (now - pending_since[r] > LIVE_HOLD_S) overdue = 1;
     }
-    if (!open_now[r] && pending_len[r] == 0) continue;
+    /* a rank counts while its output is open, and after: one that just finished stops
+     * publishing before rank 0's last poll, and its lines come with the report */
+    if (!open_now[r] && fds[r] < 0 && pending_len[r] == 0) continue;
     int64_t n = count_lines(pending[r], pending_len[r]);
     if (common < 0 || n < common) common = n;
   }
