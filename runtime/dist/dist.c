@@ -13,6 +13,7 @@
 #include "board.h"
 #include "control.h"
 #include "devcomm.h"
+#include "guard.h"
 #include "held.h"
 
 #define MAX_GROUPS 256
@@ -329,6 +330,11 @@ static void comm_add(double t0, double c0) {
   comm_cpu += lab_cpu_seconds() - c0;
 }
 
+static int test_work(void *ctx, int *done) {
+  lab_work *w = ctx;
+  return w->group->backend->test(w->bw, done);
+}
+
 int lab_work_wait(lab_work *w) {
   if (w->done) return 0;
   if (w->inner) {
@@ -339,8 +345,23 @@ int lab_work_wait(lab_work *w) {
     return rc;
   }
   double t0 = lab_now(), c0 = lab_cpu_seconds();
-  int rc = w->group->backend->wait(w->bw);
-  comm_add(t0, c0);
+  int rc;
+  if (lab_dist_guarded()) {
+    /* guarded (the REPL, the stepper): Ctrl-C, the watchdog and fail fast can end the wait of
+     * an asynchronous collective too (a DDP bucket whose peer never posts it). Given up, the
+     * request stays pending in w: recovery has the late ranks post theirs, and a later wait
+     * (a wrapper's reset, the handle's release) completes it. */
+    char what[200];
+    snprintf(what, sizeof what, "wait for an asynchronous collective on %s", w->group->name);
+    lab_board_set(LAB_IN_COLLECTIVE, what, call_site);
+    rc = lab_guard_wait(w->group, "wait", test_work, w);
+    lab_board_set(LAB_RUNNING, "", call_site);
+    comm_add(t0, c0);
+    if (rc < 0) return -1;
+  } else {
+    rc = w->group->backend->wait(w->bw);
+    comm_add(t0, c0);
+  }
   w->done = 1;
   if (rc == 0 && w->avg_divisor > 0) rc = finish_avg(w->keep[0], w->avg_divisor);
   return rc;
@@ -358,7 +379,9 @@ int lab_work_test(lab_work *w, int *done) {
 
 void lab_work_free(lab_work *w) {
   if (!w) return;
-  if (!w->done) lab_work_wait(w); /* never free buffers under a pending request */
+  /* never free buffers under a pending request: one whose wait gives up (a guarded wait
+   * interrupted again) is kept, with its tensors, for the life of the process */
+  if (!w->done && lab_work_wait(w) < 0) return;
   if (w->bw) w->group->backend->free_work(w->bw); /* none for staged work: its inner has it */
   lab_work_free(w->inner);
   for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
