@@ -385,5 +385,32 @@ int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
   return -1;
 }
 
+#define SENDER_GRACE_S 0.5 /* a message sent just before its sender finished is still on its way */
+
+static int sender = -1;
+static double sender_done_seen; /* when this rank first saw the sender finished, 0: not yet */
+
+void lab_board_expect_sender(int world_rank) {
+  sender = world_rank;
+  sender_done_seen = 0;
+}
+
+int lab_board_sender_gone(int *failed) {
+  if (!slots || !world_of_local || sender < 0) return -1;
+  slot *mine = &slots[me];
+  if (mine->chunk == 0 || mine->finished == mine->chunk) return -1;
+  for (int i = 0; i < nslots; i++) {
+    if (world_of_local[i] != sender || i == me) continue;
+    slot *s = &slots[i];
+    if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) != mine->chunk || s->chunk != mine->chunk) return -1;
+    double now = lab_now();
+    if (sender_done_seen == 0) sender_done_seen = now;
+    if (now - sender_done_seen < SENDER_GRACE_S) return -1;
+    *failed = s->failed;
+    return sender;
+  }
+  return -1;
+}
+
 int lab_board_gave_up_for_member(void) { return gave_up; }
 void lab_board_note_gave_up(void) { gave_up = 1; }

@@ -100,6 +100,12 @@ void lab_board_count_collective(const int *world_ranks, int n);
 /* the world rank of a member of the group that finished this chunk without posting the
  * collective this rank now waits in (*failed: it ended with an error), else -1 */
 int lab_board_missing_member(const int *world_ranks, int n, int *failed);
+/* A blocking receive names its sender (world rank; -1 when done): once the sender has finished
+ * this chunk and the message has not come within a grace (one sent just before the end still
+ * arrives), the receive gives up at once, as a collective does; returns the sender then, else -1
+ * (*failed: it ended with an error). */
+void lab_board_expect_sender(int world_rank);
+int lab_board_sender_gone(int *failed);
 /* whether this rank gave up a wait for a missing member since the chunk began (its error
  * follows from another rank's, which the REPL shows first) */
 int lab_board_gave_up_for_member(void);

@@ -32,6 +32,13 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
     }
     if (lab_board_info_pending()) lab_board_answer_info(lab_dist_call_traceback()); /* Ctrl-T */
     int failed = 0, gone = lab_board_missing_member(g->world_ranks, g->size, &failed);
+    int from = lab_board_sender_gone(&failed);
+    if (from >= 0) { /* a receive whose sender finished: the message is not coming */
+      lab_group_poison(g);
+      lab_board_note_gave_up();
+      return lab_fail(op, "rank %d %s without sending this message on %s; gave up", from,
+                      failed ? "stopped with an error (shown first)" : "finished", g->name);
+    }
     if (gone >= 0) { /* a member finished without posting this collective: it never will */
       lab_group_poison(g);
       lab_board_note_gave_up();

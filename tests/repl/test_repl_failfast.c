@@ -50,6 +50,15 @@ static void test_failed_rank_ends_the_collective_at_once(void **state) {
                   "after %.0f ms\n", ranks, failed * 1e3, streamed * 1e3, finished * 1e3);
   assert_true(streamed < 1.8);  /* shown while the others still spin */
   assert_true(finished < 2 + 3); /* the wait gave up when it began, not at the watchdog */
+  /* a receive whose sender failed gives up too, after a short grace for a message on its way */
+  t0 = pty_now();
+  type(&s, "x = lab.zeros(2); if r == 0 then error('no send') elseif r == 1 then lab.dist.recv(x, 0) end\r");
+  assert_true(expect(&s, "[0] error: stdin:1: no send", 10));
+  assert_true(expect(&s, "[1] error: recv: rank 0 stopped with an error (shown first) without sending this message", 10));
+  assert_true(expect(&s, "> ", 5));
+  double recv_gone = pty_now() - t0;
+  fprintf(stderr, "receive from a failed rank at %s ranks: %.0f ms\n", ranks, recv_gone * 1e3);
+  assert_true(recv_gone < 5);
   /* ranks still running are the watchdog's: a collective that completes late still completes */
   type(&s, "if r == 1 then local t = lab.clock(); while lab.clock() - t < 1 do end end; x = lab.ones(2); "
            "lab.dist.all_reduce(x); print(x[1])\r");
