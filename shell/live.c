@@ -22,15 +22,18 @@ static int64_t *pending_len;
 static double *pending_since; /* when the oldest of them was read */
 static int *fds;         /* per world rank: our descriptor on its capture file, or -1 */
 static int *source_fd;   /* per world rank: the descriptor number it was opened from */
+static int *expected;     /* per world rank: it runs the chunk, so its lines are waited for */
 static double started;
 
-void live_begin(int world_size) {
+void live_begin(int world_size, const int *targeted) {
   live_end();
   nranks = world_size;
   shown = calloc((size_t)nranks, sizeof *shown);
   pending = calloc((size_t)nranks, sizeof *pending);
   pending_len = calloc((size_t)nranks, sizeof *pending_len);
   pending_since = calloc((size_t)nranks, sizeof *pending_since);
+  expected = calloc((size_t)nranks, sizeof *expected);
+  for (int r = 0; expected && r < nranks; r++) expected[r] = targeted ? targeted[r] : 1;
   fds = malloc(sizeof *fds * (size_t)nranks);
   source_fd = malloc(sizeof *source_fd * (size_t)nranks);
   for (int r = 0; fds && source_fd && r < nranks; r++) fds[r] = source_fd[r] = -1;
@@ -129,9 +132,10 @@ void live_poll(FILE *out) {
       any = 1;
       if (now - pending_since[r] > LIVE_HOLD_S) overdue = 1;
     }
-    /* a rank counts while its output is open, and after: one that just finished stops
-     * publishing before rank 0's last poll, and its lines come with the report */
-    if (!open_now[r] && fds[r] < 0 && pending_len[r] == 0) continue;
+    /* every targeted rank counts, also before it opens its output and after it closes it (one
+     * that just finished stops publishing before rank 0's last poll: its lines come with the
+     * report) */
+    if (!(expected && expected[r]) && !open_now[r] && pending_len[r] == 0) continue;
     int64_t n = count_lines(pending[r], pending_len[r]);
     if (common < 0 || n < common) common = n;
   }
@@ -168,6 +172,8 @@ void live_end(void) {
   free(pending);
   free(pending_len);
   free(pending_since);
+  free(expected);
+  expected = NULL;
   free(fds);
   free(source_fd);
   shown = NULL;

@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-void live_begin(int world_size);
+/* targeted[r]: rank r runs the chunk (its lines are waited for); NULL: every rank */
+void live_begin(int world_size, const int *targeted);
 /* called every ~0.1 s by rank 0's watcher thread */
 void live_poll(FILE *out);
 /* bytes of world rank r's output already shown (0 outside a chunk) */

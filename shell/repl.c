@@ -496,7 +496,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   int64_t out_len = 0;
   char *out = NULL;
   /* rank 0 watches the keyboard until every rank is done, targeted or not */
-  if (rank == 0) live_begin(size);
+  if (rank == 0) live_begin(size, ok ? member : NULL);
   lab_board_begin_chunk(); /* every rank, targeted or not: the chunks are numbered in step */
   running = 1;
   start_watching();

@@ -130,7 +130,8 @@ static const char *wrapper_helpers =
     "if #lab.replicas.check(m.module) > 0 then lab.replicas.restore(m, 0) end; "
     "for st = 1, 3 do local z = fz_zero(st); z(lab.ones({2, 4})):sum():backward(); z:step(); z:zero_grad(); "
     "if st < 3 and #lab.replicas.check(z.module) > 0 then lab.replicas.restore(z, 0) end end; "
-    "return #lab.replicas.check(m.module) == 0 and 'ok' or 'diverged' end";
+    "return #lab.replicas.check(m.module) == 0 and 'ok' or 'diverged' end; "
+    "fz_ddp(); fz_slow(); for st = 1, 3 do fz_zero(st) end"; /* made on every rank at once */
 
 /* a wrapper's step with an error on rank `bad` before backward, after it, or after the step */
 static void aborted_step(char *line, size_t n, const char *model, const char *opt_step, int bad, int where) {
@@ -146,7 +147,7 @@ static int wrappers_still_work(session *s, double wait) {
   char want[32];
   snprintf(want, sizeof want, "[0-%d] ok", nranks - 1);
   size_t from = s->mark;
-  type_line(s, "=fz_ok()");
+  type_line(s, "%on all =fz_ok()"); /* whatever :ranks set: the wrappers span every rank */
   if (!prompt_back(s, wait)) return -1;
   s->buf[s->len] = 0;
   if (!strstr(s->buf + from, want)) {
@@ -215,13 +216,15 @@ static int action(session *s, const char *script) {
       snprintf(model, sizeof model, "fz_zero(%d)", st);
       snprintf(step, sizeof step, "fz_zero(%d):step(); fz_zero(%d):zero_grad()", st, st);
     }
-    aborted_step(line, sizeof line, model, step, pick(nranks), pick(3));
+    char chunk[900];
+    aborted_step(chunk, sizeof chunk, model, step, pick(nranks), pick(3));
+    snprintf(line, sizeof line, "%%on all %s", chunk);
     type_line(s, line);
     if (!prompt_back(s, wait)) return -1;
     return wrappers_still_work(s, wait);
   }
   case 12: /* Ctrl-C in the middle of a DDP backward (rank 1 slow in a gradient hook) */
-    type_line(s, "local m = fz_slow(); m(lab.ones({2, 4})):sum():backward()");
+    type_line(s, "%on all local m = fz_slow(); m(lab.ones({2, 4})):sum():backward()");
     usleep((useconds_t)(pick(1500) * 1000));
     type(s, "\x03");
     if (!prompt_back(s, wait)) return -1;
