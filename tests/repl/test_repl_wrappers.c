@@ -128,6 +128,41 @@ static void test_zero_survives_aborted_steps(void **state) {
   assert_int_equal(finish(&s, 30), 0);
 }
 
+/* the pipeline (its last stage fails in the loss: the others' receives give up at once), MoE and
+ * amp reset their step too, and the pipeline's next step answers once on every rank */
+static void test_pipeline_moe_amp_reset(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  char want[256];
+  run(&s, "r = lab.dist.rank(); lab.manual_seed(1); pipe = lab.pp.Pipeline(lab.nn.Linear(4, 4), {micro_batches = 2, "
+          "loss = function(y, t) if fail_loss then error('bad loss') end return ((y - t) ^ 2):mean() end, "
+          "activation_shape = function(mb) return {mb, 4} end})");
+  double t0 = pty_now();
+  type(&s, "fail_loss = r == lab.dist.world_size() - 1; pipe:train_step(lab.ones({4, 4}), lab.zeros({4, 4}))\r");
+  assert_true(expectf(&s, 20, "[%d] error: stdin:1: bad loss", nranks - 1));
+  assert_true(expect(&s, "(pipe (lab.pp.Pipeline): the step cut short was reset)", 20));
+  assert_true(expect(&s, "\r\n> ", 10));
+  fprintf(stderr, "pipeline step with a failed last stage at %s ranks: %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  run(&s, "fail_loss = false");
+  snprintf(want, sizeof want, "%s 0.", all);
+  answer_is(&s, run(&s, "=pipe:train_step(lab.ones({4, 4}), lab.zeros({4, 4}))"), want);
+  run(&s, "e = lab.moe.MoE(8, {experts = 2 * lab.dist.world_size()})");
+  type(&s, "y = e(lab.randn({4, 8})); if r == 0 then error('x') end; y:sum():backward()\r");
+  assert_true(expect(&s, "(e (lab.moe.MoE): the step cut short was reset)", 20));
+  assert_true(expect(&s, "\r\n> ", 10));
+  snprintf(want, sizeof want, "%s nil", all);
+  answer_is(&s, run(&s, "=e.aux_loss"), want);
+  run(&s, "a = lab.amp.MixedPrecision(lab.nn.Linear(4, 4), {dtype = 'bf16', optimizer = function(ps) "
+          "return lab.optim.SGD(ps, {lr = 0.1}) end})");
+  type(&s, "l = a.model(lab.ones({2, 4}, {dtype = 'bf16'})):sum(); a:backward(l); if r == 1 then error('bad') end\r");
+  assert_true(expect(&s, "(a (lab.amp.MixedPrecision): the step cut short was reset)", 20));
+  assert_true(expect(&s, "\r\n> ", 10));
+  answer_is(&s, run(&s, "=a.model.weight.grad"), want); /* the half-made gradients dropped */
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 30), 0);
+}
+
 int main(int argc, char **argv) {
   pty_setup(argc, argv);
   if (argc > 2) ranks = argv[2];
@@ -136,6 +171,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ddp_survives_aborted_steps),
       cmocka_unit_test(test_zero_survives_aborted_steps),
+      cmocka_unit_test(test_pipeline_moe_amp_reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
