@@ -286,7 +286,10 @@ int main(int argc, char **argv) {
   int failed = 0;
   int batch = o.script || o.ncode;
   if (batch) stepper_arm_batch(L);
-  if (batch) lab_board_begin_chunk(); /* the run is one chunk: waits for a finished rank end at once */
+  if (batch) { /* the run is one chunk: waits for a finished rank end at once */
+    lab_board_begin_chunk();
+    lab_board_set(LAB_RUNNING, "", ""); /* reports show it running, not idle (for 0.0 s) */
+  }
   for (int i = 0; i < o.ncode && !failed; i++) {
     char *err = NULL;
     if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err) < 0) {
@@ -306,6 +309,7 @@ int main(int argc, char **argv) {
   }
   int status = 0;
   if (batch) {
+    lab_board_set(LAB_IDLE, "", "");
     lab_board_end_chunk(failed);
     fflush(stdout);
     status = finish_batch(failed);
