@@ -330,9 +330,20 @@ static void comm_add(double t0, double c0) {
   comm_cpu += lab_cpu_seconds() - c0;
 }
 
+/* a request's own failure (a receive whose message does not fit) completes it with that error;
+ * only a wait given up (Ctrl-C, watchdog, fail fast) poisons the group */
+typedef struct {
+  lab_work *w;
+  int rc;
+} work_poll;
+
 static int test_work(void *ctx, int *done) {
-  lab_work *w = ctx;
-  return w->group->backend->test(w->bw, done);
+  work_poll *p = ctx;
+  if (p->w->group->backend->test(p->w->bw, done) < 0) {
+    p->rc = -1;
+    *done = 1;
+  }
+  return 0;
 }
 
 int lab_work_wait(lab_work *w) {
@@ -354,10 +365,12 @@ int lab_work_wait(lab_work *w) {
     char what[200];
     snprintf(what, sizeof what, "wait for an asynchronous collective on %s", w->group->name);
     lab_board_set(LAB_IN_COLLECTIVE, what, call_site);
-    rc = lab_guard_wait(w->group, "wait", test_work, w);
+    work_poll poll = {w, 0};
+    rc = lab_guard_wait(w->group, "wait", test_work, &poll);
     lab_board_set(LAB_RUNNING, "", call_site);
     comm_add(t0, c0);
     if (rc < 0) return -1;
+    rc = poll.rc;
   } else {
     rc = w->group->backend->wait(w->bw);
     comm_add(t0, c0);
