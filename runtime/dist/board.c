@@ -368,7 +368,7 @@ int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
   int *my_posted = posted_on(mine, key);
   /* outside any chunk (before the first, or this rank's is over: recovery's own collectives) */
   if (mine->chunk == 0 || mine->finished == mine->chunk || !my_posted || mine->overflow) return -1;
-  for (int i = 0; i < nslots; i++) {
+  for (int i = 0; i < nlocal; i++) { /* this node's ranks: copies of other hosts' slots carry no chunk */
     if (i == me) continue;
     int member = 0;
     for (int k = 0; k < n && !member; k++) member = world_ranks[k] == world_of_local[i];
@@ -399,7 +399,7 @@ int lab_board_sender_gone(int *failed) {
   if (!slots || !world_of_local || sender < 0) return -1;
   slot *mine = &slots[me];
   if (mine->chunk == 0 || mine->finished == mine->chunk) return -1;
-  for (int i = 0; i < nslots; i++) {
+  for (int i = 0; i < nlocal; i++) {
     if (world_of_local[i] != sender || i == me) continue;
     slot *s = &slots[i];
     if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) != mine->chunk || s->chunk != mine->chunk) return -1;
