@@ -309,7 +309,8 @@ int main(int argc, char **argv) {
   }
   int status = 0;
   if (batch) {
-    lab_board_set(LAB_IDLE, "", "");
+    /* done: idle; a rank that failed keeps showing where (the others' reports name its wait) */
+    if (!failed) lab_board_set(LAB_IDLE, "", "");
     lab_board_end_chunk(failed);
     fflush(stdout);
     status = finish_batch(failed);
