@@ -11,8 +11,6 @@ require("lab.gpt")
 lab.data = require("lab.data")
 lab.train = require("lab.train")
 lab.replicas = require("lab.replicas")
--- lab.monitor (issue 28) will hold the replica check too; until it exists, the check is here
-lab.monitor = lab.monitor or { check_replicas = lab.replicas.check }
 lab.ddp = require("lab.ddp")
 lab.zero = require("lab.zero")
 require("lab.mem")

@@ -86,7 +86,7 @@ static void test_ddp_survives_aborted_steps(void **state) {
   assert_null(strstr(s.buf + at, "] 0\r\n")); /* still different */
   run(&s, "lab.replicas.restore(m, 0)");
   snprintf(want, sizeof want, "%s {}", all);
-  answer_is(&s, run(&s, "=lab.monitor.check_replicas(m.module)"), want);
+  answer_is(&s, run(&s, "=lab.replicas.check(m.module)"), want);
   snprintf(want, sizeof want, "%s ", all);
   answer_is(&s, run(&s, "=step(false)"), want);
   type(&s, "\x04");
