@@ -449,6 +449,16 @@ static int l_barrier(lua_State *L) {
 
 static int l_new_group(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  /* every rank of the world makes a group together (MPI_Comm_create): in a chunk run on some
+   * ranks only (%on, :ranks) the others never would, and the call would hang (REPL fuzzer) */
+  lab_group *d = lab_dist_default();
+  if (d != lab_dist_world()) {
+    char who[256] = "";
+    for (int i = 0, len = 0; i < d->size && len < (int)sizeof who - 16; i++)
+      len += snprintf(who + len, sizeof who - (size_t)len, "%s%d", i ? "," : "", d->world_ranks[i]);
+    return ll_error(L, "new_group: every rank of the world makes a group together, but this chunk runs on ranks %s only "
+                       "(%%on or :ranks): make the group in a chunk every rank runs", who);
+  }
   int n = (int)lua_rawlen(L, 1);
   int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
   if (!ranks) return ll_error(L, "new_group: out of memory");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 #include "runtime/ewise.h"
 #include "runtime/format.h"
@@ -240,6 +241,15 @@ static int m_nbytes(lua_State *L) {
 
 static int m_element_size(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)lab_dtype_size(ll_check_tensor_meta(L, 1)->dtype));
+  return 1;
+}
+
+/* t:checksum(): an integer that changes whenever any bit of t's values does (runtime/checksum.h):
+ * lab.replicas compares it across ranks instead of the values */
+static int m_checksum(lua_State *L) {
+  uint64_t h = 0;
+  ll_check_rc(L, lab_checksum(ll_check_tensor(L, 1), &h));
+  lua_pushinteger(L, (lua_Integer)h);
   return 1;
 }
 
@@ -508,6 +518,7 @@ static int m_zero_(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"size", m_size},           {"stride", m_stride},       {"dim", m_dim},
     {"numel", m_numel},         {"nbytes", m_nbytes},       {"element_size", m_element_size},
+    {"checksum", m_checksum},
     {"is_contiguous", m_is_contiguous}, {"close", m_close}, {"data_ptr", m_data_ptr},
     {"item", m_item},           {"tolist", m_tolist},       {"view", m_view},
     {"reshape", m_reshape},     {"view_as", m_view_as},     {"flatten", m_flatten},

@@ -24,7 +24,7 @@ int capture_begin(capture *c) {
   return 0;
 }
 
-char *capture_end(capture *c, int64_t *len) {
+char *capture_end_keep(capture *c, int64_t *len) {
   fflush(stdout);
   fflush(stderr);
   dup2(c->saved_fd, STDOUT_FILENO);
@@ -42,8 +42,18 @@ char *capture_end(capture *c, int64_t *len) {
       got += r;
     }
   }
-  close(c->file_fd);
   if (buf) buf[got] = 0;
   *len = got;
+  return buf;
+}
+
+void capture_close(capture *c) {
+  if (c->file_fd >= 0) close(c->file_fd);
+  c->file_fd = -1;
+}
+
+char *capture_end(capture *c, int64_t *len) {
+  char *buf = capture_end_keep(c, len);
+  capture_close(c);
   return buf;
 }

@@ -15,5 +15,9 @@ typedef struct {
 int capture_begin(capture *c);
 /* Restores stdout and returns the captured bytes (malloc'ed, NUL-terminated). */
 char *capture_end(capture *c, int64_t *len);
+/* The same, but the file stays open (rank 0 may still be reading it through the board, as a
+ * finished rank's output streams while others run); capture_close closes it afterwards. */
+char *capture_end_keep(capture *c, int64_t *len);
+void capture_close(capture *c);
 
 #endif

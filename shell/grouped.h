@@ -1,5 +1,8 @@
 /* Grouped output: what each rank printed, merged for display on rank 0. Ranks whose text
- * is identical are shown once, prefixed with their rank set ("[0-3] 10.0"); differing text
+ * is identical are shown once, prefixed with their rank set ("[0-3] 10.0"); "rank R" naming a
+ * rank's own number reads "rank «N»", so texts that differ only there fold into one block;
+ * texts of several lines, at least half of them alike on every rank, are shown line by line,
+ * a differing line per group with the differing part between « and »; other differing text
  * is shown per group in order of the lowest rank. */
 #ifndef LAB_SHELL_GROUPED_H
 #define LAB_SHELL_GROUPED_H

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grouped.h"
 #include "launcher.h"
 #include "repl.h"
 #include "runtime/cuda/loader.h"
@@ -139,8 +140,22 @@ static void set_threads(void) {
   lab_set_num_threads(n);
 }
 
+/* an error that follows from another rank's (a wait given up because that rank had finished:
+ * fail fast) is kept and shown once for all such ranks when every rank is done */
+static char *followed_error;
+
 static void report_error(const char *err) {
   char *msg = with_rank_prefix(lab_ctl_rank(), err);
+  if (lab_board_gave_up_for_member()) {
+    char head[32];
+    int hl = snprintf(head, sizeof head, "rank %d: ", lab_ctl_rank());
+    if (strncmp(err, head, (size_t)hl) == 0) err += hl; /* the label [0,2-3] names the ranks */
+    const char *tb = strstr(err, "\nstack traceback:"); /* where it waited says nothing new */
+    free(followed_error);
+    followed_error = tb ? strndup(err, (size_t)(tb - err)) : strdup(err);
+    free(msg);
+    return;
+  }
   fprintf(stderr, "%s\n", msg ? msg : err);
   fflush(stderr);
   free(msg);
@@ -160,6 +175,25 @@ static int finish_batch(int failed) {
     fflush(stderr);
     lab_ctl_abort(1);
   }
+  /* the waits that followed from another rank's stop: one report, the ranks grouped */
+  char *all = NULL;
+  int64_t *lens = NULL;
+  lab_ctl_gather(followed_error ? followed_error : "", followed_error ? (int64_t)strlen(followed_error) : 0, &all, &lens);
+  if (lab_ctl_rank() == 0 && all && lens) {
+    int n = lab_ctl_size();
+    const char **texts = malloc(sizeof *texts * (size_t)n);
+    int64_t o = 0;
+    for (int r = 0; texts && r < n; r++) {
+      texts[r] = all + o;
+      o += lens[r];
+    }
+    if (texts) print_grouped(stderr, n, texts, lens, 1);
+    free(texts);
+  }
+  free(all);
+  free(lens);
+  free(followed_error);
+  followed_error = NULL;
   int any = 0;
   lab_ctl_max(failed, &any, 0);
   /* every rank is here: a message sent but never received is reported and dropped (rank N:
@@ -252,6 +286,10 @@ int main(int argc, char **argv) {
   int failed = 0;
   int batch = o.script || o.ncode;
   if (batch) stepper_arm_batch(L);
+  if (batch) { /* the run is one chunk: waits for a finished rank end at once */
+    lab_board_begin_chunk();
+    lab_board_set(LAB_RUNNING, "", ""); /* reports show it running, not idle (for 0.0 s) */
+  }
   for (int i = 0; i < o.ncode && !failed; i++) {
     char *err = NULL;
     if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err) < 0) {
@@ -271,6 +309,9 @@ int main(int argc, char **argv) {
   }
   int status = 0;
   if (batch) {
+    /* done: idle; a rank that failed keeps showing where (the others' reports name its wait) */
+    if (!failed) lab_board_set(LAB_IDLE, "", "");
+    lab_board_end_chunk(failed);
     fflush(stdout);
     status = finish_batch(failed);
   }

@@ -372,7 +372,16 @@ static void show(int size, char *all, int64_t *lens) {
   free(texts);
 }
 
-/* Brings every rank's output and error to rank 0 and shows them. */
+/* the length of an error's message without its traceback ("msg\nstack traceback:\n...") */
+static int64_t without_traceback(const char *err, int64_t len) {
+  const char *tb = memmem(err, (size_t)len, "\nstack traceback:", 17);
+  return tb ? tb - err : len;
+}
+
+/* Brings every rank's output and error to rank 0 and shows them. Errors come in two kinds: a
+ * rank's own, and a wait given up because another rank had stopped (fail fast: it follows from
+ * that rank's error). Own errors are shown first, with their traceback when others followed
+ * from them; the rest after. */
 void repl_report(const char *out, long long out_len, const char *err) {
   int rank = lab_ctl_rank(), size = lab_ctl_size();
   char *err_text = NULL;
@@ -380,7 +389,8 @@ void repl_report(const char *out, long long out_len, const char *err) {
     char head[32];
     int hl = snprintf(head, sizeof head, "rank %d: ", rank);
     const char *msg = strncmp(err, head, (size_t)hl) == 0 ? err + hl : err;
-    if (asprintf(&err_text, "error: %s", msg) < 0) err_text = NULL;
+    /* the first byte says which kind: 'O' own, 'F' followed from another rank's */
+    if (asprintf(&err_text, "%cerror: %s", lab_board_gave_up_for_member() ? 'F' : 'O', msg) < 0) err_text = NULL;
   }
   char *all_out = NULL, *all_err = NULL;
   int64_t *out_lens = NULL, *err_lens = NULL;
@@ -398,7 +408,32 @@ void repl_report(const char *out, long long out_len, const char *err) {
       o += out_lens[r];
     }
     show(size, all_out, out_lens);
-    show(size, all_err, err_lens);
+    /* own errors first (with their traceback if any wait followed from them), then the rest */
+    const char **own = calloc((size_t)size, sizeof *own), **followed = calloc((size_t)size, sizeof *followed);
+    int64_t *own_len = calloc((size_t)size, sizeof *own_len), *followed_len = calloc((size_t)size, sizeof *followed_len);
+    int any_followed = 0;
+    o = 0;
+    for (int r = 0; own && followed && own_len && followed_len && r < size; r++) {
+      const char *e = all_err + o;
+      o += err_lens[r];
+      if (err_lens[r] == 0) continue;
+      if (e[0] == 'F') followed[r] = e + 1, followed_len[r] = err_lens[r] - 1, any_followed = 1;
+      else own[r] = e + 1, own_len[r] = err_lens[r] - 1;
+    }
+    for (int r = 0; own && followed && own_len && followed_len && r < size; r++) {
+      if (!own[r]) own[r] = "";
+      if (!followed[r]) followed[r] = "";
+      if (!any_followed) own_len[r] = without_traceback(own[r], own_len[r]);
+      followed_len[r] = without_traceback(followed[r], followed_len[r]); /* where it waited says nothing new */
+    }
+    if (own && followed && own_len && followed_len) {
+      print_grouped(term.out, size, own, own_len, size > 1);
+      print_grouped(term.out, size, followed, followed_len, size > 1);
+    }
+    free(own);
+    free(followed);
+    free(own_len);
+    free(followed_len);
     live_end();
   }
   free(all_out);
@@ -410,17 +445,39 @@ void repl_report(const char *out, long long out_len, const char *err) {
 
 typedef enum { RUN_CHUNK, RUN_SCRIPT } run_kind;
 
-/* After a chunk, a :run or a :step, every rank here: forget the Ctrl-C, and rebuild what an
- * abandoned collective broke */
-static void after_every_rank_is_done(void) {
+/* The wrappers' part of recovery (lua/lab/replicas.lua): after a chunk that ended in an error,
+ * each wrapper that saw a step resets it, and data-parallel replicas are compared; rank 0 shows
+ * what it found. Every rank calls it (it runs collectives when the chunk was aborted). */
+static void recover_wrappers(lua_State *L, int aborted) {
+  int top = lua_gettop(L);
+  lua_getglobal(L, "lab");
+  if (lua_istable(L, -1) && lua_getfield(L, -1, "replicas") == LUA_TTABLE &&
+      lua_getfield(L, -1, "_after_chunk") == LUA_TFUNCTION) {
+    lua_pushboolean(L, aborted);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK && lab_ctl_rank() == 0)
+      fprintf(term.out, "(after the aborted chunk the wrapped models could not be checked: %s)\n", lua_tostring(L, -1));
+    else if (lab_ctl_rank() == 0 && lua_isstring(L, -1))
+      fprintf(term.out, "%s\n", lua_tostring(L, -1));
+  }
+  lua_settop(L, top);
+}
+
+/* After a chunk, a :run or a :step, every rank here: forget the Ctrl-C, rebuild what an
+ * abandoned collective broke, and reset the wrapped models' steps a chunk that ended in an
+ * error (`failed` on this rank) cut short */
+static void after_every_rank_is_done(lua_State *L, int failed) {
   int rank = lab_ctl_rank();
   if (rank == 0) lab_board_clear_interrupt();
-  int recovered = lab_dist_recover();
+  int aborted = 0;
+  lab_ctl_max(failed, &aborted, 0);
+  int recovered = lab_dist_recover_aborted(aborted);
   if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
   if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
     fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");
   if (rank == 0 && (recovered & LAB_RECOVERED_GROUP_LOST))
     fprintf(term.out, "(a group with an abandoned collective could not be repaired and stays unusable)\n");
+  recover_wrappers(L, aborted);
+  if (rank == 0) fflush(term.out);
 }
 
 /* Runs code (or a script with its arguments) on this rank when it is targeted, output
@@ -439,7 +496,8 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   int64_t out_len = 0;
   char *out = NULL;
   /* rank 0 watches the keyboard until every rank is done, targeted or not */
-  if (rank == 0) live_begin(size);
+  if (rank == 0) live_begin(size, ok ? member : NULL);
+  lab_board_begin_chunk(); /* every rank, targeted or not: the chunks are numbered in step */
   running = 1;
   start_watching();
   stepper_arm(L);
@@ -452,8 +510,8 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     lab_board_set(LAB_RUNNING, "", "");
     session_reset_interrupt();
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
-    if (kind == RUN_CHUNK) {
-      session_run_chunk(L, text, strlen(text), "=stdin", 1, 0, &err);
+    if (kind == RUN_CHUNK) { /* with its traceback, shown if other ranks' waits follow from it */
+      session_run_chunk(L, text, strlen(text), "=stdin", 1, 1, &err);
     } else {
       stepper_run_script(L, text, 0, &err);
     }
@@ -465,19 +523,26 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     lua_sethook(L, NULL, 0, 0);
     lab_dist_set_default(NULL);
     lab_board_set(LAB_IDLE, "", "");
-    if (captured) lab_board_set_output(-1);
-    if (captured) out = capture_end(&cap, &out_len);
+    /* the file stays readable by rank 0 until every rank is done: a finished rank's output
+     * streams while the others still run */
+    if (captured) out = capture_end_keep(&cap, &out_len);
   }
+  lab_board_end_chunk(err != NULL); /* waits for this rank's collectives give up at once now */
   /* a rank that is done still joins the pauses of a rank stopped in the stepper */
   lab_ctl_wait_all_done(stepper_answer_pauses);
   stepper_disarm();
   stop_watching();
   running = 0;
+  if (captured) {
+    lab_board_set_output(-1);
+    capture_close(&cap);
+  }
   repl_report(out, out_len, err);
+  int failed = err != NULL;
   free(out);
   free(err);
   free(member);
-  after_every_rank_is_done();
+  after_every_rank_is_done(L, failed);
 }
 
 /* :step (and --step): rank 0 watches the keyboard while the script runs between pauses, so
@@ -488,10 +553,10 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
 static void step_everywhere(lua_State *L, const char *cmdline, int then_repair) {
   running = 1;
   start_watching();
-  stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout);
+  int failed = stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout) < 0;
   stop_watching();
   running = 0;
-  if (then_repair) after_every_rank_is_done();
+  if (then_repair) after_every_rank_is_done(L, failed);
 }
 
 /* :who: each rank's host, pid, device and threads, grouped */

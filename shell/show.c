@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SHOW_ITEMS 8   /* entries shown per table before ", ..." */
-#define SHOW_DEPTH 2   /* nested tables shown before {...} */
-#define SHOW_CHARS 240 /* a table's whole text, before "..." */
+#define SHOW_ITEMS 8     /* entries shown per table before ", ..." */
+#define SHOW_DEPTH 2     /* nested tables shown before {...}, when deeper ones would not fit */
+#define SHOW_MAX_DEPTH 6 /* how deep a small table is shown */
+#define SHOW_CHARS 240   /* a table's whole text, before "..." */
+#define SHOW_KEYS 4096   /* keys sorted per table: past this many, the first SHOW_KEYS sorted */
+#define NAME_DEPTH 3     /* how deep the search for a function's name goes (lab.nn.Linear.init) */
 
 typedef struct {
   char *s;
@@ -29,17 +32,16 @@ static void add(text *t, const char *s, size_t n) {
 }
 static void adds(text *t, const char *s) { add(t, s, strlen(s)); }
 
-static void add_value(lua_State *L, text *t, int idx, int depth, int in_table);
+static void add_value(lua_State *L, text *t, int idx, int depth, int max_depth, int in_table);
 
 /* a plain table: no __tostring or __name of its own (modules, tensors print themselves) */
 static int plain_table(lua_State *L, int idx) {
   if (!lua_istable(L, idx)) return 0;
   if (!lua_getmetatable(L, idx)) return 1;
-  int plain = lua_getfield(L, -1, "__tostring") == LUA_TNIL;
-  lua_pop(L, 1);
-  plain = plain && lua_getfield(L, -1, "__name") == LUA_TNIL;
-  lua_pop(L, 2);
-  return plain;
+  int has_tostring = lua_getfield(L, -1, "__tostring") != LUA_TNIL;
+  int has_name = lua_getfield(L, -2, "__name") != LUA_TNIL;
+  lua_pop(L, 3); /* both fields and the metatable, whichever were found */
+  return !has_tostring && !has_name;
 }
 
 static int item_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -51,8 +53,112 @@ static int is_identifier(const char *s) {
   return 1;
 }
 
-static void add_table(lua_State *L, text *t, int idx, int depth) {
-  if (depth >= SHOW_DEPTH) {
+/* ---- functions by name: the shortest path from the globals (lab.dist.all_reduce) ---- */
+
+/* Breadth-first over the tables reachable from _G up to NAME_DEPTH keys deep (identifier
+ * keys only, package.loaded skipped: it repeats every module under another name), so the same
+ * function has the same name on every rank; pushes the name or nothing (returns 0). */
+static int function_name(lua_State *L, int fidx) {
+  fidx = lua_absindex(L, fidx);
+  int top = lua_gettop(L);
+  lua_newtable(L); /* seen tables */
+  int seen = lua_gettop(L);
+  lua_newtable(L); /* queue: {table, "path"} pairs as a flat array */
+  int queue = lua_gettop(L);
+  lua_Integer head = 1, tail = 1;
+  lua_pushglobaltable(L);
+  lua_rawseti(L, queue, tail++);
+  lua_pushstring(L, "");
+  lua_rawseti(L, queue, tail++);
+  lua_pushglobaltable(L);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, seen);
+  while (head < tail) {
+    lua_rawgeti(L, queue, head++);
+    int tab = lua_gettop(L);
+    lua_rawgeti(L, queue, head++);
+    const char *path = lua_tostring(L, -1);
+    int depth = 0;
+    for (const char *p = path; *p; p++) depth += *p == '.';
+    if (*path) depth++;
+    /* sorted keys, so two names at the same depth resolve the same way everywhere */
+    int cap = 64, nk = 0;
+    char **keys = malloc(sizeof *keys * (size_t)cap);
+    lua_pushnil(L);
+    while (keys && lua_next(L, tab)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || !is_identifier(lua_tostring(L, -1))) continue;
+      if (nk == cap) {
+        char **grown = realloc(keys, sizeof *keys * (size_t)(cap *= 2));
+        if (!grown) break;
+        keys = grown;
+      }
+      keys[nk++] = strdup(lua_tostring(L, -1));
+    }
+    if (lua_gettop(L) > tab + 1) lua_settop(L, tab + 1); /* a break left the key */
+    if (keys) qsort(keys, (size_t)nk, sizeof *keys, item_cmp);
+    int found = 0;
+    for (int i = 0; i < nk; i++) {
+      if (!found) {
+        lua_pushstring(L, keys[i]);
+        lua_rawget(L, tab); /* raw: printing must not run a table's __index */
+        if (lua_rawequal(L, -1, fidx)) {
+          lua_settop(L, tab + 1);
+          lua_pushfstring(L, "%s%s%s", path, *path ? "." : "", keys[i]);
+          found = 1;
+        } else if (lua_type(L, -1) == LUA_TTABLE && depth + 1 < NAME_DEPTH && strcmp(keys[i], "loaded") != 0) {
+          lua_pushvalue(L, -1);
+          if (lua_rawget(L, seen) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_pushvalue(L, -1);
+            lua_pushboolean(L, 1);
+            lua_rawset(L, seen);
+            lua_rawseti(L, queue, tail++);
+            lua_pushfstring(L, "%s%s%s", path, *path ? "." : "", keys[i]);
+            lua_rawseti(L, queue, tail++);
+          } else {
+            lua_pop(L, 2);
+          }
+        } else {
+          lua_pop(L, 1);
+        }
+      }
+      free(keys[i]);
+    }
+    free(keys);
+    if (found) {
+      lua_replace(L, top + 1);
+      lua_settop(L, top + 1);
+      return 1;
+    }
+    lua_settop(L, queue);
+  }
+  lua_settop(L, top);
+  return 0;
+}
+
+static void add_function(lua_State *L, text *t, int idx) {
+  if (function_name(L, idx)) {
+    adds(t, "function ");
+    adds(t, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return;
+  }
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  if (lua_getinfo(L, ">S", &ar) && ar.what && strcmp(ar.what, "C") != 0) { /* where it was written */
+    char buf[LUA_IDSIZE + 64];
+    snprintf(buf, sizeof buf, "function <%s:%d>", ar.short_src, ar.linedefined);
+    adds(t, buf);
+  } else {
+    adds(t, "builtin function"); /* a C function no table names: its address differs per rank */
+  }
+}
+
+/* ---- tables ---- */
+
+static void add_table(lua_State *L, text *t, int idx, int depth, int max_depth) {
+  if (depth >= max_depth) {
     adds(t, "{...}");
     return;
   }
@@ -66,56 +172,77 @@ static void add_table(lua_State *L, text *t, int idx, int depth) {
     }
     if (shown++) adds(t, ", ");
     lua_rawgeti(L, idx, i);
-    add_value(L, t, lua_gettop(L), depth + 1, 1);
+    add_value(L, t, lua_gettop(L), depth + 1, max_depth, 1);
     lua_pop(L, 1);
   }
-  /* then the other keys as "key = value" texts, sorted, so every rank shows the same order */
+  /* then the other keys, sorted by their text, so every rank shows the same ones in the same
+   * order: all keys are sorted (up to SHOW_KEYS), not the first few lua_next happens to give */
   int cap = 16, nk = 0;
-  char **items = malloc(sizeof *items * (size_t)cap);
+  char **keys = malloc(sizeof *keys * (size_t)cap);
   lua_pushnil(L);
-  while (items && lua_next(L, idx)) {
-    int k = lua_gettop(L) - 1, v = lua_gettop(L);
-    if (!(lua_isinteger(L, k) && lua_tointeger(L, k) >= 1 && lua_tointeger(L, k) <= n) && nk < 4 * SHOW_ITEMS) {
-      text it = {0};
-      if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
-        adds(&it, lua_tostring(L, k));
-      } else {
-        adds(&it, "[");
-        add_value(L, &it, k, SHOW_DEPTH, 1);
-        adds(&it, "]");
-      }
-      adds(&it, " = ");
-      add_value(L, &it, v, depth + 1, 1);
-      if (nk == cap) {
-        char **grown = realloc(items, sizeof *items * (size_t)(cap *= 2));
-        if (grown) items = grown;
-      }
-      if (nk < cap && it.s) items[nk++] = it.s;
-      else free(it.s);
-    } else if (nk >= 4 * SHOW_ITEMS) {
-      more = 1;
-    }
+  while (keys && lua_next(L, idx)) {
+    int k = lua_gettop(L) - 1;
     lua_pop(L, 1); /* the value; the key stays for lua_next */
+    if (lua_isinteger(L, k) && lua_tointeger(L, k) >= 1 && lua_tointeger(L, k) <= n) continue;
+    if (nk >= SHOW_KEYS) {
+      more = 1;
+      continue;
+    }
+    text key = {0};
+    if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
+      adds(&key, lua_tostring(L, k));
+    } else {
+      adds(&key, "[");
+      add_value(L, &key, k, max_depth, max_depth, 1);
+      adds(&key, "]");
+    }
+    if (nk == cap) {
+      char **grown = realloc(keys, sizeof *keys * (size_t)(cap *= 2));
+      if (grown) keys = grown;
+    }
+    if (nk < cap && key.s) keys[nk++] = key.s;
+    else free(key.s);
   }
-  if (items) qsort(items, (size_t)nk, sizeof *items, item_cmp);
+  if (keys) qsort(keys, (size_t)nk, sizeof *keys, item_cmp);
   for (int i = 0; i < nk; i++) {
-    if (shown < SHOW_ITEMS) {
+    if (shown < SHOW_ITEMS) { /* the value is looked up again by its key's text */
       if (shown++) adds(t, ", ");
-      adds(t, items[i]);
+      adds(t, keys[i]);
+      adds(t, " = ");
+      lua_pushnil(L);
+      while (lua_next(L, idx)) { /* find the key whose text this is (few: SHOW_ITEMS per table) */
+        text key = {0};
+        int k = lua_gettop(L) - 1;
+        if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
+          adds(&key, lua_tostring(L, k));
+        } else {
+          adds(&key, "[");
+          add_value(L, &key, k, max_depth, max_depth, 1);
+          adds(&key, "]");
+        }
+        int same = key.s && strcmp(key.s, keys[i]) == 0;
+        free(key.s);
+        if (same) {
+          add_value(L, t, lua_gettop(L), depth + 1, max_depth, 1);
+          lua_pop(L, 2);
+          break;
+        }
+        lua_pop(L, 1);
+      }
     } else {
       more = 1;
     }
-    free(items[i]);
+    free(keys[i]);
   }
-  free(items);
+  free(keys);
   if (more) adds(t, shown ? ", ..." : "...");
   adds(t, "}");
 }
 
-static void add_value(lua_State *L, text *t, int idx, int depth, int in_table) {
+static void add_value(lua_State *L, text *t, int idx, int depth, int max_depth, int in_table) {
   idx = lua_absindex(L, idx);
   if (plain_table(L, idx)) {
-    add_table(L, t, idx, depth);
+    add_table(L, t, idx, depth, max_depth);
     return;
   }
   if (in_table && lua_type(L, idx) == LUA_TSTRING) {
@@ -124,10 +251,14 @@ static void add_value(lua_State *L, text *t, int idx, int depth, int in_table) {
     adds(t, "\"");
     return;
   }
+  if (lua_type(L, idx) == LUA_TFUNCTION) {
+    add_function(L, t, idx);
+    return;
+  }
   size_t len;
   const char *s = luaL_tolstring(L, idx, &len);
   const char *nl = in_table ? memchr(s, '\n', len) : NULL;
-  if (nl) { /* a tensor inside a table: its first line */
+  if (nl) { /* a tensor or module inside a table: its first line */
     add(t, s, (size_t)(nl - s));
     adds(t, " ...");
   } else {
@@ -136,10 +267,29 @@ static void add_value(lua_State *L, text *t, int idx, int depth, int in_table) {
   lua_pop(L, 1);
 }
 
+/* A plain table as deep as fits: small nested tables whole ({a = {b = {c = 1}}}), big ones cut
+ * at SHOW_DEPTH and then at SHOW_CHARS. */
+static void add_top(lua_State *L, text *t, int idx, int in_table) {
+  if (!plain_table(L, idx)) {
+    add_value(L, t, idx, 0, SHOW_DEPTH, in_table);
+    return;
+  }
+  for (int d = SHOW_MAX_DEPTH; d > SHOW_DEPTH; d--) {
+    text deep = {0};
+    add_value(L, &deep, idx, 0, d, in_table);
+    if (deep.len <= SHOW_CHARS) {
+      *t = deep;
+      return;
+    }
+    free(deep.s);
+  }
+  add_value(L, t, idx, 0, SHOW_DEPTH, in_table);
+}
+
 void show_value(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   text t = {0};
-  add_value(L, &t, idx, 0, 0);
+  add_top(L, &t, idx, 0);
   if (t.s && plain_table(L, idx) && t.len > SHOW_CHARS) { /* bounded: a huge table is cut */
     t.len = SHOW_CHARS;
     t.s[t.len] = 0;
@@ -152,7 +302,7 @@ void show_value(lua_State *L, int idx) {
 void show_value_short(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
   text t = {0};
-  add_value(L, &t, idx, 0, 1);
+  add_value(L, &t, idx, 0, SHOW_DEPTH, 1);
   lua_pushlstring(L, t.s ? t.s : "", t.len);
   free(t.s);
 }

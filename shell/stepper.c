@@ -342,8 +342,14 @@ static int run_command(lua_State *L, const char *cmd) {
 
 static void line_hook(lua_State *L, lua_Debug *ar);
 
-/* Every rank: one pause. `where` describes a rank paused inside a collective wait. */
-static void pause_protocol(lua_State *L, const char *where) {
+/* Every rank: one pause at the Lua frame `base` (0 in the line hook, 1 inside a collective's
+ * wait, the failing frame in a post-mortem); `where` describes a rank paused inside a wait or
+ * at an error. A quit raises "stepper: quit" only when `raise_on_quit` (not from a wait, nor
+ * from an error already being raised). */
+static void pause_at(lua_State *L, int base, const char *where, int raise_on_quit);
+static void pause_protocol(lua_State *L, const char *where) { pause_at(L, where ? 1 : 0, where, !where); }
+
+static void pause_at(lua_State *L, int base, const char *where, int raise_on_quit) {
   /* a plain script where only other ranks called lab.breakpoint(): rank 0 takes the terminal */
   if (lab_ctl_rank() == 0 && !st.read_line) repl_attach_terminal(L);
   lab_board_raise_pause();
@@ -356,9 +362,7 @@ static void pause_protocol(lua_State *L, const char *where) {
   } else {
     show_from_all(NULL);
   }
-  /* in the line hook level 0 is the paused function; inside a collective's wait level 0
-   * is the C function and the Lua caller is level 1 */
-  st.base = where ? 1 : 0;
+  st.base = base;
   st.frame = 0;
   st.where = where;
   char pos[1024];
@@ -392,7 +396,7 @@ static void pause_protocol(lua_State *L, const char *where) {
   if (st.own_capture) st.capturing = capture_begin(&st.cap) == 0;
   if (st.mode == MODE_QUIT) {
     lua_sethook(L, NULL, 0, 0);
-    if (!where) session_stop(L, "stepper: quit");
+    if (raise_on_quit) session_stop(L, "stepper: quit");
   } else if (!st.active && st.mode != MODE_CONTINUE) {
     /* a rank that joined the pause from the REPL's hook or a wait steps from now on too */
     st.active = 1;
@@ -554,6 +558,51 @@ static char *set_args(lua_State *L, const char *cmdline) {
   return file;
 }
 
+/* The message handler of a stepped script: a rank whose code raises an error stops there
+ * (post-mortem, as pdb's), with the stack intact, so p, locals, bt and up show how it got
+ * there; every other rank joins the pause (from its wait, its next line, or its end). Any
+ * resuming command lets the error go on; then the ranks waiting for this one give up at once. */
+static int post_mortem_handler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
+    else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  /* not for an error that follows from another rank's (a wait given up for it: fail fast) */
+  if (st.active && st.mode != MODE_QUIT && !lab_board_gave_up_for_member() && !strstr(msg, "stepper: quit") &&
+      !strstr(msg, "interrupted!")) {
+    int level = 1; /* the first Lua frame above this handler and error() */
+    lua_Debug ar;
+    while (lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && strcmp(ar.what, "C") == 0) level++;
+    char where[512];
+    snprintf(where, sizeof where, "post-mortem: %s", msg);
+    lua_sethook(L, NULL, 0, 0);
+    st.mode = MODE_INTO;
+    pause_at(L, level, where, 0);
+    st.active = 0; /* whatever was typed, the error goes on: no more stops on this rank */
+    lua_sethook(L, NULL, 0, 0);
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static int run_stepped_file(lua_State *L, const char *path, char **err) {
+  int status = luaL_loadfile(L, path);
+  if (status == LUA_OK) {
+    lua_pushcfunction(L, post_mortem_handler);
+    lua_insert(L, -2);
+    status = lua_pcall(L, 0, 0, -2);
+    if (status == LUA_OK) lua_pop(L, 1);
+  }
+  if (status != LUA_OK) {
+    const char *m = lua_tostring(L, -1);
+    *err = strdup(m ? m : "(no message)");
+    lua_pop(L, status == LUA_ERRSYNTAX || status == LUA_ERRFILE ? 1 : 2);
+    return -1;
+  }
+  return 0;
+}
+
 int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **err) {
   char *file = set_args(L, cmdline);
   if (!file) {
@@ -570,9 +619,11 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
     st.own_capture = 1;
     st.capturing = capture_begin(&st.cap) == 0;
   }
-  int rc = session_run_file(L, file, err);
+  int rc = stepping ? run_stepped_file(L, file, err) : session_run_file(L, file, err);
   if (stepping) {
     lua_sethook(L, NULL, 0, 0);
+    lab_board_set(LAB_IDLE, "", ""); /* done: the board says so, and waits for it end at once */
+    lab_board_end_chunk(rc < 0);
     /* a rank that is done still answers pauses of the others until all are done */
     lab_ctl_wait_all_done(answer_pauses_when_done);
     if (st.capturing) { /* shown grouped by stepper_session */
@@ -589,12 +640,13 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
   return rc;
 }
 
-void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
+int stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   st.out = out;
   session_reset_interrupt();
   reset_breakpoints();
   char *err = NULL;
   lab_dist_set_guarded(1);
+  lab_board_begin_chunk();
   int rc = stepper_run_script(L, cmdline, 1, &err);
   show_from_all(st.tail);
   free(st.tail);
@@ -611,7 +663,11 @@ void stepper_session(lua_State *L, const char *cmdline, FILE *out) {
   } else {
     snprintf(line, sizeof line, "finished\n");
   }
-  show_from_all(line);
+  /* a rank's own error first, then the waits given up because of it (fail fast) */
+  int followed = rc < 0 && lab_board_gave_up_for_member();
+  show_from_all(followed ? NULL : line);
+  show_from_all(followed ? line : NULL);
   if (lab_ctl_rank() == 0) fflush(st.out);
   free(err);
+  return rc;
 }

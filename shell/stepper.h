@@ -18,7 +18,7 @@ void stepper_set_terminal(char *(*read_line)(const char *prompt), FILE *out);
 int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **err);
 
 /* :step / --step: the whole session on every rank, ending with every rank's outcome. */
-void stepper_session(lua_State *L, const char *cmdline, FILE *out);
+int stepper_session(lua_State *L, const char *cmdline, FILE *out); /* -1 when this rank's script failed */
 
 /* While a REPL chunk runs, every rank is armed: when one rank stops (lab.breakpoint()), the
  * others join the pause from a collective wait, from the REPL's hook (stepper_pause_if_asked)

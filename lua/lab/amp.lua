@@ -25,6 +25,7 @@
 -- gradients), each tensor scaled by a factor recomputed after every step from its amax
 -- history (Transformer Engine's delayed scaling); masters and optimizer stay as above.
 local errors = require("lab.errors")
+local replicas = require("lab.replicas")
 local amp = {}
 local fp8 = require("lab.fp8")
 amp.DelayedScaling = fp8.DelayedScaling
@@ -126,7 +127,7 @@ function amp.MixedPrecision(model, opts)
   for i, pr in ipairs(self.pairs) do masters[i] = pr.master end
   self.master_params = masters
   self.optimizer = opts.optimizer(masters)
-  return self
+  return replicas.register(self, "lab.amp.MixedPrecision", MixedPrecision.zero_grad)
 end
 
 function MixedPrecision:zero_grad()
@@ -139,6 +140,7 @@ end
 -- backward of loss * scale; the loss is taken to fp32 first so the scaled value cannot
 -- overflow f16 (2^16 times a loss of 1 already would)
 function MixedPrecision:backward(loss)
+  replicas.touch(self) -- a step cut short drops its half-made gradients (zero_grad, from lab.replicas)
   local l = loss:to("f32")
   if self.scale ~= 1 then l = l * self.scale end
   l:backward()

@@ -15,6 +15,7 @@
 -- no_sync() skips all of this for gradient accumulation: gradients add up locally, and the
 -- next synchronised backward reduces the accumulated sum.
 local errors = require("lab.errors")
+local replicas = require("lab.replicas")
 local ddp = {}
 
 local DDP = {}
@@ -94,7 +95,24 @@ function ddp.wrap(model, opts)
     ddp.reduced_by[np[2]] = "lab.ddp.wrap"
     np[2]:register_post_accumulate_grad_hook(function(p) self:_grad_ready(p) end)
   end
-  return self
+  return replicas.register(self, "lab.ddp.wrap", DDP._reset, { model = function(w) return w.module end, group = self.group })
+end
+
+-- After a step cut short (lab.replicas, from the REPL's recovery): no step in progress, the
+-- pending bucket work settled, the partial gradients dropped; the next backward starts afresh.
+function DDP:_reset()
+  self.in_step = false
+  for _, b in ipairs(self.buckets) do
+    local h = b.handle
+    b.ready, b.handle, b.got = 0, nil, {}
+    replicas.settle(h)
+  end
+  self.module:zero_grad()
+end
+
+function DDP:__tostring()
+  return replicas.tree(string.format("DDP(%d bucket%s%s)", #self.buckets, #self.buckets == 1 and "" or "s",
+    self.find_unused and ", find_unused_parameters" or ""), self.module)
 end
 
 function DDP:__call(...) return self.module(...) end
@@ -122,6 +140,7 @@ end
 
 function DDP:_start_step()
   self.in_step = true
+  replicas.touch(self)
   for _, b in ipairs(self.buckets) do
     b.ready, b.handle, b.got = 0, nil, {}
   end

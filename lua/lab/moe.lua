@@ -23,6 +23,7 @@
 -- differentiable. Dense parameters stay replicated: sync_gradients averages them over the
 -- data-parallel ranks and averages expert gradients over the expert-data-parallel group.
 local errors = require("lab.errors")
+local replicas = require("lab.replicas")
 local moe = {}
 local nn = lab.nn
 
@@ -92,6 +93,7 @@ function MoE:init(d_model, opts)
   self:add("fc", ExpertLinear(El, d_model, f, { bias = act == "gelu", first = shard.first, total = E }))
   if act == "swiglu" then self:add("up", ExpertLinear(El, d_model, f, { bias = false, first = shard.first, total = E })) end
   self:add("proj", ExpertLinear(El, f, d_model, { bias = act == "gelu", first = shard.first, total = E }))
+  replicas.register(self, "lab.moe.MoE", MoE._reset)
 end
 
 function MoE:describe()
@@ -154,7 +156,13 @@ local function ids(list, device) return lab.tensor(list, { dtype = "i64", device
 -- ---- forward ----
 
 -- x [..., d] -> [..., d]
+-- after a step cut short (lab.replicas): no losses or stats of a forward that did not finish
+function MoE:_reset()
+  self.aux_loss, self.z_loss, self.stats, self.dropped_slots = nil, nil, nil, {}
+end
+
 function MoE:forward(x)
+  replicas.touch(self)
   local shape = x.shape
   local d = shape[#shape]
   local flat = x:reshape(-1, d)

@@ -15,6 +15,7 @@
 -- Both give the same gradients; sends are asynchronous (isend) so no order of the stages
 -- can deadlock on them.
 local errors = require("lab.errors")
+local replicas = require("lab.replicas")
 local pp = {}
 
 -- Splits a list of layers into n consecutive stages, as evenly as the count allows, or
@@ -105,7 +106,15 @@ function pp.Pipeline(stage, opts)
   self.dtype = opts.dtype or (params[1] and params[1].dtype) or "f32"
   if not self.loss then errors.raise("pp.Pipeline", "needs a loss function (opts.loss)") end
   if not self.activation_shape then errors.raise("pp.Pipeline", "needs activation_shape(micro_batch_size, stage)") end
-  return self
+  return replicas.register(self, "lab.pp.Pipeline", Pipeline._reset)
+end
+
+-- After a step cut short (lab.replicas): its sends settled (recovery received or dropped what
+-- no stage took), its activations let go
+function Pipeline:_reset()
+  local pending = self._pending or {}
+  self._pending = nil
+  for _, h in ipairs(pending) do replicas.settle(h) end
 end
 
 function Pipeline:parameters()
@@ -163,6 +172,8 @@ function Pipeline:train_step(input, target)
   local mb = B // m
   local saved = {}   -- per micro-batch and chunk: {input leaf, output}
   local pending = {} -- isend handles, waited at the end of the step
+  self._pending = pending -- for _reset, when the step is cut short
+  replicas.touch(self)
   local loss_sum = 0
   local in_flight = 0 -- micro-batch chunks whose activations this stage holds
   self.max_in_flight = 0
@@ -235,6 +246,7 @@ function Pipeline:train_step(input, target)
     if u[1] == "F" then forward(u[2], u[3]) else backward(u[2], u[3]) end
   end
   for _, h in ipairs(pending) do h:wait() end
+  self._pending = nil
   -- the last stage's loss plus every stage's aux losses (zero where there are none)
   local l = lab.tensor({ loss_sum }, { dtype = "f64" })
   if p > 1 then lab.dist.all_reduce(l, { group = g }) end

@@ -25,6 +25,7 @@
 -- Parameters are partitioned in groups (buckets for stages 1-2, modules for stage 3); every
 -- group is one flat buffer padded to a multiple of N, and rank r owns slice r of each group.
 local errors = require("lab.errors")
+local replicas = require("lab.replicas")
 local zero = {}
 
 local Engine = {}
@@ -106,7 +107,29 @@ function zero.wrap(model, opts)
     end
   end
   if stage == 3 then self:_wrap_forwards() end
-  return self
+  -- stages 1 and 2 keep whole parameters on every rank: replicas that must agree
+  return replicas.register(self, "lab.zero.wrap (stage " .. stage .. ")", Engine._reset,
+    { model = stage < 3 and function(w) return w.module end or nil, group = self.group })
+end
+
+-- After a step cut short (lab.replicas): no backward in progress, every group's count of
+-- gradients and pending gather settled, gathered copies released, partial gradients dropped.
+function Engine:_reset()
+  self.in_backward, self.reduced = false, false
+  for _, g in ipairs(self.groups) do
+    local h = g.pending
+    g.ready, g.got, g.pending, g.send = 0, {}, nil, nil
+    replicas.settle(h)
+    if self.stage == 3 then
+      g.gathered = true -- what _release expects of a gathered group: it gives the memory back
+      self:_release(g)
+    end
+  end
+  self:zero_grad()
+end
+
+function Engine:__tostring()
+  return replicas.tree(string.format("ZeRO(stage %d, %d rank%s)", self.stage, self.n, self.n == 1 and "" or "s"), self.module)
 end
 
 -- One group: a flat buffer holding its parameters (padded to a multiple of N), this rank's
@@ -184,6 +207,7 @@ function Engine:eval() self.module:eval() return self end
 
 function Engine:_prefetch(g)
   if not g or g.gathered or g.pending then return end
+  replicas.touch(self) -- stage 3's step starts with its forward's gathers
   lab._restore_data(g.full)
   g.send = g.master:clone()
   g.pending = lab.dist.all_gather_into_tensor(g.full, g.send, { async = true, group = self.group })
@@ -273,6 +297,7 @@ function Engine:_grad_ready(p)
   local g = self.group_of[p]
   if not self.in_backward then
     self.in_backward = true
+    replicas.touch(self)
     lab.autograd.queue_callback(function() self:_end_backward() end)
   end
   if not g.got[p] then
@@ -339,6 +364,7 @@ function Engine:gathered_gradients()
 end
 
 function Engine:step()
+  replicas.touch(self)
   self.step_count = self.step_count + 1
   self:reduce_gradients()
   if self.stage == 3 then self:_drop_gathered() end

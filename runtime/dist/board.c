@@ -12,6 +12,8 @@
 #include "control.h"
 #include "control_relay.h"
 
+#define LAB_BOARD_GROUPS 16 /* memberships counted per chunk */
+
 typedef struct {
   volatile int state;
   volatile int pid;
@@ -23,6 +25,13 @@ typedef struct {
   volatile int answered;    /* the info epoch this rank's trace answers */
   volatile int out_fd;      /* the file this rank's output goes to during a chunk (its pid's fd), or -1 */
   volatile double shown;    /* the `since` of this rank's wait that rank 0 has shown in a watchdog report */
+  volatile int chunk;       /* the chunk this rank runs or last ran */
+  volatile int finished;    /* the chunk it has finished (== chunk once done) */
+  volatile int failed;      /* it finished that chunk with an error */
+  int ngroups;              /* entries of key/posted in use (written by this rank only, while it runs) */
+  int overflow;             /* more memberships than entries: no fail fast this chunk */
+  unsigned long long key[LAB_BOARD_GROUPS]; /* a group membership (hash of its world ranks) */
+  int posted[LAB_BOARD_GROUPS];             /* collectives posted on it this chunk */
   char what[160];
   char site[120];
   char trace[1536];         /* this rank's Lua traceback when it last answered Ctrl-T */
@@ -299,3 +308,109 @@ void lab_board_pause_to(int epoch) {
                                                             __ATOMIC_ACQUIRE)) {
   }
 }
+
+/* ---- fail fast: who finished a chunk without posting a collective ---- */
+
+static int chunk_serial, gave_up;
+
+void lab_board_begin_chunk(void) {
+  gave_up = 0;
+  if (!slots) return;
+  slot *s = &slots[me];
+  s->ngroups = 0;
+  s->overflow = 0;
+  s->failed = 0;
+  __atomic_store_n(&s->chunk, ++chunk_serial, __ATOMIC_RELEASE);
+}
+
+void lab_board_end_chunk(int failed) {
+  if (!slots) return;
+  slot *s = &slots[me];
+  s->failed = failed;
+  __atomic_store_n(&s->finished, s->chunk, __ATOMIC_RELEASE); /* after the counts and failed */
+}
+
+static unsigned long long membership(const int *world_ranks, int n) {
+  unsigned long long h = 1469598103934665603ull; /* FNV-1a over the member list */
+  for (int i = 0; i < n; i++) {
+    h ^= (unsigned)world_ranks[i];
+    h *= 1099511628211ull;
+  }
+  return h ^ (unsigned long long)n;
+}
+
+static int *posted_on(slot *s, unsigned long long key) {
+  for (int i = 0; i < s->ngroups; i++)
+    if (s->key[i] == key) return &s->posted[i];
+  return NULL;
+}
+
+void lab_board_count_collective(const int *world_ranks, int n) {
+  if (!slots) return;
+  slot *s = &slots[me];
+  unsigned long long key = membership(world_ranks, n);
+  int *p = posted_on(s, key);
+  if (p) {
+    (*p)++;
+  } else if (s->ngroups < LAB_BOARD_GROUPS) {
+    s->key[s->ngroups] = key;
+    s->posted[s->ngroups] = 1;
+    s->ngroups++;
+  } else {
+    s->overflow = 1;
+  }
+}
+
+int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
+  if (!slots || !world_of_local) return -1;
+  slot *mine = &slots[me];
+  unsigned long long key = membership(world_ranks, n);
+  int *my_posted = posted_on(mine, key);
+  /* outside any chunk (before the first, or this rank's is over: recovery's own collectives) */
+  if (mine->chunk == 0 || mine->finished == mine->chunk || !my_posted || mine->overflow) return -1;
+  for (int i = 0; i < nlocal; i++) { /* this node's ranks: copies of other hosts' slots carry no chunk */
+    if (i == me) continue;
+    int member = 0;
+    for (int k = 0; k < n && !member; k++) member = world_ranks[k] == world_of_local[i];
+    if (!member) continue;
+    slot *s = &slots[i];
+    /* a rank that has finished this very chunk no longer writes its slot */
+    if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) != mine->chunk || s->chunk != mine->chunk || s->overflow) continue;
+    int *p = posted_on(s, key);
+    if ((p ? *p : 0) < *my_posted) {
+      *failed = s->failed;
+      return world_of_local[i];
+    }
+  }
+  return -1;
+}
+
+#define SENDER_GRACE_S 0.5 /* a message sent just before its sender finished is still on its way */
+
+static int sender = -1;
+static double sender_done_seen; /* when this rank first saw the sender finished, 0: not yet */
+
+void lab_board_expect_sender(int world_rank) {
+  sender = world_rank;
+  sender_done_seen = 0;
+}
+
+int lab_board_sender_gone(int *failed) {
+  if (!slots || !world_of_local || sender < 0) return -1;
+  slot *mine = &slots[me];
+  if (mine->chunk == 0 || mine->finished == mine->chunk) return -1;
+  for (int i = 0; i < nlocal; i++) {
+    if (world_of_local[i] != sender || i == me) continue;
+    slot *s = &slots[i];
+    if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) != mine->chunk || s->chunk != mine->chunk) return -1;
+    double now = lab_now();
+    if (sender_done_seen == 0) sender_done_seen = now;
+    if (now - sender_done_seen < SENDER_GRACE_S) return -1;
+    *failed = s->failed;
+    return sender;
+  }
+  return -1;
+}
+
+int lab_board_gave_up_for_member(void) { return gave_up; }
+void lab_board_note_gave_up(void) { gave_up = 1; }

@@ -87,6 +87,30 @@ void lab_board_flags_get(lab_board_flags *f);
 void lab_board_flags_put(const lab_board_flags *f); /* pause_epoch only rises */
 void lab_board_pause_to(int epoch);                 /* raises the pause epoch to epoch */
 
+/* Fail fast: a collective cannot complete once a member has finished its chunk (a REPL chunk,
+ * a :run or :step script, a checked script) without posting it, so the ranks waiting in it give
+ * up at once instead of at the watchdog, which is left for members that still run. Every rank
+ * counts the collectives it posts per group membership during a chunk (count_collective, from
+ * dist.c); a waiter compares its count with that of each member on this node that finished the
+ * same chunk (missing_member). Chunks are numbered by each rank in step: every rank takes part
+ * in every chunk, targeted or not. */
+void lab_board_begin_chunk(void);
+void lab_board_end_chunk(int failed);
+void lab_board_count_collective(const int *world_ranks, int n);
+/* the world rank of a member of the group that finished this chunk without posting the
+ * collective this rank now waits in (*failed: it ended with an error), else -1 */
+int lab_board_missing_member(const int *world_ranks, int n, int *failed);
+/* A blocking receive names its sender (world rank; -1 when done): once the sender has finished
+ * this chunk and the message has not come within a grace (one sent just before the end still
+ * arrives), the receive gives up at once, as a collective does; returns the sender then, else -1
+ * (*failed: it ended with an error). */
+void lab_board_expect_sender(int world_rank);
+int lab_board_sender_gone(int *failed);
+/* whether this rank gave up a wait for a missing member since the chunk began (its error
+ * follows from another rank's, which the REPL shows first) */
+int lab_board_gave_up_for_member(void);
+void lab_board_note_gave_up(void);
+
 /* seconds a collective may wait before the watchdog reports (0: never) */
 void lab_board_set_watchdog(double seconds);
 double lab_board_watchdog(void);

@@ -57,8 +57,11 @@ typedef struct lab_comm_backend {
   /* Between REPL chunks, on every rank at the same point: complete the requests that guarded
    * waits abandoned on this backend's groups (ranks that never arrived post matching calls),
    * so that their buffers can be freed; rebuild or give up groups where that is impossible.
+   * With `aborted` (a chunk ended in an error) the ranks also catch up when nothing was
+   * abandoned: an asynchronous collective that only some ranks posted before the chunk was cut
+   * short (a DDP bucket) would otherwise pair with the next one the others post.
    * Returns the mask of dist.h's lab_dist_recover. Optional (NULL: only rebuild the world). */
-  int (*recover)(void);
+  int (*recover)(int aborted);
 } lab_comm_backend;
 
 #endif

@@ -13,6 +13,7 @@
 #include "board.h"
 #include "control.h"
 #include "devcomm.h"
+#include "guard.h"
 #include "held.h"
 
 #define MAX_GROUPS 256
@@ -329,6 +330,22 @@ static void comm_add(double t0, double c0) {
   comm_cpu += lab_cpu_seconds() - c0;
 }
 
+/* a request's own failure (a receive whose message does not fit) completes it with that error;
+ * only a wait given up (Ctrl-C, watchdog, fail fast) poisons the group */
+typedef struct {
+  lab_work *w;
+  int rc;
+} work_poll;
+
+static int test_work(void *ctx, int *done) {
+  work_poll *p = ctx;
+  if (p->w->group->backend->test(p->w->bw, done) < 0) {
+    p->rc = -1;
+    *done = 1;
+  }
+  return 0;
+}
+
 int lab_work_wait(lab_work *w) {
   if (w->done) return 0;
   if (w->inner) {
@@ -339,8 +356,25 @@ int lab_work_wait(lab_work *w) {
     return rc;
   }
   double t0 = lab_now(), c0 = lab_cpu_seconds();
-  int rc = w->group->backend->wait(w->bw);
-  comm_add(t0, c0);
+  int rc;
+  if (lab_dist_guarded()) {
+    /* guarded (the REPL, the stepper): Ctrl-C, the watchdog and fail fast can end the wait of
+     * an asynchronous collective too (a DDP bucket whose peer never posts it). Given up, the
+     * request stays pending in w: recovery has the late ranks post theirs, and a later wait
+     * (a wrapper's reset, the handle's release) completes it. */
+    char what[200];
+    snprintf(what, sizeof what, "wait for an asynchronous collective on %s", w->group->name);
+    lab_board_set(LAB_IN_COLLECTIVE, what, call_site);
+    work_poll poll = {w, 0};
+    rc = lab_guard_wait(w->group, "wait", test_work, &poll);
+    lab_board_set(LAB_RUNNING, "", call_site);
+    comm_add(t0, c0);
+    if (rc < 0) return -1;
+    rc = poll.rc;
+  } else {
+    rc = w->group->backend->wait(w->bw);
+    comm_add(t0, c0);
+  }
   w->done = 1;
   if (rc == 0 && w->avg_divisor > 0) rc = finish_avg(w->keep[0], w->avg_divisor);
   return rc;
@@ -358,7 +392,9 @@ int lab_work_test(lab_work *w, int *done) {
 
 void lab_work_free(lab_work *w) {
   if (!w) return;
-  if (!w->done) lab_work_wait(w); /* never free buffers under a pending request */
+  /* never free buffers under a pending request: one whose wait gives up (a guarded wait
+   * interrupted again) is kept, with its tensors, for the life of the process */
+  if (!w->done && lab_work_wait(w) < 0) return;
   if (w->bw) w->group->backend->free_work(w->bw); /* none for staged work: its inner has it */
   lab_work_free(w->inner);
   for (int i = 0; i < 3; i++) lab_tensor_release(w->keep[i]);
@@ -395,7 +431,10 @@ static int hold_if_abandoned(int64_t before, lab_tensor *a, lab_tensor *b) {
     return 0;                                                                                  \
   } while (0)
 
+/* what the board shows while this rank waits, and the count of collectives it posted per
+ * group during the chunk (fail fast: board.h); point-to-point calls are not counted */
 static void set_activity(const char *op, lab_tensor *t, lab_group *g) {
+  if (strcmp(op, "send") != 0 && strcmp(op, "recv") != 0) lab_board_count_collective(g->world_ranks, g->size);
   if (t) snprintf(activity, sizeof activity, "%s(%lld x %s) on %s", op, (long long)lab_numel(t), lab_dtype_name(t->dtype), g->name);
   else snprintf(activity, sizeof activity, "%s on %s", op, g->name);
 }
@@ -792,7 +831,6 @@ int lab_barrier(lab_group *g) {
   if (check_agreement(g, LAB_OP_BARRIER, LAB_F32, 0, -1, -1) < 0) return -1;
   g->stats[LAB_OP_BARRIER].calls++;
   double t0 = lab_now(), c0 = lab_cpu_seconds();
-  set_activity("barrier", NULL, g);
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->barrier(g);
   lab_board_set(LAB_RUNNING, "", call_site);

@@ -100,6 +100,10 @@ enum {
   LAB_RECOVERED_GROUP_LOST = 4 /* some other group had to be given up: it stays unusable */
 };
 int lab_dist_recover(void);
+/* The same after a chunk that ended in an error on some rank (every rank passes the same
+ * flag): the ranks also catch up on asynchronous collectives some of them posted (a DDP
+ * bucket launched before a Ctrl-C), so a wrapper can wait for its pending work and go on. */
+int lab_dist_recover_aborted(int aborted);
 
 /* New groups: every rank of `parent` must call these, members or not. */
 lab_group *lab_dist_new_group(lab_group *parent, int n, const int *world_ranks);

@@ -31,6 +31,22 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
       return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
     }
     if (lab_board_info_pending()) lab_board_answer_info(lab_dist_call_traceback()); /* Ctrl-T */
+    int failed = 0, gone = lab_board_missing_member(g->world_ranks, g->size, &failed);
+    int from = lab_board_sender_gone(&failed);
+    if (from >= 0) { /* a receive whose sender finished: the message is not coming */
+      lab_group_poison(g);
+      lab_board_note_gave_up();
+      return lab_fail(op, "rank %d %s without sending this message on %s; gave up", from,
+                      failed ? "stopped with an error (shown first)" : "finished", g->name);
+    }
+    if (gone >= 0) { /* a member finished without posting this collective: it never will */
+      lab_group_poison(g);
+      lab_board_note_gave_up();
+      if (failed)
+        return lab_fail(op, "rank %d stopped with an error (shown first) before it joined this collective on %s; "
+                            "gave up at once", gone, g->name);
+      return lab_fail(op, "rank %d finished without joining this collective on %s; gave up at once", gone, g->name);
+    }
     double wd = lab_board_watchdog(), waited = lab_now() - t0;
     /* in the REPL (monitored) rank 0 prints the board once a wait passes wd: this wait gives up
      * when that report has shown it, so the report always has it; if none has within

@@ -9,6 +9,7 @@
 
 #include "../../kernels/cpu/half.h"
 #include "../error.h"
+#include "board.h"
 #include "comm.h"
 #include "dist.h"
 #include "guard.h"
@@ -474,7 +475,10 @@ static int m_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer
   }
   lab_abandon_info info = {.ch = LAB_CH_DATA, .seq = -1, .is_send = 0};
   recv_poll poll = {&req, &st, MPI_SUCCESS};
-  if (lab_guard_wait(g, "recv", recv_test_fn, &poll) < 0) { /* given up: recovery completes or cancels it */
+  lab_board_expect_sender(peer >= 0 && peer < g->size ? g->world_ranks[peer] : -1); /* fail fast on a finished sender */
+  int waited = lab_guard_wait(g, "recv", recv_test_fn, &poll);
+  lab_board_expect_sender(-1);
+  if (waited < 0) { /* given up: recovery completes or cancels it */
     if (req != MPI_REQUEST_NULL) {
       lab_mpi_abandon(g, req, &info);
       lab_dist_note_abandoned();

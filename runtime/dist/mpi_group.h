@@ -44,7 +44,7 @@ int64_t lab_mpi_record(lab_group *g, int ch, int kind, int dtype, int redop, int
 MPI_Datatype lab_mpi_type(int dtype);
 MPI_Op lab_mpi_op(int redop, int dtype);
 /* the backend's recover op (mpi_recover.c) */
-int lab_mpi_recover(void);
+int lab_mpi_recover(int aborted);
 
 /* Point-to-point (mpi.c): the tag recovery's fences use (user tags stay below it, dist.h's
  * LAB_P2P_TAG_MAX); whether any send was posted since the last recovery (clear: forget it);

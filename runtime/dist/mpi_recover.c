@@ -416,9 +416,10 @@ static void drain_p2p(req_list *posted, key_set *broken) {
   free(ps);
 }
 
-int lab_mpi_recover(void) {
-  /* bit 1: something abandoned or poisoned; bit 2: a send was posted (drain_p2p) */
-  int mine = (pending != NULL || any_poisoned()) | (lab_mpi_sent_since_recover(1) ? 2 : 0), any = 0;
+int lab_mpi_recover(int aborted) {
+  /* bit 1: something abandoned or poisoned, or the chunk was aborted (asynchronous work some
+   * ranks posted and others never did); bit 2: a send was posted (drain_p2p) */
+  int mine = (pending != NULL || any_poisoned() || aborted) | (lab_mpi_sent_since_recover(1) ? 2 : 0), any = 0;
   MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD);
   if (!any) return 0;
   reports rp = {0};

@@ -12,10 +12,12 @@
 #include "devcomm.h"
 #include "dist.h"
 
-int lab_dist_recover(void) {
+int lab_dist_recover(void) { return lab_dist_recover_aborted(0); }
+
+int lab_dist_recover_aborted(int aborted) {
   lab_group *w = lab_dist_world();
   const lab_comm_backend *host = w->backend;
-  int result = host->recover ? host->recover() : 0;
+  int result = host->recover ? host->recover(aborted) : 0;
   int mine = 0, any = 0;
   for (int i = 0; i < lab_dist_group_count(); i++) {
     lab_group *g = lab_dist_group_at(i);

@@ -40,23 +40,35 @@ rc=$?
 [ $rc -eq 0 ] && echo "$err" | grep -qF "rank 1: dropped a message from rank 0 (f32[4], tag 0) that no recv took"
 check "a send never received is reported at the end of the script" $?
 
-# rank 1 fails while rank 0 waits in all_reduce: reported and aborted, not hung
+# rank 1 fails while rank 0 waits in all_reduce: rank 0 gives up at once (fail fast: the board
+# shows rank 1 finished), rank 1's error first, the wait reported once
 start=$(date +%s)
-err="$(LLMLAB_ERROR_TIMEOUT=2 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then error("planted failure") end lab.dist.all_reduce(lab.ones(4))' 2>&1)"
+err="$(LLMLAB_ERROR_TIMEOUT=20 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then error("planted failure") end lab.dist.all_reduce(lab.ones(4))' 2>&1)"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: .*planted failure" \
+  && echo "$err" | grep -qF "[0] all_reduce: rank 1 stopped with an error (shown first) before it joined this collective on world; gave up at once" \
+  && [ $elapsed -lt 15 ]
+check "a failed rank with others in a collective ends their wait at once ($elapsed s)" $?
+
+# rank 1 fails while rank 0 still runs (it never reaches anything): aborted after the timeout, not hung
+start=$(date +%s)
+err="$(LLMLAB_ERROR_TIMEOUT=2 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then error("planted failure") end while true do end' 2>&1)"
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: .*planted failure" \
   && echo "$err" | grep -q "did not finish within 2 s" && [ $elapsed -lt 30 ]
-check "a failed rank with others stuck in a collective aborts after the timeout ($elapsed s)" $?
+check "a failed rank with another still running aborts after the timeout ($elapsed s)" $?
 
-# rank 1 waits in an all_reduce rank 0 never calls (no rank fails): with LLMLAB_WATCHDOG set, a
-# plain script reports it with what every rank is doing instead of hanging
+# rank 1 waits in an all_reduce rank 0 never calls while rank 0 still runs: with LLMLAB_WATCHDOG
+# set, a plain script reports it with what every rank is doing instead of hanging (a rank that
+# has finished instead ends the wait at once, as above)
 start=$(date +%s)
-err="$(LLMLAB_WATCHDOG=1 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(4)) end' 2>&1)"
+err="$(LLMLAB_WATCHDOG=1 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(4)) else local t = lab.clock() while lab.clock() - t < 4 do end end' 2>&1)"
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: all_reduce: watchdog: no progress for 1 s on world" \
-  && echo "$err" | grep -q "rank 1: in all_reduce(4 x f32)" && [ $elapsed -lt 30 ]
+  && echo "$err" | grep -q "rank 1: in all_reduce(4 x f32)" && echo "$err" | grep -q "rank 0: running Lua" && [ $elapsed -lt 30 ]
 check "LLMLAB_WATCHDOG reports a rank the others left in a collective ($elapsed s)" $?
 
 printf 'x = 21\n=x * 2\n' | "$LLMLAB" -n 2 > "$TMP/piped.txt"

@@ -23,14 +23,7 @@ static const char *np = "4";
 static int last = 3, hosts = 2;
 static char last_label[64]; /* "rank 3 (host2)" as reports name the last rank ("rank 3" on one host) */
 
-static int expectf(session *s, double timeout, const char *fmt, ...) {
-  char text[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  return expect(s, text, timeout);
-}
+/* expectf: the pty harness's (repl_pty.h) */
 
 static void typef(session *s, const char *fmt, ...) {
   char text[512];

@@ -1,8 +1,13 @@
 /* A REPL fuzzer through a pseudo-terminal: random sessions of chunks, %on and :ranks (valid and
  * not), desyncs, short watchdogs with a rank that never arrives, Ctrl-C at random moments,
- * Ctrl-T, stepper commands, garbage, then =1+1 and Ctrl-D. Every action must give a prompt back
- * within the watchdog (2 s) plus 5 s, every session must answer =1+1 on every rank and end with
- * code 0. CI runs a fixed budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
+ * Ctrl-T, stepper commands, garbage, DDP and ZeRO 1/2/3 steps aborted by an error on a random
+ * rank (before backward, after it, after the optimizer step), Ctrl-C in the middle of a DDP
+ * backward, and a rank that fails or finishes while the others enter a collective; then =1+1
+ * and Ctrl-D. Every action must give a prompt back within the watchdog (2 s) plus 5 s; after a
+ * wrapper's aborted step, one normal step of every wrapper must answer `ok` on every rank (the
+ * replicas compared and restored if the aborted step diverged them); a rank that failed or
+ * finished must end the others' wait without the watchdog; every session must answer =1+1 on
+ * every rank and end with code 0. CI runs a fixed budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
  * Prints sessions, actions and findings; exits 1 on any crash or hang (with the seed to replay). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -112,10 +117,51 @@ static void type_line(session *s, const char *text) {
   type(s, "\r");
 }
 
+/* the wrapped models every session can step (made on first use), and one normal step of each */
+static const char *wrapper_helpers =
+    "function fz_ddp() if not fdm then fdm = lab.ddp.wrap(lab.nn.Sequential(lab.nn.Linear(4, 4), lab.nn.Linear(4, 4)), "
+    "{bucket_mb = 0.00001}); fdo = lab.optim.SGD(fdm:parameters(), {lr = 0.01}) end return fdm, fdo end; "
+    "function fz_zero(st) fzm = fzm or {}; if not fzm[st] then fzm[st] = lab.zero.wrap(lab.nn.Sequential("
+    "lab.nn.Linear(4, 4), lab.nn.Linear(4, 4)), {stage = st, lr = 0.01, bucket_mb = 0.00001}) end return fzm[st] end; "
+    "function fz_slow() if not fsm then fsm = lab.ddp.wrap(lab.nn.Sequential(lab.nn.Linear(4, 4), lab.nn.Linear(4, 4)), "
+    "{bucket_mb = 0.00001}); fsm.module[1].weight:register_hook(function(g) if lab.dist.rank() == 1 then "
+    "local t = lab.clock() while lab.clock() - t < 3 do end end return g end) end return fsm end; "
+    "function fz_ok() local m, o = fz_ddp(); m(lab.ones({2, 4})):sum():backward(); o:step(); o:zero_grad(); "
+    "if #lab.replicas.check(m.module) > 0 then lab.replicas.restore(m, 0) end; "
+    "for st = 1, 3 do local z = fz_zero(st); z(lab.ones({2, 4})):sum():backward(); z:step(); z:zero_grad(); "
+    "if st < 3 and #lab.replicas.check(z.module) > 0 then lab.replicas.restore(z, 0) end end; "
+    "return #lab.replicas.check(m.module) == 0 and 'ok' or 'diverged' end; "
+    "fz_ddp(); fz_slow(); for st = 1, 3 do fz_zero(st) end"; /* made on every rank at once */
+
+/* a wrapper's step with an error on rank `bad` before backward, after it, or after the step */
+static void aborted_step(char *line, size_t n, const char *model, const char *opt_step, int bad, int where) {
+  snprintf(line, n,
+           "local l = %s(lab.ones({2, 4})):sum(); if %d == 0 and lab.dist.rank() == %d then error('bad batch') end; "
+           "l:backward(); if %d == 1 and lab.dist.rank() == %d then error('bad grad') end; %s; "
+           "if %d == 2 and lab.dist.rank() == %d then error('bad step') end",
+           model, where, bad, where, bad, opt_step, where, bad);
+}
+
+/* after an aborted wrapper step: the next normal step works on every rank */
+static int wrappers_still_work(session *s, double wait) {
+  char want[32];
+  snprintf(want, sizeof want, "[0-%d] ok", nranks - 1);
+  size_t from = s->mark;
+  type_line(s, "%on all =fz_ok()"); /* whatever :ranks set: the wrappers span every rank */
+  if (!prompt_back(s, wait)) return -1;
+  s->buf[s->len] = 0;
+  if (!strstr(s->buf + from, want)) {
+    fprintf(stderr, "FINDING: a wrapper's next step after an aborted one did not answer ok on every rank:\n%s\n",
+            s->buf + from);
+    findings++;
+  }
+  return 0;
+}
+
 /* one action; returns 0 when the prompt came back in time */
 static int action(session *s, const char *script) {
   char line[1024];
-  int kind = pick(10);
+  int kind = pick(14);
   double wait = WATCHDOG_S + SLACK_S + 3;
   switch (kind) {
   case 0: case 1: case 2: type_line(s, chunks[pick((int)(sizeof chunks / sizeof *chunks))]); break;
@@ -160,6 +206,42 @@ static int action(session *s, const char *script) {
     type(s, pick(2) ? "\x03" : "\x04");
     type_line(s, "=2");
     break;
+  case 10: case 11: { /* a DDP or ZeRO step cut short by an error on one rank */
+    char model[64], step[64];
+    if (kind == 10) {
+      snprintf(model, sizeof model, "fz_ddp()");
+      snprintf(step, sizeof step, "fdo:step(); fdo:zero_grad()");
+    } else {
+      int st = 1 + pick(3);
+      snprintf(model, sizeof model, "fz_zero(%d)", st);
+      snprintf(step, sizeof step, "fz_zero(%d):step(); fz_zero(%d):zero_grad()", st, st);
+    }
+    char chunk[900];
+    aborted_step(chunk, sizeof chunk, model, step, pick(nranks), pick(3));
+    snprintf(line, sizeof line, "%%on all %s", chunk);
+    type_line(s, line);
+    if (!prompt_back(s, wait)) return -1;
+    return wrappers_still_work(s, wait);
+  }
+  case 12: /* Ctrl-C in the middle of a DDP backward (rank 1 slow in a gradient hook) */
+    type_line(s, "%on all local m = fz_slow(); m(lab.ones({2, 4})):sum():backward()");
+    usleep((useconds_t)(pick(1500) * 1000));
+    type(s, "\x03");
+    if (!prompt_back(s, wait)) return -1;
+    return wrappers_still_work(s, wait);
+  case 13: { /* a rank fails or finishes while the others enter a collective: no watchdog */
+    snprintf(line, sizeof line, "if lab.dist.rank() == %d then %s end; lab.dist.all_reduce(lab.ones(2))", pick(nranks),
+             pick(2) ? "error('bad batch')" : "return");
+    size_t from = s->mark;
+    type_line(s, line);
+    if (!prompt_back(s, wait)) return -1;
+    s->buf[s->len] = 0;
+    if (strstr(s->buf + from, "watchdog")) {
+      fprintf(stderr, "FINDING: a failed or finished rank left the others to the watchdog:\n%s\n", s->buf + from);
+      findings++;
+    }
+    return 0;
+  }
   default: /* garbage and commands */
     type_line(s, pick(2) ? ":nonsense" : (pick(2) ? ":watchdog abc" : "%on"));
     break;
@@ -188,7 +270,8 @@ static void test_fuzz(void **state) {
     unsigned session_seed = seed;
     session *s = calloc(1, sizeof *s);
     start_ranks(s, ranks);
-    int n = 4 + pick(8), bad = 0;
+    type_line(s, wrapper_helpers);
+    int n = 4 + pick(8), bad = prompt_back(s, WATCHDOG_S + SLACK_S) ? 0 : 1;
     for (int i = 0; i < n && !bad; i++, actions++)
       if (action(s, script) < 0) {
         fprintf(stderr, "FINDING: session %d (seed %u), action %d: no prompt within %.0f s; screen:\n%s\n", k,

@@ -122,6 +122,22 @@ int expect(session *s, const char *text, double timeout) {
   return 0;
 }
 
+int expectf(session *s, double timeout, const char *fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  return expect(s, text, timeout);
+}
+
+int occurrences(session *s, const char *text) {
+  s->buf[s->len] = 0;
+  int n = 0;
+  for (const char *p = s->buf + s->mark; (p = strstr(p, text)); p += strlen(text)) n++;
+  return n;
+}
+
 void pump(session *s, double timeout) {
   struct pollfd p = {.fd = s->fd, .events = POLLIN};
   if (s->len + 1 >= sizeof s->buf || poll(&p, 1, (int)(timeout * 1000)) <= 0) return;

@@ -23,6 +23,10 @@ double pty_now(void);
 void spawn(session *s, char *const argv[]);
 /* Reads until `text` appears after the mark (then moves the mark past it); 1 if it did. */
 int expect(session *s, const char *text, double timeout);
+/* expect() of a printf-formatted text */
+int expectf(session *s, double timeout, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* how many times text occurs on the screen after the mark (the mark stays) */
+int occurrences(session *s, const char *text);
 void type(session *s, const char *keys);
 /* Reads what arrives within timeout seconds, quietly. */
 void pump(session *s, double timeout);

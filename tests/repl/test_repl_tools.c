@@ -45,11 +45,10 @@ static void completion_run_and_long_output(session *s) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, ":run %s alpha beta\r", path);
   type(s, cmd);
-  /* every rank's 300 lines come back whole and in rank order */
-  assert_true(expect(s, "[0] line 1 of rank 0", 30));
-  assert_true(expect(s, "[0] line 300 of rank 0", 10));
-  assert_true(expect(s, "[1] line 1 of rank 1", 10));
-  assert_true(expect(s, "[1] line 300 of rank 1", 10));
+  /* every rank's 300 lines come back whole and in order (folded into one block where they
+   * arrive together, since they differ only in naming their own rank) */
+  assert_true(expect(s, "] line 1 of rank ", 30));
+  assert_true(expect(s, "] line 300 of rank ", 10));
   assert_true(expect(s, "args\talpha\tbeta", 10));
 }
 
@@ -62,19 +61,16 @@ static void planted_desync_and_hang(session *s) {
   assert_true(expect(s, "> ", 10));
   s->buf[s->len] = 0;
   assert_null(strstr(strstr(s->buf, "disagree on the collective") + 1, "disagree on the collective")); /* once */
-  type(s, ":watchdog 1\r");
+  type(s, ":watchdog 30\r");
   type(s, "if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(2)) end\r");
-  /* one report, printed by rank 0 from the board while the chunk runs, then the error */
-  assert_true(expect(s, "watchdog: rank 1 has waited ", 30));
-  size_t seconds_at = s->mark;
-  assert_true(expect(s, " s in all_reduce(2 x f32) on world at stdin:1", 5));
-  /* the seconds waited are at least the watchdog's 1 s: 1.0 on an idle machine, more when rank
-   * 0's watcher waits for a core (latency, not checked here: a fixed "2." failed at 2.1 s) */
-  assert_true(strtod(s->buf + seconds_at, NULL) >= 1.0);
-  assert_true(expect(s, "rank 0: idle", 5));
-  assert_true(expect(s, "rank 1: in all_reduce(2 x f32) on world at stdin:1", 5));
-  assert_true(expect(s, "[1] error: ", 30));
-  assert_true(expect(s, "watchdog: no progress for 1 s on world", 5));
+  /* the other ranks finished without joining: rank 1 gives up at once, not at the watchdog
+   * (the watchdog's report, for ranks still running, is one_report_and_ctrl_t's) */
+  double t0 = pty_now();
+  assert_true(expect(s, "[1] error: checking the collective on every rank: rank 0 finished without joining this "
+                        "collective on world; gave up at once", 10));
+  assert_true(pty_now() - t0 < 10);
+  s->buf[s->len] = 0;
+  assert_null(strstr(s->buf + s->mark, "watchdog"));
   /* recovery completed the abandoned collective: no rebuilt world, and the session goes on */
   type(s, ":watchdog 30\r=lab.dist.all_reduce(lab.ones(1))[1]\r");
   char want[32];
