@@ -96,8 +96,9 @@ static void *K(const void *p) {
 
 static int sim_count(void) { return 1; }
 
-static void *sim_alloc(int index, size_t nbytes) {
-  (void)index;
+/* note: tell the interpreter's memcheck (runtime/simrt registers the caching allocator's
+ * blocks instead of its segments) */
+static void *arena_alloc(size_t nbytes, int note) {
   if (arena_init() < 0 || nbytes == 0) return NULL;
   size_t asked = nbytes;
   nbytes = (nbytes + 255) / 256 * 256 + GAP; /* 256-byte aligned, as cudaMalloc's */
@@ -112,20 +113,26 @@ static void *sim_alloc(int index, size_t nbytes) {
       free(r);
     }
 #ifdef LLMLAB_HAVE_SIMT
-    lab_simt_note_alloc(kview + at, asked);
+    if (note) lab_simt_note_alloc(kview + at, asked);
 #else
-    (void)asked;
+    (void)asked, (void)note;
 #endif
     return base + at;
   }
   return NULL;
 }
 
-static void sim_free(int index, void *ptr, size_t nbytes) {
+static void *sim_alloc(int index, size_t nbytes) {
   (void)index;
+  return arena_alloc(nbytes, 1);
+}
+
+static void arena_free(void *ptr, size_t nbytes, int note) {
   if (!ptr) return;
 #ifdef LLMLAB_HAVE_SIMT
-  lab_simt_note_free(K(ptr), nbytes);
+  if (note) lab_simt_note_free(K(ptr), nbytes);
+#else
+  (void)note;
 #endif
   nbytes = (nbytes + 255) / 256 * 256 + GAP;
   size_t at = (size_t)((char *)ptr - base);
@@ -154,6 +161,16 @@ static void sim_free(int index, void *ptr, size_t nbytes) {
   if (prev) prev->next = r;
   else free_list = r;
 }
+
+static void sim_free(int index, void *ptr, size_t nbytes) {
+  (void)index;
+  arena_free(ptr, nbytes, 1);
+}
+
+void *lab_sim_arena_alloc(size_t nbytes, int note) { return arena_alloc(nbytes, note); }
+void lab_sim_arena_free(void *p, size_t nbytes, int note) { arena_free(p, nbytes, note); }
+void *lab_sim_kview(const void *p) { return K(p); }
+size_t lab_sim_arena_bytes(void) { return ARENA_RESERVE; }
 
 /* ---- moving bytes: the only way in or out ---- */
 
@@ -328,6 +345,22 @@ static lab_device_ops sim_ops = {
     .flash_strided = 1, /* the cpu kernels on the kernel view: strides are only numbers */
 };
 
+#ifdef LLMLAB_HAVE_SIMT
+/* The sim's table by default: runtime/cuda/cuda_device.c itself (its allocator, streams,
+ * launchers and cuBLASLt calls) over runtime/simrt's emulated CUDA runtime, named sim.
+ * LLMLAB_SIMRT=0 keeps the direct table of this file with interpreted kernels. */
+static lab_device_ops simrt_ops;
+static const char *simrt_describe(void) {
+  return "sim device: runtime/cuda's device over an emulated CUDA runtime (runtime/simrt: 2 devices, streams on "
+         "worker threads, a reference GEMM for cuBLASLt), kernels/cuda under the SIMT interpreter (racecheck, "
+         "synccheck, memcheck)";
+}
+static int simrt_wanted(void) {
+  const char *e = getenv("LLMLAB_SIMRT");
+  return !e || strcmp(e, "0") != 0;
+}
+#endif
+
 const lab_device_ops *lab_sim_device_ops(void) {
 #ifdef LLMLAB_HAVE_SIMT
   /* LLMLAB_SIMT=0: the cpu kernels, as a build without the headers (tests too large for the
@@ -336,9 +369,16 @@ const lab_device_ops *lab_sim_device_ops(void) {
   if (!simt) {
     simt = 1;
     const char *e = getenv("LLMLAB_SIMT");
-    if (!e || strcmp(e, "0") != 0) lab_sim_use_simt(&sim_ops, K);
-    else sim_ops.describe = sim_describe_cpu;
+    if (!e || strcmp(e, "0") != 0) {
+      lab_sim_use_simt(&sim_ops, K);
+      if (simrt_wanted() && arena_init() == 0) {
+        simrt_ops = *lab_simrt_cuda_device_ops();
+        simrt_ops.name = "sim";
+        simrt_ops.describe = simrt_describe;
+      }
+    } else sim_ops.describe = sim_describe_cpu;
   }
+  if (simrt_ops.name) return &simrt_ops;
 #endif
   return &sim_ops;
 }

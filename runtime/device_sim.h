@@ -7,4 +7,13 @@
 void lab_sim_use_simt(lab_device_ops *ops, void *(*kview)(const void *p));
 /* -1 (with lab_fail) once after a launch failed since the last call, else 0 */
 int lab_sim_take_error(void);
+/* The arena for runtime/simrt's emulated cudaMalloc/cudaFree (sizes as asked; note: tell the
+ * interpreter's memcheck), its kernel view (host pointers and NULL unchanged), and its size */
+void *lab_sim_arena_alloc(size_t nbytes, int note);
+void lab_sim_arena_free(void *p, size_t nbytes, int note);
+void *lab_sim_kview(const void *p);
+size_t lab_sim_arena_bytes(void);
+/* runtime/cuda/cuda_device.c compiled against runtime/simrt (the sim's table when the build has
+ * the SIMT interpreter) */
+const lab_device_ops *lab_simrt_cuda_device_ops(void);
 #endif

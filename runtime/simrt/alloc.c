@@ -1,0 +1,65 @@
+/* The caching allocator as the sim compile of cuda_device.c calls it (lab_ca_new/_malloc/_free
+ * renamed lab_simrt_ca_* by shim/cuda_runtime.h): runtime/cuda/caching_allocator.c itself,
+ * with its blocks told to the SIMT interpreter's memcheck as they are handed out and taken
+ * back (sizes as asked), instead of the 2 and 20 MiB segments it takes from cudaMalloc, so a
+ * kernel reading past a tensor or after its free is reported as it was without the cache. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../../kernels/simt/simt.h"
+#include "../cuda/caching_allocator.h"
+#include "simrt_internal.h"
+#undef lab_ca_new /* here the names are the allocator's own */
+#undef lab_ca_malloc
+#undef lab_ca_free
+
+lab_caching_allocator *lab_simrt_ca_new(lab_ca_backend backend);
+void *lab_simrt_ca_malloc(lab_caching_allocator *a, size_t nbytes, void *stream);
+void lab_simrt_ca_free(lab_caching_allocator *a, void *p);
+
+/* block -> size asked, for the free (a chained hash on the address) */
+#define NB 4096
+typedef struct entry {
+  struct entry *next;
+  void *p;
+  size_t n;
+} entry;
+static entry *table[NB];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned slot(const void *p) { return (unsigned)(((uintptr_t)p >> 9) % NB); }
+
+lab_caching_allocator *lab_simrt_ca_new(lab_ca_backend backend) { return lab_ca_new(backend); }
+
+void *lab_simrt_ca_malloc(lab_caching_allocator *a, size_t nbytes, void *stream) {
+  lab_simrt_in_allocator = 1;
+  void *p = lab_ca_malloc(a, nbytes, stream);
+  lab_simrt_in_allocator = 0;
+  entry *e = p ? malloc(sizeof *e) : NULL;
+  if (e) {
+    *e = (entry){NULL, p, nbytes};
+    pthread_mutex_lock(&mu);
+    e->next = table[slot(p)];
+    table[slot(p)] = e;
+    pthread_mutex_unlock(&mu);
+    lab_simt_note_alloc(lab_simrt_kview(p), nbytes);
+  }
+  return p;
+}
+
+void lab_simrt_ca_free(lab_caching_allocator *a, void *p) {
+  pthread_mutex_lock(&mu);
+  entry **q = &table[slot(p)];
+  while (*q && (*q)->p != p) q = &(*q)->next;
+  entry *e = *q;
+  if (e) *q = e->next;
+  pthread_mutex_unlock(&mu);
+  if (e) {
+    lab_simt_note_free(lab_simrt_kview(p), e->n);
+    free(e);
+  }
+  lab_simrt_in_allocator = 1;
+  lab_ca_free(a, p);
+  lab_simrt_in_allocator = 0;
+}

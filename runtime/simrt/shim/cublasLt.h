@@ -1,0 +1,78 @@
+/* The emulated cuBLASLt for the sim compile of runtime/cuda/cuda_device.c: the descriptor
+ * and layout calls it makes keep their attributes, and cublasLtMatmul checks them and runs a
+ * reference product (runtime/simrt/gemm.c) on the stream's worker with exactly the arguments
+ * given: column-major layouts with their leading dimensions, transposes, batch count and
+ * strides, alpha/beta of the scale type, a bias epilogue. Every name is lab_simrt_-prefixed. */
+#ifndef LAB_SIMRT_CUBLASLT_H
+#define LAB_SIMRT_CUBLASLT_H
+
+#include <stdint.h>
+
+#include "cuda_runtime.h"
+
+typedef enum {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70
+} cublasComputeType_t;
+typedef enum {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
+} cublasLtMatmulDescAttributes_t;
+typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum {
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6
+} cublasLtMatrixLayoutAttribute_t;
+
+typedef struct lab_simrt_lt_handle *cublasLtHandle_t;
+typedef struct lab_simrt_lt_desc *cublasLtMatmulDesc_t;
+typedef struct lab_simrt_lt_layout *cublasLtMatrixLayout_t;
+typedef struct lab_simrt_lt_algo cublasLtMatmulAlgo_t;
+
+#define cublasLtCreate lab_simrt_cublasLtCreate
+#define cublasLtDestroy lab_simrt_cublasLtDestroy
+#define cublasLtMatmulDescCreate lab_simrt_cublasLtMatmulDescCreate
+#define cublasLtMatmulDescDestroy lab_simrt_cublasLtMatmulDescDestroy
+#define cublasLtMatmulDescSetAttribute lab_simrt_cublasLtMatmulDescSetAttribute
+#define cublasLtMatrixLayoutCreate lab_simrt_cublasLtMatrixLayoutCreate
+#define cublasLtMatrixLayoutDestroy lab_simrt_cublasLtMatrixLayoutDestroy
+#define cublasLtMatrixLayoutSetAttribute lab_simrt_cublasLtMatrixLayoutSetAttribute
+#define cublasLtMatmul lab_simrt_cublasLtMatmul
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale);
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t size);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows,
+                                          uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l);
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void *buf, size_t size);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
+                              cudaStream_t s);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

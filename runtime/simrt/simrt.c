@@ -1,0 +1,393 @@
+/* The emulated CUDA runtime under the sim device: the subset of libcudart that
+ * runtime/cuda/cuda_device.c uses, so that file runs on the sim (compiled a second time against
+ * shim/cuda_runtime.h, where every cudaX is lab_simrt_cudaX: no symbol meets the real
+ * libcudart). Two devices (LLMLAB_SIM_DEVICES overrides), memory from the sim arena
+ * (device_sim.c: device pointers the host cannot dereference), and streams whose work (copies,
+ * memsets, matrix products, event waits) runs on one worker thread per stream, in order. So a
+ * device-to-host copy not followed by cudaStreamSynchronize leaves the host buffer unwritten,
+ * as on a GPU (LLMLAB_SIMRT_DELAY_US delays each item, to make such a race show every time).
+ * Host buffers are treated as pinned: copies are asynchronous both ways (on a GPU a copy to
+ * pageable memory returns when done; code that relies on it breaks once the buffer is pinned).
+ * Events capture how much of their stream's queue must have run. Kernel launches (launch.c)
+ * run on the calling thread once their stream is drained: errors return at the launch, as the
+ * interpreter's reports did before. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../device_sim.h"
+#include "simrt_internal.h"
+
+#define MAX_DEV 8
+
+typedef struct item {
+  struct item *next;
+  lab_simrt_fn fn;
+  void *arg;
+} item;
+
+struct CUstream_st {
+  int device;
+  pthread_t th;
+  item *head, *tail;
+  uint64_t enqueued, done; /* items */
+  int error;               /* first failure since the last drain */
+  int quit;
+};
+
+struct CUevent_st {
+  cudaStream_t s; /* NULL: never recorded (complete) */
+  uint64_t upto;  /* complete when s->done >= upto */
+};
+
+/* one lock for every queue: items are large (copies, kernels), so contention is negligible */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static __thread int cur_dev;
+static __thread cudaError_t last_error;
+static cudaStream_t default_stream[MAX_DEV];
+static char failure[1200];
+static cudaStream_t all_streams[256]; /* for cudaDeviceSynchronize; a freed slot is NULL */
+static int nall;
+
+static int ndevices(void) {
+  const char *e = getenv("LLMLAB_SIM_DEVICES");
+  int n = e ? atoi(e) : 2;
+  return n < 1 ? 1 : n > MAX_DEV ? MAX_DEV : n;
+}
+
+static cudaError_t fail(cudaError_t e) {
+  if (e) last_error = e;
+  return e;
+}
+
+void lab_simrt_note_failure(const char *text) { snprintf(failure, sizeof failure, "%s", text); }
+
+void *lab_simrt_kview(const void *p) { return lab_sim_kview(p); }
+
+/* ---- devices ---- */
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 12080; /* reported as the toolkit the shim follows */
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *n) {
+  *n = ndevices();
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
+  if (device < 0 || device >= ndevices()) return fail(cudaErrorInvalidDevice);
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "llmlab sim %d (SIMT interpreter)", device);
+  p->major = 9;
+  p->totalGlobalMem = lab_sim_arena_bytes();
+  p->multiProcessorCount = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
+  if (device < 0 || device >= ndevices()) return fail(cudaErrorInvalidDevice);
+  snprintf(bus, (size_t)len, "sim:%d", device); /* distinct per device, as a bus id is */
+  return cudaSuccess;
+}
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorInvalidValue: return "invalid argument";
+  case cudaErrorMemoryAllocation: return "out of memory";
+  case cudaErrorInvalidDevice: return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorNotReady: return "device not ready";
+  case cudaErrorMisalignedAddress: return "misaligned address";
+  case cudaErrorLaunchFailure: return failure[0] ? failure : "unspecified launch failure";
+  default: return "unknown error (sim)";
+  }
+}
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= ndevices()) return fail(cudaErrorInvalidDevice);
+  cur_dev = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+  *device = cur_dev;
+  return cudaSuccess;
+}
+
+/* ---- memory: the sim arena; sizes kept here since the arena frees by size. Memory the
+ * caching allocator takes (lab_simrt_in_allocator, alloc.c) is not told to memcheck: its
+ * blocks are, as they are handed out, so an overrun past a tensor is still caught. ---- */
+
+typedef struct block {
+  struct block *next;
+  void *p;
+  size_t n;
+  int noted;
+} block;
+static block *blocks;
+static size_t in_use;
+__thread int lab_simrt_in_allocator;
+
+cudaError_t cudaMalloc(void **p, size_t n) {
+  if (!n) n = 1;
+  int note = !lab_simrt_in_allocator;
+  void *d = lab_sim_arena_alloc(n, note);
+  block *b = malloc(sizeof *b);
+  if (!d || !b) {
+    if (d) lab_sim_arena_free(d, n, note);
+    free(b);
+    return fail(cudaErrorMemoryAllocation);
+  }
+  *b = (block){NULL, d, n, note};
+  pthread_mutex_lock(&mu);
+  b->next = blocks;
+  blocks = b;
+  in_use += b->n;
+  pthread_mutex_unlock(&mu);
+  *p = d;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+  if (!p) return cudaSuccess;
+  cudaDeviceSynchronize(); /* as cudaFree does: no queued work may still use it */
+  pthread_mutex_lock(&mu);
+  block **q = &blocks;
+  while (*q && (*q)->p != p) q = &(*q)->next;
+  block *b = *q;
+  if (b) {
+    *q = b->next;
+    in_use -= b->n;
+  }
+  pthread_mutex_unlock(&mu);
+  if (!b) return fail(cudaErrorInvalidValue);
+  lab_sim_arena_free(p, b->n, b->noted);
+  free(b);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  size_t total = lab_sim_arena_bytes();
+  pthread_mutex_lock(&mu);
+  *free_bytes = total - in_use;
+  pthread_mutex_unlock(&mu);
+  *total_bytes = total;
+  return cudaSuccess;
+}
+
+/* ---- streams ---- */
+
+static void *worker(void *arg) {
+  cudaStream_t s = arg;
+  const char *d = getenv("LLMLAB_SIMRT_DELAY_US");
+  long delay_us = d ? atol(d) : 0;
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (!s->head && !s->quit) pthread_cond_wait(&changed, &mu);
+    if (!s->head) break;
+    item *it = s->head;
+    pthread_mutex_unlock(&mu);
+    if (delay_us > 0) nanosleep(&(struct timespec){delay_us / 1000000, delay_us % 1000000 * 1000}, NULL);
+    int e = it->fn(it->arg);
+    free(it->arg);
+    pthread_mutex_lock(&mu);
+    s->head = it->next;
+    if (!s->head) s->tail = NULL;
+    free(it);
+    if (e && !s->error) s->error = e;
+    s->done++;
+    pthread_cond_broadcast(&changed);
+  }
+  pthread_mutex_unlock(&mu);
+  return NULL;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags) {
+  (void)flags; /* every sim stream is non-blocking: there is no legacy default stream to sync with */
+  cudaStream_t s = calloc(1, sizeof *s);
+  if (!s) return fail(cudaErrorMemoryAllocation);
+  s->device = cur_dev;
+  if (pthread_create(&s->th, NULL, worker, s) != 0) {
+    free(s);
+    return fail(cudaErrorMemoryAllocation);
+  }
+  pthread_mutex_lock(&mu);
+  int i = 0;
+  while (i < nall && all_streams[i]) i++;
+  if (i < 256) {
+    all_streams[i] = s;
+    if (i == nall) nall++;
+  }
+  pthread_mutex_unlock(&mu);
+  *out = s;
+  return cudaSuccess;
+}
+
+static cudaStream_t resolve(cudaStream_t s) {
+  if (s) return s;
+  pthread_mutex_lock(&mu);
+  cudaStream_t d = default_stream[cur_dev];
+  pthread_mutex_unlock(&mu);
+  if (d) return d;
+  if (cudaStreamCreateWithFlags(&d, 0) != cudaSuccess) return NULL;
+  pthread_mutex_lock(&mu);
+  if (default_stream[cur_dev]) { /* another thread made it first: keep one */
+    pthread_mutex_unlock(&mu);
+    cudaStreamDestroy(d);
+    pthread_mutex_lock(&mu);
+  } else default_stream[cur_dev] = d;
+  d = default_stream[cur_dev];
+  pthread_mutex_unlock(&mu);
+  return d;
+}
+
+cudaError_t lab_simrt_enqueue(cudaStream_t s, lab_simrt_fn fn, void *arg) {
+  item *it = malloc(sizeof *it);
+  if (!(s = resolve(s)) || !it) {
+    free(it);
+    free(arg);
+    return fail(cudaErrorMemoryAllocation);
+  }
+  *it = (item){NULL, fn, arg};
+  pthread_mutex_lock(&mu);
+  if (s->tail) s->tail->next = it;
+  else s->head = it;
+  s->tail = it;
+  s->enqueued++;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mu);
+  return cudaSuccess;
+}
+
+cudaError_t lab_simrt_drain(cudaStream_t s) {
+  if (!(s = resolve(s))) return fail(cudaErrorMemoryAllocation);
+  pthread_mutex_lock(&mu);
+  uint64_t upto = s->enqueued;
+  while (s->done < upto) pthread_cond_wait(&changed, &mu);
+  cudaError_t e = (cudaError_t)s->error;
+  s->error = 0;
+  pthread_mutex_unlock(&mu);
+  return fail(e);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return lab_simrt_drain(s); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  lab_simrt_drain(s); /* CUDA lets queued work finish; so does this */
+  pthread_mutex_lock(&mu);
+  s->quit = 1;
+  for (int i = 0; i < nall; i++)
+    if (all_streams[i] == s) all_streams[i] = NULL;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&mu);
+  pthread_join(s->th, NULL);
+  free(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  /* waits for every stream (of every device: the sim's devices share one arena) */
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nall; i++)
+    while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) pthread_cond_wait(&changed, &mu);
+  pthread_mutex_unlock(&mu);
+  return cudaSuccess;
+}
+
+/* ---- copies and memsets ---- */
+
+typedef struct {
+  void *dst;
+  const void *src;
+  size_t n;
+  int byte, is_set;
+} move;
+
+static int run_move(void *arg) {
+  move *m = arg;
+  if (m->is_set) memset(lab_simrt_kview(m->dst), m->byte, m->n);
+  else memmove(lab_simrt_kview(m->dst), lab_simrt_kview(m->src), m->n);
+  return 0;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+  (void)kind; /* the arena tells device pointers from host ones */
+  move *m = malloc(sizeof *m);
+  if (!m) return fail(cudaErrorMemoryAllocation);
+  *m = (move){dst, src, n, 0, 0};
+  return lab_simrt_enqueue(s, run_move, m);
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int byte, size_t n, cudaStream_t s) {
+  move *m = malloc(sizeof *m);
+  if (!m) return fail(cudaErrorMemoryAllocation);
+  *m = (move){dst, NULL, n, byte, 1};
+  return lab_simrt_enqueue(s, run_move, m);
+}
+
+/* ---- events ---- */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+  (void)flags;
+  *e = calloc(1, sizeof **e);
+  return *e ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  free(e); /* waits already enqueued captured the stream and count */
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!e) return fail(cudaErrorInvalidResourceHandle);
+  if (!(s = resolve(s))) return fail(cudaErrorMemoryAllocation);
+  pthread_mutex_lock(&mu);
+  e->s = s;
+  e->upto = s->enqueued;
+  pthread_mutex_unlock(&mu);
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  pthread_mutex_lock(&mu);
+  int ready = !e->s || e->s->done >= e->upto;
+  pthread_mutex_unlock(&mu);
+  return ready ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  pthread_mutex_lock(&mu);
+  while (e->s && e->s->done < e->upto) pthread_cond_wait(&changed, &mu);
+  pthread_mutex_unlock(&mu);
+  return cudaSuccess;
+}
+
+typedef struct {
+  cudaStream_t s;
+  uint64_t upto;
+} wait_item;
+
+static int run_wait(void *arg) {
+  wait_item *w = arg;
+  pthread_mutex_lock(&mu);
+  while (w->s->done < w->upto) pthread_cond_wait(&changed, &mu);
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  (void)flags;
+  if (!e) return fail(cudaErrorInvalidResourceHandle);
+  pthread_mutex_lock(&mu);
+  wait_item w = {e->s, e->upto};
+  pthread_mutex_unlock(&mu);
+  if (!w.s) return cudaSuccess; /* never recorded: nothing to wait for */
+  wait_item *p = malloc(sizeof *p);
+  if (!p) return fail(cudaErrorMemoryAllocation);
+  *p = w;
+  return lab_simrt_enqueue(s, run_wait, p);
+}

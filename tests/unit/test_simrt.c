@@ -1,0 +1,145 @@
+/* The emulated CUDA runtime under the sim device (runtime/simrt): stream work runs on a worker
+ * thread, so a device-to-host copy read before cudaStreamSynchronize is stale (each item
+ * delayed 20 ms here so the race shows every time); events order one stream after another;
+ * two devices; and cuBLASLt's reference product against a plain loop with every argument it
+ * takes (transposes, leading dimensions, batch count and strides, alpha, beta, bias), and the
+ * descriptor checks (shapes that do not agree after the transposes are refused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "runtime/simrt/shim/cublasLt.h"
+#include "runtime/simrt/shim/cuda_runtime.h"
+
+static void test_stale_without_sync(void **state) {
+  (void)state;
+  cudaStream_t s;
+  assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float *d = NULL, host[64], src[64];
+  for (int i = 0; i < 64; i++) src[i] = (float)i + 1, host[i] = -1;
+  assert_int_equal(cudaMalloc((void **)&d, sizeof src), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(d, src, sizeof src, cudaMemcpyHostToDevice, s), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  assert_true(host[5] == -1.0f); /* no synchronize: the copy has not run */
+  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+  assert_true(host[5] == 6.0f);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+  assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void test_event_orders_streams(void **state) {
+  (void)state;
+  cudaStream_t a, b;
+  cudaEvent_t ev;
+  assert_int_equal(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  assert_int_equal(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  assert_int_equal(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  unsigned char *d, out[256];
+  memset(out, 0, sizeof out);
+  assert_int_equal(cudaMalloc((void **)&d, 256), cudaSuccess);
+  assert_int_equal(cudaMemsetAsync(d, 7, 256, a), cudaSuccess);
+  assert_int_equal(cudaEventRecord(ev, a), cudaSuccess);
+  assert_int_equal(cudaEventQuery(ev), cudaErrorNotReady); /* the memset is still queued (20 ms) */
+  assert_int_equal(cudaStreamWaitEvent(b, ev, 0), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(out, d, 256, cudaMemcpyDeviceToHost, b), cudaSuccess);
+  assert_int_equal(cudaStreamSynchronize(b), cudaSuccess); /* b alone: a's memset came first */
+  assert_int_equal(out[0], 7);
+  assert_int_equal(out[255], 7);
+  assert_int_equal(cudaEventQuery(ev), cudaSuccess);
+  cudaEventDestroy(ev);
+  cudaFree(d);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+static void test_two_devices(void **state) {
+  (void)state;
+  int n = 0, dev = -1;
+  assert_int_equal(cudaGetDeviceCount(&n), cudaSuccess);
+  assert_int_equal(n, 2);
+  assert_int_equal(cudaSetDevice(1), cudaSuccess);
+  assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+  assert_int_equal(dev, 1);
+  assert_int_equal(cudaSetDevice(2), cudaErrorInvalidDevice);
+  assert_int_equal(cudaGetLastError(), cudaErrorInvalidDevice);
+  assert_int_equal(cudaGetLastError(), cudaSuccess);
+  assert_int_equal(cudaSetDevice(0), cudaSuccess);
+}
+
+/* D = alpha op(A) op(B) + beta C + bias, column-major, batch 2, A transposed, B not */
+static void test_gemm_arguments(void **state) {
+  (void)state;
+  enum { M = 3, N = 4, K = 5, LDA = 6, LDB = 7, LDC = 4, BATCH = 2 };
+  const int64_t sa = LDA * M + 3, sb = LDB * N + 1, sc = LDC * N; /* batch strides, elements */
+  double A[2 * (LDA * M + 3)], B[2 * (LDB * N + 1)], C[2 * LDC * N], bias[M], want[2 * LDC * N];
+  for (size_t i = 0; i < sizeof A / 8; i++) A[i] = (double)(i % 7) - 3;
+  for (size_t i = 0; i < sizeof B / 8; i++) B[i] = (double)(i % 5) * 0.5 - 1;
+  for (size_t i = 0; i < sizeof C / 8; i++) C[i] = (double)i * 0.25;
+  for (int i = 0; i < M; i++) bias[i] = 10.0 * (i + 1);
+  const double alpha = 2, beta = 0.5;
+  memcpy(want, C, sizeof C);
+  for (int b = 0; b < BATCH; b++)
+    for (int r = 0; r < M; r++)
+      for (int c = 0; c < N; c++) {
+        double acc = 0;
+        for (int k = 0; k < K; k++) acc += A[b * sa + k + r * LDA] * B[b * sb + k + c * LDB]; /* A^T: A is K x M */
+        want[b * sc + r + c * LDC] = alpha * acc + beta * C[b * sc + r + c * LDC] + bias[r];
+      }
+  double *dA, *dB, *dC, *dbias, got[2 * LDC * N];
+  cudaMalloc((void **)&dA, sizeof A), cudaMalloc((void **)&dB, sizeof B), cudaMalloc((void **)&dC, sizeof C);
+  cudaMalloc((void **)&dbias, sizeof bias);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMemcpyAsync(dA, A, sizeof A, cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(dB, B, sizeof B, cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(dC, C, sizeof C, cudaMemcpyHostToDevice, s);
+  cudaMemcpyAsync(dbias, bias, sizeof bias, cudaMemcpyHostToDevice, s);
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, bad;
+  assert_int_equal(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_64F, CUDA_R_64F), CUBLAS_STATUS_SUCCESS);
+  int32_t t = CUBLAS_OP_T, ep = CUBLASLT_EPILOGUE_BIAS, batch = BATCH;
+  assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, 4), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, 4), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatrixLayoutCreate(&la, CUDA_R_64F, K, M, LDA), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatrixLayoutCreate(&lb, CUDA_R_64F, K, N, LDB), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatrixLayoutCreate(&lc, CUDA_R_64F, M, N, LDC), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatrixLayoutCreate(&bad, CUDA_R_64F, M, N, M - 1), CUBLAS_STATUS_INVALID_VALUE); /* ld < rows */
+  cublasLtMatrixLayout_t ls[3] = {la, lb, lc};
+  const int64_t strides[3] = {sa, sb, sc};
+  for (int i = 0; i < 3; i++) {
+    cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, 4);
+    cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i], 8);
+  }
+  /* B as A's layout (K x M where K x N is needed) does not agree: refused before any work */
+  assert_int_equal(cublasLtMatmul(h, op, &alpha, dA, la, dA, la, &beta, dC, lc, dC, lc, NULL, NULL, 0, s),
+                   CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(cublasLtMatmul(h, op, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, NULL, NULL, 0, s),
+                   CUBLAS_STATUS_SUCCESS);
+  cudaMemcpyAsync(got, dC, sizeof got, cudaMemcpyDeviceToHost, s);
+  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+  for (int i = 0; i < 2 * LDC * N; i++) assert_true(got[i] == want[i]);
+  cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  cublasLtDestroy(h);
+  cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dbias);
+  cudaStreamDestroy(s);
+}
+
+int main(void) {
+  setenv("LLMLAB_SIMRT_DELAY_US", "20000", 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stale_without_sync),
+      cmocka_unit_test(test_event_orders_streams),
+      cmocka_unit_test(test_two_devices),
+      cmocka_unit_test(test_gemm_arguments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
