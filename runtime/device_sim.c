@@ -355,6 +355,15 @@ static const char *simrt_describe(void) {
          "worker threads, a reference GEMM for cuBLASLt), kernels/cuda under the SIMT interpreter (racecheck, "
          "synccheck, memcheck)";
 }
+/* Integer products: the cuda device refuses them (cuBLASLt has none the runtime uses), the cpu
+ * and the Lua suite have them; here they stay the cpu's on the kernel view, after every queued
+ * copy ran. A difference of the cuda device left as found (tests/lua/test_tensor.lua's
+ * matmul would fail on a GPU). */
+static int simrt_gemm(const lab_gemm_args *a) {
+  if (lab_dtype_is_float(a->ct)) return lab_simrt_cuda_device_ops()->gemm(a);
+  if (lab_simrt_sync_all() != 0) return lab_fail("matmul", "sim: a queued copy failed");
+  return sim_gemm(a);
+}
 static int simrt_wanted(void) {
   const char *e = getenv("LLMLAB_SIMRT");
   return !e || strcmp(e, "0") != 0;
@@ -375,6 +384,7 @@ const lab_device_ops *lab_sim_device_ops(void) {
         simrt_ops = *lab_simrt_cuda_device_ops();
         simrt_ops.name = "sim";
         simrt_ops.describe = simrt_describe;
+        simrt_ops.gemm = simrt_gemm;
       }
     } else sim_ops.describe = sim_describe_cpu;
   }

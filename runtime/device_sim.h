@@ -16,4 +16,5 @@ size_t lab_sim_arena_bytes(void);
 /* runtime/cuda/cuda_device.c compiled against runtime/simrt (the sim's table when the build has
  * the SIMT interpreter) */
 const lab_device_ops *lab_simrt_cuda_device_ops(void);
+int lab_simrt_sync_all(void); /* runtime/simrt/simrt.c: waits until every stream's work ran; 0 */
 #endif

@@ -175,30 +175,43 @@ static double at(const struct lab_simrt_lt_layout *l, const char *p, int trans, 
   return trans ? load(l->type, p, c + r * l->ld) : load(l->type, p, r + c * l->ld);
 }
 
+/* op(A) and op(B) are first unpacked (as double, TF32-rounded where asked) into rows of k, so
+ * the product's inner loop is a contiguous dot product */
 static int run_product(void *arg) {
   product *q = arg;
   int64_t m = (int64_t)q->ld.rows, n = (int64_t)q->ld.cols, k = (int64_t)(q->d.transa ? q->la.rows : q->la.cols);
   int fast = q->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   cudaDataType_t bt = q->d.bias_type_set ? q->d.bias_type : q->ld.type;
+  double *ra = malloc((size_t)(m * k + n * k + 1) * sizeof(double)), *rb = ra + m * k;
+  if (!ra) return cudaErrorMemoryAllocation;
   for (int32_t b = 0; b < q->ld.batch; b++) {
     const char *A = (const char *)lab_simrt_kview(q->A) + b * q->la.batch_stride * (int64_t)type_size(q->la.type);
     const char *B = (const char *)lab_simrt_kview(q->B) + b * q->lb.batch_stride * (int64_t)type_size(q->lb.type);
     const char *C = (const char *)lab_simrt_kview(q->C) + b * q->lc.batch_stride * (int64_t)type_size(q->lc.type);
     char *D = (char *)lab_simrt_kview(q->D) + b * q->ld.batch_stride * (int64_t)type_size(q->ld.type);
     const char *bias = q->d.epilogue == CUBLASLT_EPILOGUE_BIAS ? lab_simrt_kview(q->d.bias) : NULL;
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t i = 0; i < k; i++) {
+        double x = at(&q->la, A, q->d.transa, r, i);
+        ra[r * k + i] = fast ? tf32(x) : x;
+      }
+    for (int64_t c = 0; c < n; c++)
+      for (int64_t i = 0; i < k; i++) {
+        double y = at(&q->lb, B, q->d.transb, i, c);
+        rb[c * k + i] = fast ? tf32(y) : y;
+      }
     for (int64_t c = 0; c < n; c++)
       for (int64_t r = 0; r < m; r++) {
+        const double *x = ra + r * k, *y = rb + c * k;
         double acc = 0;
-        for (int64_t i = 0; i < k; i++) {
-          double x = at(&q->la, A, q->d.transa, r, i), y = at(&q->lb, B, q->d.transb, i, c);
-          acc += fast ? tf32(x) * tf32(y) : x * y;
-        }
+        for (int64_t i = 0; i < k; i++) acc += x[i] * y[i];
         double v = q->alpha * acc;
         if (q->beta != 0) v += q->beta * load(q->lc.type, C, r + c * q->lc.ld); /* beta 0: C is not read */
         if (bias) v += load(bt, bias, r);
         store(q->ld.type, D, r + c * q->ld.ld, v);
       }
   }
+  free(ra);
   return 0;
 }
 

@@ -391,3 +391,5 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   *p = w;
   return lab_simrt_enqueue(s, run_wait, p);
 }
+
+int lab_simrt_sync_all(void) { return (int)cudaDeviceSynchronize(); }
