@@ -3,8 +3,9 @@
  * kernels/simt/launch_sim.h) with every pointer argument on the arena's kernel view. A launch
  * runs once everything queued before it on its stream has run (so it sees the copies and waits
  * before it, and only those: a kernel on the wrong stream reads data not yet there), on the
- * calling thread, so a failure returns at the launch as a GPU's launch error would at the
- * next synchronize; the interpreter's report is the error's text (cudaGetErrorString). */
+ * calling thread, so a failure returns at the launch, and is sticky until the next
+ * synchronize as a fault in a CUDA context (the copy that reads a void op's result fails);
+ * the interpreter's report is the error's text (cudaGetErrorString). */
 #include <stdint.h>
 
 #include "../../kernels/simt/launch_sim.h"
@@ -16,7 +17,10 @@
 
 static int before(cudaStream_t s) { return (int)lab_simrt_drain(s); }
 static int after(int e) {
-  if (e == cudaErrorLaunchFailure) lab_simrt_note_failure(lab_simt_last_report());
+  if (e == cudaErrorLaunchFailure) {
+    lab_simrt_note_failure(lab_simt_last_report());
+    lab_simrt_set_sticky(e);
+  }
   return e;
 }
 #define RUN(call) \

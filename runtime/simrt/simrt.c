@@ -277,7 +277,23 @@ cudaError_t lab_simrt_drain(cudaStream_t s) {
   return fail(e);
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return lab_simrt_drain(s); }
+/* A kernel fault is sticky as in a CUDA context, here until the next synchronize reports it
+ * (most kernel ops return nothing, so the copy that reads their result fails instead) */
+static int sticky;
+void lab_simrt_set_sticky(int e) {
+  pthread_mutex_lock(&mu);
+  if (!sticky) sticky = e;
+  pthread_mutex_unlock(&mu);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  cudaError_t e = lab_simrt_drain(s);
+  pthread_mutex_lock(&mu);
+  if (!e && sticky) e = (cudaError_t)sticky;
+  sticky = 0;
+  pthread_mutex_unlock(&mu);
+  return fail(e);
+}
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (!s) return fail(cudaErrorInvalidResourceHandle);

@@ -16,6 +16,8 @@ cudaError_t lab_simrt_drain(cudaStream_t s);
 void *lab_simrt_kview(const void *p);
 /* the text cudaGetErrorString gives for a launch failure (the interpreter's report) */
 void lab_simrt_note_failure(const char *text);
+/* a launch failed: the next cudaStreamSynchronize returns e (once) */
+void lab_simrt_set_sticky(int e);
 
 /* set while the caching allocator runs (alloc.c): its cudaMalloc segments are not memcheck's */
 extern __thread int lab_simrt_in_allocator;
