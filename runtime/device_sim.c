@@ -305,7 +305,9 @@ static const char *sim_describe(void) {
 #endif
 }
 
+#ifdef LLMLAB_HAVE_SIMT
 static const char *sim_describe_cpu(void) { return "sim device: the cpu kernels (LLMLAB_SIMT=0)"; }
+#endif
 
 static lab_device_ops sim_ops = {
     .name = "sim",
