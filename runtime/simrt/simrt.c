@@ -130,6 +130,7 @@ typedef struct block {
   void *p;
   size_t n;
   int noted;
+  int device;
 } block;
 static block *blocks;
 static size_t in_use;
@@ -145,7 +146,7 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     free(b);
     return fail(cudaErrorMemoryAllocation);
   }
-  *b = (block){NULL, d, n, note};
+  *b = (block){NULL, d, n, note, cur_dev};
   pthread_mutex_lock(&mu);
   b->next = blocks;
   blocks = b;
@@ -170,6 +171,18 @@ cudaError_t cudaFree(void *p) {
   if (!b) return fail(cudaErrorInvalidValue);
   lab_sim_arena_free(p, b->n, b->noted);
   free(b);
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+  *a = (struct cudaPointerAttributes){cudaMemoryTypeUnregistered, -2, NULL, (void *)p};
+  pthread_mutex_lock(&mu);
+  for (block *b = blocks; b; b = b->next)
+    if ((const char *)p >= (const char *)b->p && (const char *)p < (const char *)b->p + b->n) {
+      *a = (struct cudaPointerAttributes){cudaMemoryTypeDevice, b->device, (void *)p, NULL};
+      break;
+    }
+  pthread_mutex_unlock(&mu);
   return cudaSuccess;
 }
 

@@ -67,7 +67,18 @@ static void test_two_devices(void **state) {
   assert_int_equal(cudaSetDevice(2), cudaErrorInvalidDevice);
   assert_int_equal(cudaGetLastError(), cudaErrorInvalidDevice);
   assert_int_equal(cudaGetLastError(), cudaSuccess);
+  /* a pointer knows its device: inside an allocation made on device 1, not past its end */
+  assert_int_equal(cudaSetDevice(1), cudaSuccess);
+  char *d1 = NULL;
+  struct cudaPointerAttributes at;
+  assert_int_equal(cudaMalloc((void **)&d1, 1000), cudaSuccess);
   assert_int_equal(cudaSetDevice(0), cudaSuccess);
+  assert_int_equal(cudaPointerGetAttributes(&at, d1 + 999), cudaSuccess);
+  assert_int_equal(at.type, cudaMemoryTypeDevice);
+  assert_int_equal(at.device, 1);
+  assert_int_equal(cudaPointerGetAttributes(&at, &dev), cudaSuccess);
+  assert_int_equal(at.type, cudaMemoryTypeUnregistered);
+  assert_int_equal(cudaFree(d1), cudaSuccess);
 }
 
 /* D = alpha op(A) op(B) + beta C + bias, column-major, batch 2, A transposed, B not */

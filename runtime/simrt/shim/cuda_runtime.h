@@ -45,6 +45,14 @@ struct cudaDeviceProp {
   int multiProcessorCount;
 };
 
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2 };
+struct cudaPointerAttributes {
+  enum cudaMemoryType type;
+  int device;
+  void *devicePointer;
+  void *hostPointer;
+};
+
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 
@@ -91,6 +99,7 @@ typedef struct CUevent_st *cudaEvent_t;
 #define cudaSetDevice lab_simrt_cudaSetDevice
 #define cudaGetDevice lab_simrt_cudaGetDevice
 #define cudaDeviceSynchronize lab_simrt_cudaDeviceSynchronize
+#define cudaPointerGetAttributes lab_simrt_cudaPointerGetAttributes
 #define cudaMalloc lab_simrt_cudaMalloc
 #define cudaFree lab_simrt_cudaFree
 #define cudaMemGetInfo lab_simrt_cudaMemGetInfo
@@ -118,6 +127,8 @@ cudaError_t cudaGetLastError(void);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaDeviceSynchronize(void);
+/* the device whose cudaMalloc the pointer falls in; host memory: cudaMemoryTypeUnregistered */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p);
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
