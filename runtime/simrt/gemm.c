@@ -215,13 +215,10 @@ static int run_product(void *arg) {
   return 0;
 }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
-                              cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta,
-                              const void *C, cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
-                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
-                              cudaStream_t s) {
-  (void)algo, (void)workspace, (void)workspace_bytes;
-  if (!h || !d || !la || !lb || !lc || !ld || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+/* the checks cuBLASLt makes of a product's descriptor and layouts */
+static cublasStatus_t check(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                            cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t ld) {
+  if (!d || !la || !lb || !lc || !ld) return CUBLAS_STATUS_INVALID_VALUE;
   /* the shapes after the transposes: op(A) m x k, op(B) k x n, C and D m x n */
   uint64_t m = d->transa ? la->cols : la->rows, k = d->transa ? la->rows : la->cols;
   uint64_t kb = d->transb ? lb->cols : lb->rows, n = d->transb ? lb->rows : lb->cols;
@@ -235,6 +232,77 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
       (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && la->type != CUDA_R_32F))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+struct lab_simrt_lt_pref {
+  uint64_t max_workspace;
+  uint32_t align[4];
+};
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  *p = calloc(1, sizeof **p);
+  if (!*p) return CUBLAS_STATUS_ALLOC_FAILED;
+  for (int i = 0; i < 4; i++) (*p)->align[i] = 256; /* cuBLASLt's default: 256-byte aligned */
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  free(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t size) {
+  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && size == 8) {
+    memcpy(&p->max_workspace, buf, 8);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES &&
+      size == 4) {
+    memcpy(&p->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, 4);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+/* the algorithm found is valid for pointers aligned as the preference promised (the smallest
+ * of A, B, C, D); cublasLtMatmul refuses it for pointers aligned less, as a real kernel
+ * chosen for 16-byte loads would fault. No workspace is needed. */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la,
+                                              cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                                              cublasLtMatrixLayout_t ld, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t *results,
+                                              int *returned) {
+  *returned = 0;
+  if (!h || !pref || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  cublasStatus_t st = check(d, la, lb, lc, ld);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  uint32_t al = pref->align[0];
+  for (int i = 1; i < 4; i++)
+    if (pref->align[i] < al) al = pref->align[i];
+  memset(&results[0], 0, sizeof results[0]);
+  results[0].algo.align = al ? al : 1;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
+                              cudaStream_t s) {
+  (void)algo, (void)workspace, (void)workspace_bytes;
+  if (!h || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  cublasStatus_t st = check(d, la, lb, lc, ld);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  int f64 = la->type == CUDA_R_64F;
+  if (algo) {
+    const void *ptrs[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++)
+      if ((uintptr_t)ptrs[i] % algo->align) return CUBLAS_STATUS_INVALID_VALUE; /* misaligned for the algo */
+  }
   product *q = malloc(sizeof *q);
   if (!q) return CUBLAS_STATUS_ALLOC_FAILED;
   *q = (product){*d, *la, *lb, *lc, *ld, 0, 0, A, B, C, D};

@@ -132,7 +132,23 @@ static void test_gemm_arguments(void **state) {
   /* B as A's layout (K x M where K x N is needed) does not agree: refused before any work */
   assert_int_equal(cublasLtMatmul(h, op, &alpha, dA, la, dA, la, &beta, dC, lc, dC, lc, NULL, NULL, 0, s),
                    CUBLAS_STATUS_INVALID_VALUE);
-  assert_int_equal(cublasLtMatmul(h, op, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, NULL, NULL, 0, s),
+  /* a heuristic's algorithm for 16-byte aligned pointers: refused for a pointer aligned less */
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulHeuristicResult_t best;
+  int found = 0;
+  uint32_t al = 16;
+  assert_int_equal(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  for (int i = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; i <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; i++)
+    cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)i, &al, 4);
+  assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, op, la, la, lc, lc, pref, 1, &best, &found),
+                   CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 1, &best, &found),
+                   CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(found, 1);
+  assert_int_equal(cublasLtMatmul(h, op, &alpha, dA + 1, la, dB, lb, &beta, dC, lc, dC, lc, &best.algo, NULL, 0, s),
+                   CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtMatmulPreferenceDestroy(pref);
+  assert_int_equal(cublasLtMatmul(h, op, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, &best.algo, NULL, 0, s),
                    CUBLAS_STATUS_SUCCESS);
   cudaMemcpyAsync(got, dC, sizeof got, cudaMemcpyDeviceToHost, s);
   assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);

@@ -37,10 +37,30 @@ typedef enum {
   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6
 } cublasLtMatrixLayoutAttribute_t;
 
+typedef enum {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
+} cublasLtMatmulPreferenceAttributes_t;
+
 typedef struct lab_simrt_lt_handle *cublasLtHandle_t;
 typedef struct lab_simrt_lt_desc *cublasLtMatmulDesc_t;
 typedef struct lab_simrt_lt_layout *cublasLtMatrixLayout_t;
-typedef struct lab_simrt_lt_algo cublasLtMatmulAlgo_t;
+typedef struct lab_simrt_lt_pref *cublasLtMatmulPreference_t;
+/* an algorithm, as the sim's heuristic gives one: valid for pointers aligned to align bytes */
+typedef struct {
+  uint32_t align;
+  uint64_t data[7];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
 
 #define cublasLtCreate lab_simrt_cublasLtCreate
 #define cublasLtDestroy lab_simrt_cublasLtDestroy
@@ -51,6 +71,10 @@ typedef struct lab_simrt_lt_algo cublasLtMatmulAlgo_t;
 #define cublasLtMatrixLayoutDestroy lab_simrt_cublasLtMatrixLayoutDestroy
 #define cublasLtMatrixLayoutSetAttribute lab_simrt_cublasLtMatrixLayoutSetAttribute
 #define cublasLtMatmul lab_simrt_cublasLtMatmul
+#define cublasLtMatmulPreferenceCreate lab_simrt_cublasLtMatmulPreferenceCreate
+#define cublasLtMatmulPreferenceDestroy lab_simrt_cublasLtMatmulPreferenceDestroy
+#define cublasLtMatmulPreferenceSetAttribute lab_simrt_cublasLtMatmulPreferenceSetAttribute
+#define cublasLtMatmulAlgoGetHeuristic lab_simrt_cublasLtMatmulAlgoGetHeuristic
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +95,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
                               const void *C, cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
                               cudaStream_t s);
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t size);
+/* one result when the descriptors and layouts are accepted (as cublasLtMatmul checks them) */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la,
+                                              cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                                              cublasLtMatrixLayout_t ld, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t *results,
+                                              int *returned);
 #ifdef __cplusplus
 }
 #endif
