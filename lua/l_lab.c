@@ -112,6 +112,7 @@ int luaopen_lab(lua_State *L) {
   ll_register_files(L);
   ll_register_debug(L);
   ll_register_device(L);
+  ll_register_sim(L);
   static const luaL_Reg misc[] = {{"threads", l_threads},   {"set_threads", l_set_threads},
                                   {"is_tensor", l_is_tensor}, {"clock", l_clock},
                                   {"isatty", l_isatty},       {"_kprof", l_kprof},

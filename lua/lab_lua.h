@@ -94,5 +94,6 @@ void ll_register_tensor_ops(lua_State *L);  /* methods into the metatable's meth
 void ll_register_dist(lua_State *L);        /* lab.dist into table at -1 */
 void ll_register_device(lua_State *L);      /* default device, lab.cuda, :cuda(), :cpu() */
 void ll_register_mem(lua_State *L);         /* lab.mem into table at -1 */
+void ll_register_sim(lua_State *L);         /* lab.sim: the SIMT interpreter's records (l_sim.c) */
 
 #endif

@@ -88,6 +88,8 @@ void simt_launch_begin(void);
 long simt_launch_hazards(void);
 void simt_coverage_count(const lab_simt_launch_desc *d);
 void simt_coverage_time(const lab_simt_launch_desc *d, double seconds);
+void simt_block_barriers(const lab_simt_launch_desc *d, long n);
+void simt_reset_kernel_stats(void);
 const char *simt_dim_str(lab_simt_dim v, char *buf);
 lab_simt_dim simt_tidx(const simt_blk *b, int tid);
 void simt_site_name(uintptr_t pc, char *out, size_t n);

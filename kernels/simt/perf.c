@@ -183,4 +183,5 @@ void lab_simt_reset_stats(void) {
   nsites = 0;
   memset(table, 0, sizeof table);
   pthread_mutex_unlock(&mu);
+  simt_reset_kernel_stats();
 }

@@ -14,6 +14,15 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_long total, in_launch;
+typedef struct {
+  const char *name;
+  long launches, blocks; /* coverage: since start */
+  double seconds;
+  lab_simt_kernel_stats r; /* since lab_simt_reset_stats */
+  long ended;              /* blocks of r that ended (for the fewest barriers) */
+} kstat;
+static kstat kernels[256];
+static int nkernels;
 static char last[1024];
 static uintptr_t seen_pc[64];
 static int nseen, printed;
@@ -68,6 +77,8 @@ void simt_hazard(simt_thr *t, const char *kind, uintptr_t pc, const char *fmt, .
   atomic_fetch_add(&total, 1);
   atomic_fetch_add(&in_launch, 1);
   pthread_mutex_lock(&mu);
+  int id = simt_blk_of(t)->d->kernel_id;
+  if (id >= 0 && id < nkernels) kernels[id].r.hazards++;
   int fresh = 1;
   for (int i = 0; i < nseen; i++) fresh &= seen_pc[i] != pc;
   if (!fresh || printed >= 8) {
@@ -92,15 +103,7 @@ void simt_hazard(simt_thr *t, const char *kind, uintptr_t pc, const char *fmt, .
 long lab_simt_hazards(void) { return atomic_load(&total); }
 const char *lab_simt_last_report(void) { return last; }
 
-/* ---- coverage ---- */
-
-typedef struct {
-  const char *name;
-  long launches, blocks;
-  double seconds;
-} kstat;
-static kstat kernels[256];
-static int nkernels;
+/* ---- coverage and per-kernel stats ---- */
 
 int lab_simt_register_kernel(const char *name) {
   pthread_mutex_lock(&mu);
@@ -118,11 +121,48 @@ int lab_simt_register_kernel(const char *name) {
 void simt_coverage_count(const lab_simt_launch_desc *d) {
   if (d->kernel_id < 0 || d->kernel_id >= nkernels) return;
   kernels[d->kernel_id].launches++;
-  kernels[d->kernel_id].blocks += (long)d->grid.x * d->grid.y * d->grid.z;
+  long nb = (long)d->grid.x * d->grid.y * d->grid.z;
+  kernels[d->kernel_id].blocks += nb;
+  lab_simt_kernel_stats *r = &kernels[d->kernel_id].r;
+  r->launches++, r->blocks += nb;
+  r->grid = d->grid, r->block = d->block, r->dyn_smem = d->dyn_smem;
+}
+
+/* a block of d ended having passed n barriers (blocks run on several workers at once) */
+void simt_block_barriers(const lab_simt_launch_desc *d, long n) {
+  if (d->kernel_id < 0 || d->kernel_id >= nkernels) return;
+  pthread_mutex_lock(&mu);
+  lab_simt_kernel_stats *r = &kernels[d->kernel_id].r;
+  if (kernels[d->kernel_id].ended++ == 0) r->block_barriers_min = n;
+  r->block_barriers_min = n < r->block_barriers_min ? n : r->block_barriers_min;
+  r->block_barriers_max = n > r->block_barriers_max ? n : r->block_barriers_max;
+  r->barriers += n;
+  pthread_mutex_unlock(&mu);
 }
 
 void simt_coverage_time(const lab_simt_launch_desc *d, double seconds) {
-  if (d->kernel_id >= 0 && d->kernel_id < nkernels) kernels[d->kernel_id].seconds += seconds;
+  if (d->kernel_id < 0 || d->kernel_id >= nkernels) return;
+  kernels[d->kernel_id].seconds += seconds;
+  kernels[d->kernel_id].r.seconds += seconds;
+}
+
+int lab_simt_kernel_stat(int i, lab_simt_kernel_stats *out) {
+  pthread_mutex_lock(&mu);
+  int k = 0, found = -1;
+  for (int j = 0; j < nkernels && found < 0; j++)
+    if (kernels[j].r.launches && k++ == i) found = j;
+  if (found >= 0) {
+    *out = kernels[found].r;
+    out->kernel = kernels[found].name;
+  }
+  pthread_mutex_unlock(&mu);
+  return found >= 0 ? 0 : -1;
+}
+
+void simt_reset_kernel_stats(void) {
+  pthread_mutex_lock(&mu);
+  for (int j = 0; j < nkernels; j++) memset(&kernels[j].r, 0, sizeof kernels[j].r), kernels[j].ended = 0;
+  pthread_mutex_unlock(&mu);
 }
 
 void lab_simt_coverage(FILE *f) {

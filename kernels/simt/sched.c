@@ -215,6 +215,7 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
   int free_stacks[1024], nfree = 0;
   for (int i = n - 1; i >= 0; i--) free_stacks[nfree++] = i;
   int ord[1024];
+  long barriers = 0;
   for (;;) {
     int m = 0;
     for (int i = 0; i < n; i++)
@@ -226,6 +227,7 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
       if (at_bar == n) { /* the barrier opens: a new epoch for racecheck */
         for (int wi = 0; wi < b.nwarps; wi++) simt_perf_flush_warp(&b, wi);
         w->epoch++;
+        barriers++;
         for (int i = 0; i < n; i++) w->thr[i].state = T_RUNNABLE;
         continue;
       }
@@ -249,6 +251,7 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
     if (b.aborted) break;
   }
   for (int wi = 0; wi < b.nwarps; wi++) simt_perf_flush_warp(&b, wi);
+  simt_block_barriers(d, barriers);
   w->blk = NULL;
 }
 

@@ -56,7 +56,21 @@ long lab_simt_hazards(void);            /* hazards reported since start (all kin
 const char *lab_simt_last_report(void); /* the first line of the last report, or "" */
 void lab_simt_coverage(FILE *f);        /* kernel -> launches, every registered kernel */
 void lab_simt_perf_report(FILE *f);     /* bank conflicts and sectors per kernel and site */
-void lab_simt_reset_stats(void);
+void lab_simt_reset_stats(void); /* the perf counts and the per-kernel stats below */
+/* One kernel instantiation's launches since the last lab_simt_reset_stats (the coverage
+ * table keeps its own counts): the last launch's shape, the blocks run, the __syncthreads
+ * each block passed (fewest and most: a causal FlashAttention block that skips key tiles
+ * passes fewer), and the hazards reported. lab.sim.stats() (lua/l_sim.c) reads these. */
+typedef struct {
+  const char *kernel;
+  long launches, blocks, barriers, hazards;
+  long block_barriers_min, block_barriers_max;
+  lab_simt_dim grid, block; /* of the last launch */
+  size_t dyn_smem;          /* of the last launch */
+  double seconds;
+} lab_simt_kernel_stats;
+/* the i-th kernel with a launch since the reset (0-based); 0, or -1 past the last */
+int lab_simt_kernel_stat(int i, lab_simt_kernel_stats *out);
 /* count bank conflicts and sectors (off by default: they cost time) */
 void lab_simt_set_perf(int on);
 /* one kernel's totals (NULL: all): shared wavefronts, their ideal, global sectors, their ideal */

@@ -71,12 +71,59 @@ end
 
 -- The kernel profiler (runtime/kprof.c): kernels(true) times every cpu kernel from now on,
 -- booked by category (gemm, attention, norm, activation, elementwise, embedding, loss,
--- optimizer); kernels(false) turns it off. Either resets the totals.
-function prof.kernels(on) lab._kprof(on ~= false) end
+-- optimizer); kernels(false) turns it off. Either resets the totals, and the SIMT
+-- interpreter's per-kernel records (lab.sim) where the build has it.
+function prof.kernels(on)
+  lab._kprof(on ~= false)
+  if lab.sim.available then lab.sim.reset() end
+end
 
 -- {category = {calls=, wall=, cpu=}} since kernels(true): wall and process CPU seconds. What a
 -- step spends outside these (autograd bookkeeping, allocation, Lua) is its time minus their sum.
 function prof.kernel_totals() return lab._kprof_totals() end
+
+-- This rank's kernel table since kernels(true): the cpu kernels' categories (calls, wall and
+-- CPU ms), and, when the default device is the sim and the build has the SIMT interpreter,
+-- one row per interpreted kernel instantiation of kernels/cuda: launches, the last launch's
+-- grid and block, its dynamic shared bytes, the blocks run and the hazards racecheck,
+-- synccheck and memcheck found (a hazard also fails its op). Prints unless opts.print is
+-- false; returns {categories = kernel_totals(), sim = lab.sim.stats() or nil}.
+local function dim(d)
+  return d[3] > 1 and string.format("%dx%dx%d", d[1], d[2], d[3]) or d[2] > 1 and string.format("%dx%d", d[1], d[2])
+      or tostring(d[1])
+end
+
+function prof.kernel_table(opts)
+  errors.opts("lab.prof.kernel_table", 1, opts)
+  opts = opts or {}
+  local cats = prof.kernel_totals()
+  local on_sim = lab.default_device():match("^sim") ~= nil
+  local sim = on_sim and lab.sim.available and lab.sim.stats() or nil
+  if opts.print ~= false then
+    local names = {}
+    for name, t in pairs(cats) do if t.calls > 0 then names[#names + 1] = name end end
+    table.sort(names)
+    if #names > 0 then
+      print(string.format("%-14s %8s %10s %10s", "cpu kernels", "calls", "wall ms", "cpu ms"))
+      for _, name in ipairs(names) do
+        local t = cats[name]
+        print(string.format("%-14s %8d %10.2f %10.2f", name, t.calls, t.wall * 1e3, t.cpu * 1e3))
+      end
+    end
+    if sim then
+      print(string.format("%-40s %8s %8s %7s %8s %8s %7s", "interpreted kernel (sim)", "launches", "grid", "block",
+        "shared B", "blocks", "hazards"))
+      for _, k in ipairs(sim) do
+        print(string.format("%-40s %8d %8s %7s %8d %8d %7d", k.kernel, k.launches, dim(k.grid), dim(k.block),
+          k.shared_bytes, k.blocks, k.hazards))
+      end
+      if #sim == 0 then print("(no kernel ran interpreted since lab.prof.kernels(true); with LLMLAB_SIMT=0 the sim runs the cpu kernels)") end
+    elseif on_sim then
+      print("(this build has no SIMT interpreter: the sim device ran the cpu kernels, so there is no interpreted kernel to list)")
+    end
+  end
+  return { categories = cats, sim = sim }
+end
 
 -- {path = {time=, comm=, busy=, count=}} of this rank (seconds)
 function prof.totals() return totals end

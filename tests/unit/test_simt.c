@@ -137,6 +137,43 @@ static void test_bank_conflicts_and_sectors(void **state) {
   assert_int_equal(t[2] - t[3], 28); /* 32 sectors where 4 would do */
 }
 
+/* lab.sim.stats()'s records (lab_simt_kernel_stat): per kernel since the reset, its launches,
+ * last grid/block/shared bytes, the barriers its blocks passed and the hazards found */
+static const lab_simt_kernel_stats *stat_of(const char *kernel, lab_simt_kernel_stats *s) {
+  for (int i = 0; lab_simt_kernel_stat(i, s) == 0; i++)
+    if (!strcmp(s->kernel, kernel)) return s;
+  return NULL;
+}
+
+static void test_kernel_stats(void **state) {
+  (void)state;
+  int n = 100;
+  float *x = dev_alloc(256 * 4), *out = dev_alloc(4), *xs = dev_alloc((size_t)n * 4), *y = dev_alloc((size_t)n * 4);
+  lab_simt_kernel_stats s;
+  lab_simt_reset_stats();
+  assert_int_equal(lab_simt_kernel_stat(0, &s), -1); /* nothing launched since the reset */
+  assert_int_equal(simt_test_sum(x, out, 1), 0);
+  assert_int_equal(simt_test_shift(xs, y, n, 0), 0);
+  assert_int_not_equal(simt_test_shift(xs, y, n, 1), 0); /* memcheck: reads xs[n] */
+  assert_non_null(stat_of("sum_k", &s));
+  assert_int_equal(s.launches, 1);
+  assert_int_equal(s.blocks, 1);
+  assert_int_equal(s.block.x, 256);
+  assert_int_equal(s.hazards, 0);
+  assert_int_equal(s.barriers, 1); /* its one __syncthreads */
+  assert_int_equal(s.block_barriers_min, 1);
+  assert_int_equal(s.block_barriers_max, 1);
+  assert_non_null(stat_of("shift_k", &s));
+  assert_int_equal(s.launches, 2);
+  assert_int_equal(s.blocks, 4); /* 2 blocks of 64 per launch */
+  assert_int_equal(s.grid.x, 2);
+  assert_int_equal(s.block.x, 64);
+  assert_int_equal(s.dyn_smem, 0);
+  assert_true(s.hazards >= 1);
+  lab_simt_reset_stats();
+  assert_int_equal(lab_simt_kernel_stat(0, &s), -1);
+}
+
 static void test_seeded_order(void **state) {
   (void)state;
   int *a = dev_alloc(64 * 4), *b = dev_alloc(64 * 4), *c = dev_alloc(64 * 4);
@@ -176,6 +213,7 @@ int main(void) {
       cmocka_unit_test(test_shfl_xor),     cmocka_unit_test(test_racecheck),
       cmocka_unit_test(test_synccheck),    cmocka_unit_test(test_memcheck),
       cmocka_unit_test(test_bank_conflicts_and_sectors), cmocka_unit_test(test_seeded_order),
+      cmocka_unit_test(test_kernel_stats),
       cmocka_unit_test(test_workers),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
