@@ -239,10 +239,7 @@ else
       end)
       local secs = lab.clock() - t0
       lab.sim.perf(false)
-      print(string.format("\n   bf16 B=%d H=%d T=S=%d D=%d causal=%s, forward + backward: %.1f s interpreted", B1, H1, T1, D1,
-        tostring(causal), secs))
-      if not ok then print("   the interpreter reported: " .. tostring(err)) end
-      local stats = lab.prof.kernel_table({ print = causal }).sim -- the table once: the same kernels run twice
+      local stats = lab.prof.kernel_table({ print = false }).sim
       local fwd, bwd
       for _, st in ipairs(stats) do
         if st.kernel:match("^flash_fwd_k") then fwd = st elseif st.kernel:match("^flash_bwd_k") then bwd = st end
@@ -252,6 +249,10 @@ else
         print("   (the flash kernels did not run interpreted: LLMLAB_SIMT=0 makes the sim run the cpu kernels)")
         break
       end
+      print(string.format("\n   bf16 B=%d H=%d T=S=%d D=%d causal=%s, forward + backward: %.1f s interpreted", B1, H1, T1, D1,
+        tostring(causal), secs))
+      if not ok then print("   the interpreter reported: " .. tostring(err)) end
+      if causal then lab.prof.kernel_table() end -- the table once: the same kernels run both times
       local fv, bv = (fwd.barriers - fwd.blocks) // 2, bwd.barriers // 3
       local total = fwd.blocks * ntiles
       print(string.format("   forward:  %d blocks (%d heads x %d query tiles) of %d threads, %d B shared; key tiles visited %d of %d, "
