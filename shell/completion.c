@@ -122,7 +122,8 @@ static char *generator(const char *text, int st) {
 }
 
 /* the REPL's own commands, offered when the line starts with ':' */
-static const char *const commands[] = {":help", ":quit", ":ranks", ":run", ":step", ":watchdog", ":who", NULL};
+static const char *const commands[] = {":help", ":quit", ":ranks", ":run", ":step", ":tb", ":time", ":timeit",
+                                       ":watchdog", ":who", NULL};
 static size_t next_command;
 
 static char *command_generator(const char *text, int st) {
@@ -134,10 +135,25 @@ static char *command_generator(const char *text, int st) {
   return NULL;
 }
 
+/* after :run or :step the words are a file name and its arguments */
+static int wants_file_name(void) {
+  const char *l = rl_line_buffer;
+  return strncmp(l, ":run ", 5) == 0 || strncmp(l, ":step ", 6) == 0;
+}
+
+/* a file name breaks only at spaces (a path's '/' and '-' are part of it) */
+static char *word_breaks(void) {
+  return wants_file_name() ? " \t\n" : NULL;
+}
+
 static char **complete(const char *text, int start, int end) {
   (void)end;
-  rl_attempted_completion_over = 1; /* no file names */
+  rl_attempted_completion_over = 1; /* no file names, but after :run and :step */
   rl_completion_append_character = '\0';
+  if (start > 0 && wants_file_name()) {
+    rl_filename_completion_desired = 1;
+    return rl_completion_matches(text, rl_filename_completion_function);
+  }
   if (start == 0 && text[0] == ':') return rl_completion_matches(text, command_generator);
   return rl_completion_matches(text, generator);
 }
@@ -146,4 +162,5 @@ void completion_install(lua_State *L) {
   state = L;
   rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]";
   rl_attempted_completion_function = complete;
+  rl_completion_word_break_hook = word_breaks;
 }

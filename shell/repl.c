@@ -23,6 +23,7 @@
 #include "completion.h"
 #include "grouped.h"
 #include "live.h"
+#include "repl_magic.h"
 #include "runtime/dist/board.h"
 #include "runtime/dist/clock.h"
 #include "runtime/dist/control.h"
@@ -46,6 +47,11 @@ static const char *help_text =
     "  :run file [args] run a script on the targeted ranks, then come back here\n"
     "  :step file [args] step through a script on all ranks (n s finish c b l bt locals p q)\n"
     "  :watchdog secs   report a collective that waits longer than this (0: never)\n"
+    "  ?f, f?, help(f)  the docstring of a function of lab (help(lab.dist) lists a namespace)\n"
+    "  :time code       run code once; min / median / max wall time over the ranks\n"
+    "  :timeit code     as IPython's %timeit: mean time per run, min / median / max over ranks\n"
+    "  :tb              the traceback of each rank's error in the last chunk\n"
+    "  _, expr;         _ is the last value printed; a trailing ; prints nothing\n"
     "  :help            this text\n"
     "  :quit, Ctrl-D    end every rank\n"
     "Ctrl-C interrupts the running chunk on every rank (also inside collective waits) or\n"
@@ -581,6 +587,9 @@ static char *message_for(char *chunk, int *quit) {
     *quit = 1;
     return NULL;
   }
+  int magic = 0; /* ?f, f?, :time, :timeit, :tb (repl_magic.c) */
+  msg = magic_message(chunk, default_target, term.out, &magic);
+  if (magic) return msg;
   if (strcmp(chunk, ":help") == 0) {
     fputs(help_text, term.out);
     return NULL;

@@ -24,6 +24,11 @@ lua_State *session_new(void) {
     return NULL;
   }
   lua_setglobal(L, "lab");
+  /* help(f), as at Python's prompt: the docstrings of lua/lab/doc */
+  lua_getglobal(L, "lab");
+  lua_getfield(L, -1, "help");
+  lua_setglobal(L, "help");
+  lua_pop(L, 1);
   return L;
 }
 
@@ -50,6 +55,15 @@ int session_incomplete(lua_State *L, const char *code, size_t len) {
   return incomplete;
 }
 
+/* :tb shows the last error's traceback: every error a chunk or script raises keeps its
+ * traceback here (in the registry, read by lua/lab/magic.lua), shown or not */
+#define LAST_TRACEBACK "lab.last_traceback"
+
+static void keep_traceback(lua_State *L, const char *msg) {
+  luaL_traceback(L, L, msg, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
+}
+
 static int msghandler_traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
@@ -57,6 +71,8 @@ static int msghandler_traceback(lua_State *L) {
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
   luaL_traceback(L, L, msg, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
   return 1;
 }
 
@@ -65,6 +81,7 @@ static int msghandler_plain(lua_State *L) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
+  keep_traceback(L, lua_tostring(L, -1));
   return 1;
 }
 
@@ -119,9 +136,13 @@ static int docall(lua_State *L, int nargs, int nres, int traceback) {
   return status;
 }
 
-static int print_results(lua_State *L, int base) {
+/* prints what a chunk returned, and keeps the first value in `_` (as IPython and Python's
+ * prompt do); quiet (a trailing `;`) keeps and prints nothing */
+static int print_results(lua_State *L, int base, int quiet) {
   int n = lua_gettop(L) - base;
-  if (n <= 0) return LUA_OK;
+  if (n <= 0 || quiet) return LUA_OK;
+  lua_pushvalue(L, base + 1);
+  lua_setglobal(L, "_");
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
   lua_getglobal(L, "print");
   lua_insert(L, base + 1);
@@ -132,6 +153,14 @@ int session_run_chunk(lua_State *L, const char *code, size_t len, const char *na
                       int want_results, int traceback, char **err) {
   int base = lua_gettop(L);
   int status = LUA_ERRSYNTAX;
+  /* the last error's traceback is this chunk's, or none (:tb itself leaves it) */
+  if (!(len >= 5 && strncmp(code, "--:tb", 5) == 0)) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
+  }
+  size_t end = len; /* a trailing `;` suppresses the printing, as in IPython */
+  while (end > 0 && (code[end - 1] == ' ' || code[end - 1] == '\t' || code[end - 1] == '\n')) end--;
+  int quiet = end > 0 && code[end - 1] == ';';
   if (want_results) { /* a bare expression prints its value, as in lua.c */
     const char *body = code;
     size_t blen = len;
@@ -152,7 +181,7 @@ int session_run_chunk(lua_State *L, const char *code, size_t len, const char *na
   }
   if (status != LUA_OK) status = luaL_loadbuffer(L, code, len, name);
   if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET, traceback);
-  if (status == LUA_OK && want_results) status = print_results(L, base);
+  if (status == LUA_OK && want_results) status = print_results(L, base, quiet);
   if (status != LUA_OK) {
     *err = take_error(L);
     lua_settop(L, base);

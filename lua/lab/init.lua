@@ -32,6 +32,7 @@ lab.plot = require("lab.plot")
 require("lab.anomaly")
 lab.fault = require("lab.fault")
 lab.monitor = require("lab.monitor")
+lab.help = require("lab.help").help -- help(f): the docstrings of lua/lab/doc/<namespace>.lua
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)

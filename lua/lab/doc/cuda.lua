@@ -1,0 +1,7 @@
+-- Docstrings of lab.cuda (help(lab.cuda.is_available)), bound in lua/l_device.c.
+return {
+  is_available = "lab.cuda.is_available() -> boolean: whether a CUDA device can be used",
+  device_count = "lab.cuda.device_count() -> integer: the CUDA devices this rank sees",
+  synchronize = "lab.cuda.synchronize([device]): waits for the work queued on a CUDA device",
+  status = "lab.cuda.status() -> string: why CUDA is or is not available (toolkit, driver, devices)",
+}

@@ -1,0 +1,142 @@
+-- help(f), `?f`, `f?`: the docstring of a public function of lab, as IPython's `?` and
+-- Python's help() show one. The docstrings live beside their namespace, one table per
+-- namespace in lua/lab/doc/<namespace>.lua (doc/core.lua for the functions directly in lab),
+-- each entry "signature: one line". A function is found by walking lab, so what help shows
+-- is the name the user can type, whatever variable holds the function.
+local M = {}
+
+-- Every public function reachable from lab, as { [function] = "lab.dist.all_reduce" }, and
+-- the list of names in order. Tables with a metatable are classes or objects (lab.nn.Module
+-- is walked: its methods are public API); names with a leading '_' are private.
+function M.public_functions()
+  local byfn, names, seen = {}, {}, {}
+  local function walk(t, path, depth)
+    if seen[t] or depth > 4 then return end
+    seen[t] = true
+    local keys = {}
+    for k in pairs(t) do
+      if type(k) == "string" and k:sub(1, 1) ~= "_" then keys[#keys + 1] = k end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v, p = rawget(t, k), path .. "." .. k
+      if type(v) == "function" then
+        if not byfn[v] then byfn[v] = p end
+        names[#names + 1] = p
+      elseif type(v) == "table" and (getmetatable(v) == nil or p == "lab.nn.Module") then
+        walk(v, p, depth + 1)
+      end
+    end
+  end
+  walk(lab, "lab", 0)
+  return byfn, names
+end
+
+-- "lab.dist.all_reduce" -> the doc table of lab.dist and the key "all_reduce";
+-- "lab.zeros" -> doc/core.lua and "zeros"; "lab.nn.Module.to" -> doc/nn.lua and "Module.to"
+local function doc_of(path)
+  local rest = path:match("^lab%.(.+)$")
+  if not rest then return nil end
+  local ns, key = rest:match("^([%w_]+)%.(.+)$")
+  if not ns then ns, key = "core", rest end
+  local ok, docs = pcall(require, "lab.doc." .. ns)
+  if not ok or type(docs) ~= "table" then return nil end
+  return docs[key]
+end
+M.doc_of = doc_of
+
+-- the path of a value inside lab, or nil
+local function path_of(v)
+  if v == lab then return "lab" end
+  local byfn = M.public_functions()
+  if byfn[v] then return byfn[v] end
+  if type(v) == "table" then
+    local seen = {}
+    local function find(t, path, depth)
+      if seen[t] or depth > 4 then return nil end
+      seen[t] = true
+      for k, x in pairs(t) do
+        if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" then
+          if x == v then return path .. "." .. k end
+          local p = (getmetatable(x) == nil or path .. "." .. k == "lab.nn.Module") and find(x, path .. "." .. k, depth + 1)
+          if p then return p end
+        end
+      end
+    end
+    return find(lab, "lab", 0)
+  end
+end
+
+-- the lines help shows for a namespace: each function and the first line of its doc
+local function namespace_lines(t, path)
+  local lines, keys = { path .. ":" }, {}
+  for k, v in pairs(t) do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and (type(v) == "function" or type(v) == "table") then
+      keys[#keys + 1] = k
+    end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v = t[k]
+    if type(v) == "function" then
+      local d = doc_of(path .. "." .. k)
+      lines[#lines + 1] = "  " .. (d or (k .. "(...)  (no docstring)"))
+    else
+      lines[#lines + 1] = "  " .. k .. "  (namespace: help(" .. path .. "." .. k .. "))"
+    end
+  end
+  return lines
+end
+
+-- The text help shows for v (a function, a namespace of lab, or a name such as
+-- "lab.dist.all_reduce"); `what` is how the user wrote it, for the messages.
+function M.text(v, what)
+  what = what or tostring(v)
+  if type(v) == "string" and v:match("^lab[%w_.]*$") then
+    local t = lab
+    for part in v:gmatch("[^.]+") do
+      if part ~= "lab" then t = type(t) == "table" and rawget(t, part) or nil end
+    end
+    if t == nil then return "help: " .. v .. " is not a name in lab (Tab completes lab.<TAB>)" end
+    what, v = v, t
+  end
+  if v == nil then
+    return "help: " .. what .. " is nil (a misspelt name? Tab completes names, e.g. lab.dist.<TAB>)"
+  end
+  local path = path_of(v)
+  if type(v) == "function" then
+    if not path then
+      local info = debug.getinfo(v, "S")
+      return string.format("%s: a function defined at %s:%d (not part of lab: no docstring)", what,
+        info.short_src, info.linedefined)
+    end
+    local d = doc_of(path)
+    return path .. "\n  " .. (d or "(no docstring)")
+  end
+  if type(v) == "table" and path then return table.concat(namespace_lines(v, path), "\n") end
+  if v == nil or type(v) ~= "table" then
+    return string.format("%s: a %s value, %s (help describes the functions of lab)", what, type(v), tostring(v))
+  end
+  return what .. ": a table that is not part of lab (help describes the functions of lab)"
+end
+
+function M.help(...)
+  local v, what = ...
+  if select("#", ...) == 0 then
+    print("help(f) or ?f or f? shows the docstring of a function of lab; help(lab.dist) lists a namespace.\n" ..
+      "Namespaces: " .. table.concat((function()
+        local ns = {}
+        for k, x in pairs(lab) do
+          if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" and getmetatable(x) == nil then
+            ns[#ns + 1] = "lab." .. k
+          end
+        end
+        table.sort(ns)
+        return ns
+      end)(), ", ") .. "\nREPL commands: :help")
+    return
+  end
+  print(M.text(v, what))
+end
+
+return M
