@@ -259,7 +259,9 @@ static void *watch_terminal(void *arg) {
     }
     char c;
     if (read(p[0].fd, &c, 1) != 1) break;
-    if (c == 3) {
+    if (c == 3 && stepper_breaks_on_interrupt()) { /* after `c` in the stepper: break into (step) */
+      stepper_request_break();
+    } else if (c == 3) {
       lab_board_request_interrupt();
       if (interrupted_at == 0) interrupted_at = lab_now();
     } else if (c == 20) {
@@ -278,7 +280,8 @@ static int getc_with_typeahead(FILE *f) {
 
 static void on_sigint(int sig) {
   (void)sig;
-  if (running || !term.interactive) lab_board_request_interrupt();
+  if (running && stepper_breaks_on_interrupt()) stepper_request_break(); /* after `c`: into (step) */
+  else if (running || !term.interactive) lab_board_request_interrupt();
   else terminal_interrupt_line(&term);
 }
 
@@ -612,6 +615,12 @@ static char *message_for(char *chunk, int *quit) {
   }
   if (strcmp(chunk, ":who") == 0) {
     if (asprintf(&msg, "W%s\n", default_target) < 0) msg = NULL;
+    return msg;
+  }
+  if (strcmp(chunk, ":watchdog") == 0) { /* alone: say what it is (it used to set 30 s) */
+    if (asprintf(&msg, "Call\nprint(string.format('watchdog: %%g s (a collective waiting longer is reported; "
+                       ":watchdog 0: never)', lab.dist.watchdog()));") < 0)
+      msg = NULL;
     return msg;
   }
   if (strncmp(chunk, ":watchdog", 9) == 0 && (chunk[9] == 0 || chunk[9] == ' ')) {

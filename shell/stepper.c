@@ -20,6 +20,7 @@
 #include "runtime/dist/dist.h"
 #include "repl.h"
 #include "session.h"
+#include "stepper_exec.h"
 #include "stepper_frames.h"
 
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_UNTIL, MODE_CONTINUE, MODE_QUIT };
@@ -242,7 +243,11 @@ static const char *help_text =
     "  up [n], down [n]     select an older / newer frame for p, locals, l, b LINE, n, finish\n"
     "  p expr[, expr]       values in the selected frame;  locals its locals;  bt the stack (> marks it)\n"
     "  l [N]                source around the frame's line (or line N)\n"
-    "  display [expr]       show expr at every stop (no expr: show them now);  undisplay [n]\n";
+    "  display [expr]       show expr at every stop (no expr: show them now);  undisplay [n]\n"
+    "  pp expr              values as the REPL prints them (tables by their contents)\n"
+    "  interact             every line is Lua until Ctrl-D\n"
+    "Any other line is Lua in the selected frame (x = 1 sets the local x); !line forces Lua\n"
+    "(!n = 2 sets n; a command word followed by = . [ , or : is Lua too: u = u * 0).\n";
 
 static int is_cmd(const char *cmd, const char *a, const char *b) {
   size_t la = strlen(a), lb = b ? strlen(b) : 0;
@@ -289,6 +294,14 @@ static int run_command(lua_State *L, const char *cmd) {
   int level = st.base + st.frame;
   int depth = stack_depth(L) - 1 - level; /* the selected frame's depth as the line hook counts it */
   int user_frame = !frame_in_library(L, level);
+  char *lua_answer = NULL; /* pdb's rule: `!`, interact, pp, a command word used as a name (stepper_exec.c) */
+  int as_lua = exec_command(L, cmd, level, &lua_answer);
+  if (as_lua) {
+    if (as_lua == EXEC_SHOW) show_from_all(lua_answer);
+    else say("%s", lua_answer);
+    free(lua_answer);
+    return 0;
+  }
   if (is_cmd(cmd, "n", "next") || cmd[0] == 0) {
     st.mode = MODE_OVER;
     st.target_depth = depth;
@@ -330,9 +343,8 @@ static int run_command(lua_State *L, const char *cmd) {
       /* bt shows the whole stack, from the paused frame; the rest answer in the selected one */
       int bt = strcmp(cmd, "bt") == 0 || strcmp(cmd, "w") == 0 || strcmp(cmd, "where") == 0;
       char *a = bt ? frame_backtrace(L, st.base, st.frame, st.where) : frame_answer(L, cmd, level);
-      if (a) show_from_all(a);
-      else say("unknown command '%s' (h for help). commands: n s s! finish until c q b tbreak delete up down "
-               "p locals l bt display undisplay\n", cmd);
+      if (!a) a = frame_exec_line(L, level, cmd); /* any other line is Lua, as in pdb */
+      show_from_all(a);
       free(a);
     }
     return 0;
@@ -341,6 +353,8 @@ static int run_command(lua_State *L, const char *cmd) {
 }
 
 static void line_hook(lua_State *L, lua_Debug *ar);
+static void resume_breaks(void);
+static int resumed = 1;
 
 /* Every rank: one pause at the Lua frame `base` (0 in the line hook, 1 inside a collective's
  * wait, the failing frame in a post-mortem); `where` describes a rank paused inside a wait or
@@ -353,6 +367,7 @@ static void pause_at(lua_State *L, int base, const char *where, int raise_on_qui
   /* a plain script where only other ranks called lab.breakpoint(): rank 0 takes the terminal */
   if (lab_ctl_rank() == 0 && !st.read_line) repl_attach_terminal(L);
   lab_board_raise_pause();
+  __atomic_store_n(&resumed, 0, __ATOMIC_SEQ_CST); /* Ctrl-C waits for the exchange (stepper_request_break) */
   if (st.own_capture && st.capturing) { /* what the script printed since the last pause */
     int64_t len = 0;
     char *text = capture_end(&st.cap, &len);
@@ -375,8 +390,8 @@ static void pause_at(lua_State *L, int base, const char *where, int raise_on_qui
     char *cmd = NULL;
     int64_t len = 0;
     if (lab_ctl_rank() == 0) {
-      char *line = st.read_line ? st.read_line("(step) ") : NULL;
-      cmd = line ? line : strdup("q");
+      char *line = st.read_line ? st.read_line(exec_prompt()) : NULL;
+      cmd = line ? line : strdup(exec_eof_line()); /* Ctrl-D: quit, or leave interact */
       len = (int64_t)strlen(cmd);
     }
     lab_ctl_bcast(&cmd, &len);
@@ -389,6 +404,7 @@ static void pause_at(lua_State *L, int base, const char *where, int raise_on_qui
   int epoch = lab_board_pause_epoch(), agreed = 0;
   lab_ctl_max(epoch, &agreed, 0);
   lab_board_set_served(agreed);
+  resume_breaks();
   /* a count left from a stop this rank saw in a library frame and then joined by its own
    * command must not pull it into the next one at once (a REPL chunk later stopped twice) */
   st.pending_since = 0;
@@ -514,6 +530,25 @@ int stepper_batch_done(double timeout_s) {
   int late = lab_ctl_wait_all_done_within(answer_pauses_when_done_batch, timeout_s);
   stepper_disarm();
   return late;
+}
+
+int stepper_breaks_on_interrupt(void) { return st.L && st.active && st.mode == MODE_CONTINUE; }
+
+/* A Ctrl-C that comes while the ranks still finish the exchange of `c` would raise a pause
+ * they then mark served (lost: the script ran on); it is kept until the exchange is over. The
+ * watcher sets the request before it looks at `resumed`, the stepper sets `resumed` before it
+ * looks at the request: whichever comes second raises the pause, once. */
+static int break_requested;
+
+void stepper_request_break(void) {
+  __atomic_store_n(&break_requested, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&resumed, __ATOMIC_SEQ_CST) && __atomic_exchange_n(&break_requested, 0, __ATOMIC_SEQ_CST))
+    lab_board_raise_pause();
+}
+
+static void resume_breaks(void) {
+  __atomic_store_n(&resumed, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_exchange_n(&break_requested, 0, __ATOMIC_SEQ_CST)) lab_board_raise_pause();
 }
 
 /* lab.breakpoint(): every rank that calls it stops here (the others at their next line) */

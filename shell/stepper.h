@@ -39,4 +39,10 @@ int stepper_batch_done(double timeout_s);
 /* registers lab.breakpoint() */
 void stepper_register(lua_State *L);
 
+/* 1 while the stepper runs the script after `c`: then Ctrl-C
+ * breaks into (step) on every rank instead of ending the run, as in pdb */
+int stepper_breaks_on_interrupt(void);
+/* what that Ctrl-C does: every rank pauses (at once, or once the exchange of `c` is over) */
+void stepper_request_break(void);
+
 #endif

@@ -15,8 +15,9 @@ int frame_exists(lua_State *L, int level) {
   return level >= 0 && lua_getstack(L, level, &ar);
 }
 
-/* the text of line n of a file (cached per file is not worth it at human speed) */
-static void source_line(const char *src, int n, char *buf, size_t size) {
+/* the text of line n of a file (cached per file is not worth it at human speed); a position
+ * shows it without its indentation, a listing (l) with it */
+static void source_line(const char *src, int n, char *buf, size_t size, int keep_indent) {
   buf[0] = 0;
   if (!src || src[0] != '@') return;
   FILE *f = fopen(src + 1, "r");
@@ -26,7 +27,7 @@ static void source_line(const char *src, int n, char *buf, size_t size) {
     if (i == n) {
       line[strcspn(line, "\r\n")] = 0;
       const char *p = line;
-      while (*p == ' ' || *p == '\t') p++;
+      while (!keep_indent && (*p == ' ' || *p == '\t')) p++;
       snprintf(buf, size, "%s", p);
       break;
     }
@@ -37,7 +38,7 @@ void frame_position(lua_State *L, int level, const char *where, char *buf, size_
   lua_Debug ar;
   if (level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sln", &ar)) {
     char text[512];
-    source_line(ar.source, ar.currentline, text, sizeof text);
+    source_line(ar.source, ar.currentline, text, sizeof text, 0);
     char line[32] = "";
     if (ar.currentline > 0) snprintf(line, sizeof line, ":%d", ar.currentline);
     snprintf(buf, size, "%s%s%s%s  %s%s%s", ar.short_src, line, ar.name ? " in " : "", ar.name ? ar.name : "", text,
@@ -147,7 +148,7 @@ static char *listing(lua_Debug *ar, int frame, const char *arg) {
   for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
     if (n < 1) continue;
     char text[512];
-    source_line(ar->source, n, text, sizeof text);
+    source_line(ar->source, n, text, sizeof text, 1);
     len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar->currentline ? "->" : "  ", n, text);
     if (len >= cap) break;
   }
