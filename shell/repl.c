@@ -325,7 +325,9 @@ static int needs_more(lua_State *L, const char *code) {
  * prompt discards the unfinished chunk, as lua.c's Ctrl-C does. */
 static char *read_chunk(lua_State *L) {
   for (;;) {
-    char *line = terminal_readline(&term, term.interactive ? "> " : "");
+    char prompt[300] = "> "; /* after :ranks 1,3 the prompt says where code goes: [1,3]> */
+    if (strcmp(default_target, "all") != 0) snprintf(prompt, sizeof prompt, "[%s]> ", default_target);
+    char *line = terminal_readline(&term, term.interactive ? prompt : "");
     if (!line) return NULL;
     terminal_take_interrupt(&term); /* a Ctrl-C at the first prompt only cleared the line */
     if (is_blank(line)) {

@@ -22,6 +22,7 @@
 #include "session.h"
 #include "stepper_exec.h"
 #include "stepper_frames.h"
+#include "words.h"
 
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_UNTIL, MODE_CONTINUE, MODE_QUIT };
 
@@ -573,23 +574,21 @@ void stepper_register(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* splits "file a b" into arg and returns the file (malloc'ed) */
+/* splits `file a "b c"` into arg (quotes as a shell's, shell/words.c) and returns the file */
 static char *set_args(lua_State *L, const char *cmdline) {
-  char *copy = strdup(cmdline);
-  char *save = NULL, *tok = strtok_r(copy, " \t", &save);
-  char *file = tok ? strdup(tok) : NULL;
+  const char *p = cmdline;
+  char *file = next_word(&p), *word;
   lua_newtable(L);
   if (file) {
     lua_pushstring(L, file);
     lua_rawseti(L, -2, 0);
   }
-  int i = 1;
-  while ((tok = strtok_r(NULL, " \t", &save))) {
-    lua_pushstring(L, tok);
-    lua_rawseti(L, -2, i++);
+  for (int i = 1; file && (word = next_word(&p)); i++) {
+    lua_pushstring(L, word);
+    lua_rawseti(L, -2, i);
+    free(word);
   }
   lua_setglobal(L, "arg");
-  free(copy);
   return file;
 }
 

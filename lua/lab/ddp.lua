@@ -33,6 +33,9 @@ end
 -- lets lab.amp refuse to replace parameters a wrapper already hooks
 ddp.reduced_by = setmetatable({}, { __mode = "k" })
 
+-- true for what ddp.wrap returns (lab.train.run takes one as its model)
+function ddp.is_wrapper(x) return type(x) == "table" and getmetatable(x) == DDP end
+
 function ddp.wrap(model, opts)
   lab.nn.check_module(model, "ddp.wrap")
   errors.opts("lab.ddp.wrap", 2, opts)

@@ -46,7 +46,8 @@ end
 -- {per step}, evals = {{step=, loss=}}} (steps counted from 1).
 function train.run(opts)
   errors.type("lab.train.run", 1, opts, "table", "an options table {model=, batch=, steps=, ...}")
-  errors.module("lab.train.run", 1, opts.model)
+  errors.arg(lab.nn.is_module(opts.model) or lab.ddp.is_wrapper(opts.model), "lab.train.run", 1,
+    "opts.model: a lab.nn module or a lab.ddp.wrap wrapper", opts.model)
   local model, steps = opts.model, opts.steps
   local params = model:parameters()
   local opt = lab.optim.AdamW(params, { lr = opts.lr or 3e-4, weight_decay = opts.weight_decay or 0.1, betas = { 0.9, 0.95 } })

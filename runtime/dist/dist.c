@@ -204,9 +204,17 @@ static int contiguous_check(const char *op, const char *what, lab_tensor *t) {
                   lab_shape_str(t, s, sizeof s));
 }
 
+/* A root counts the group's ranks (0 .. size-1), as torch's group_src does. A REPL chunk on
+ * some ranks (%on 1,3) runs on their group while rank() reports world ranks: a world rank that
+ * is a member is named with its number in the group, so the message says which to write. */
 static int root_check(const char *op, lab_group *g, int root, const char *what) {
   if (root >= 0 && root < g->size) return 0;
-  return lab_fail(op, "%s %d is not a rank of %s (size %d)", what, root, g->name, g->size);
+  for (int i = 0; g->world_ranks && i < g->size; i++)
+    if (g->world_ranks[i] == root)
+      return lab_fail(op, "%s %d is not a rank of %s (size %d): %s counts the group's ranks 0-%d, and world rank %d "
+                      "is rank %d of the group (write %d)", what, root, g->name, g->size, what, g->size - 1, root, i, i);
+  return lab_fail(op, "%s %d is not a rank of %s (size %d): %s counts the group's ranks, 0-%d", what, root, g->name,
+                  g->size, what, g->size - 1);
 }
 
 /* ---- checked mode ---- */

@@ -1,0 +1,80 @@
+/* The rest of what a learner found (issue 27), through a pseudo-terminal at 2 and 4 ranks:
+ * the prompt shows the target ranks when not all; a collective's root given as a world rank
+ * in a %on chunk is named in the group's numbering; :run passes quoted arguments as one;
+ * lab.train.run takes a DDP wrapper (and its replicas stay equal). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "repl_pty.h"
+
+static const char *ranks = "4";
+static int nranks = 4;
+static char all[16];
+
+static void expect_all(session *s, const char *text, double timeout) {
+  char want[512];
+  snprintf(want, sizeof want, "%s %s", all, text);
+  assert_true(expect(s, want, timeout));
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_rest(void **state) {
+  (void)state;
+  char path[512], cmd[700];
+  session s;
+  start_ranks(&s, ranks);
+  type(&s, ":ranks 1\r");
+  assert_true(expect(&s, "[1]> ", 20));
+  type(&s, ":ranks all\r");
+  assert_true(expect(&s, "\n> ", 20));
+  type(&s, "t = lab.ones(2)\r");
+  assert_true(expect(&s, "> ", 20));
+  type(&s, "%on 1 lab.dist.broadcast(t, 1)\r"); /* world rank 1 is rank 0 of the group of %on 1 */
+  assert_true(expect(&s, "[1] error: ", 20));
+  assert_true(expect(&s, "src counts the group's ranks 0-0, and world rank 1 is rank 0 of the group (write 0)", 5));
+  snprintf(path, sizeof path, "%s/rest_args.lua", home_dir);
+  write_file(path, "print(#arg, arg[1], arg[2])\n");
+  snprintf(cmd, sizeof cmd, ":run %s \"x y\" z\r", path);
+  type(&s, cmd);
+  expect_all(&s, "2\tx y\tz\r\n", 30);
+  snprintf(path, sizeof path, "%s/rest_ddp.lua", home_dir);
+  write_file(path, "lab.manual_seed(7)\n"
+                   "local task = lab.data.copy_task(4, 6)\n"
+                   "local model = lab.nn.GPT { vocab = task.vocab, d_model = 16, n_layer = 1, n_head = 2, seq_len = task.seq_len }\n"
+                   "local d = lab.ddp.wrap(model)\n"
+                   "lab.seed_per_rank(3)\n"
+                   "local r = lab.train.run { model = d, batch = function() return task.batch(4) end, steps = 3, quiet = true }\n"
+                   "local s = lab.tensor({ model:parameters()[1]:sum():item() }, { dtype = 'f64' })\n"
+                   "local mx, mn = s:clone(), s:clone()\n"
+                   "lab.dist.all_reduce(mx, { op = 'max' }); lab.dist.all_reduce(mn, { op = 'min' })\n"
+                   "print('trained', r.loss > 0, 'replicas equal', mx[1] == mn[1])\n");
+  snprintf(cmd, sizeof cmd, ":run %s\r", path);
+  type(&s, cmd);
+  expect_all(&s, "trained\ttrue\treplicas equal\ttrue", 60);
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 30), 0);
+}
+
+int main(int argc, char **argv) {
+  pty_setup(argc, argv);
+  if (argc > 2) ranks = argv[2];
+  nranks = atoi(ranks);
+  snprintf(all, sizeof all, "[0-%d]", nranks - 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rest),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
