@@ -49,12 +49,14 @@ static void compact(session *s) {
 
 /* the last prompt on the screen after the mark: 1 the REPL's, 2 the stepper's, 3 `>>`, 0 none */
 static int last_prompt(session *s) {
-  const char *pats[] = {"\n> ", "(step) ", "\n>> "};
+  /* "]> " is the REPL's prompt after :ranks 1,3 ([1,3]> ), "(interact) " the stepper's in interact */
+  const char *pats[] = {"\n> ", "(step) ", "\n>> ", "]> ", "(interact) "};
+  const int kinds[] = {1, 2, 3, 1, 2};
   const char *best = NULL;
   int kind = 0;
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 5; k++)
     for (const char *p = s->buf + s->mark; (p = strstr(p, pats[k])); p++)
-      if (!best || p > best) best = p, kind = k + 1;
+      if (!best || p > best) best = p, kind = kinds[k];
   return kind;
 }
 
@@ -105,12 +107,18 @@ static const char *chunks[] = {
     "lab.dist.all_reduce(lab.ones(3), {op = 'nope'})",
     "x = lab.ones(2, 2):matmul(lab.ones(3, 3))",
     ")(",
+    /* IPython's habits (issue 27) */
+    "?lab.dist.all_reduce", "lab.zeros?", "help(lab.dist)", "help(nil)", "nope.nope?", ":time lab.ones(4):sum()",
+    ":timeit 1 + 1", ":time lab.dist.all_reduce(lab.ones(2))", ":tb", "=_", "7;", ":watchdog",
 };
 static const char *specs[] = {"0", "1", "0,1", "0-1", "all", "1, 0", "9", "-1", "1-0", "x", "", "0,,1"};
 static const char *stepper_cmds[] = {"n",     "s",        "c",       "p i",       "p total, i",    "bt",
                                      "l",     "locals",   "b 3",     "tbreak 4",  "delete",        "finish",
                                      "zzz",   "l 1",      "b 3 i == 2", "q",     "up",            "down 2",
-                                     "until", "until 7",  "s!",      "b",         "display total", "undisplay"};
+                                     "until", "until 7",  "s!",      "b",         "display total", "undisplay",
+                                     /* pdb's other half (issue 27): Lua lines, pp, interact left with Ctrl-D */
+                                     "u = 1", "!n = 2", "total = total * 0", "i * 2", "pp {i, {total}}",
+                                     "lab.dist.all_reduce(lab.ones(1))", "interact\rprint(i)\r\x04"};
 
 static void type_line(session *s, const char *text) {
   type(s, text);
