@@ -198,10 +198,43 @@ local function divisors(n, limit)
   return out
 end
 
+-- the preset name nearest to a mistyped one (edit distance), for "did you mean" (issue 27)
+local function nearest(name, names)
+  local function distance(a, b)
+    local prev = {}
+    for j = 0, #b do prev[j] = j end
+    for i = 1, #a do
+      local cur = { [0] = i }
+      for j = 1, #b do
+        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
+      end
+      prev = cur
+    end
+    return prev[#b]
+  end
+  local best, bd
+  for k in pairs(names) do
+    local d = distance(tostring(name):lower(), k:lower())
+    if not bd or d < bd or (d == bd and k < best) then best, bd = k, d end
+  end
+  return best and bd <= math.max(2, #tostring(name) // 3) and best or nil
+end
+
+local function sorted_names(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
 local function resolve(o)
   if type(o) ~= "table" then fail("expected a table of options {model=, gpus=, gpu=, global_batch=, seq=}, got %s", type(o)) end
   local m = type(o.model) == "table" and copy(o.model) or copy(presets.models[o.model or ""])
-  if not next(m) then fail("unknown model '%s' (a preset name or a table)", tostring(o.model)) end
+  if not next(m) then
+    local near = o.model ~= nil and nearest(o.model, presets.models)
+    fail("unknown model '%s' (a preset name or a table)%s", tostring(o.model),
+      near and ("; did you mean " .. near .. "?") or ("; presets: " .. table.concat(sorted_names(presets.models), ", ")))
+  end
   for _, k in ipairs({ "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "head_dim" }) do
     if o[k] then m[k] = o[k] end
   end
@@ -209,7 +242,11 @@ local function resolve(o)
   m.kv_heads = m.kv_heads or m.heads
   m.ffn = m.ffn or 4 * m.hidden
   local g = type(o.gpu) == "table" and copy(o.gpu) or copy(presets.gpus[o.gpu or "h100"])
-  if not next(g) then fail("unknown gpu '%s'", tostring(o.gpu)) end
+  if not next(g) then
+    local near = nearest(o.gpu, presets.gpus)
+    fail("unknown gpu '%s'%s", tostring(o.gpu),
+      near and ("; did you mean " .. near .. "?") or ("; presets: " .. table.concat(sorted_names(presets.gpus), ", ")))
+  end
   for _, k in ipairs({ "bf16", "fp8", "hbm", "hbm_bw", "nvlink", "network", "per_node", "sms", "gemm", "gemm_fp8", "attention", "memory" }) do
     if o["gpu_" .. k] then g[k] = o["gpu_" .. k] end
   end
@@ -573,6 +610,14 @@ end
 function plan.cli(args)
   need(type(args) == "table", "cli", "expects a list of key=value strings, got %s", type(args))
   for i, a in ipairs(args) do need(type(a) == "string", "cli", "argument %d is %s, not a string", i, type(a)) end
+  if #args == 0 then -- usage and the presets, instead of an error about model 'nil'
+    print("usage: llmlab --plan model=NAME gpus=N [gpu=NAME global_batch=N seq=N tp=.. pp=.. ...] [explain] [csv|json]\n" ..
+      "       llmlab --plan published   (the planner against published runs)\n" ..
+      "e.g.   llmlab --plan model=llama3-70b gpus=1024 gpu=h100\n" ..
+      "models: " .. table.concat(sorted_names(presets.models), ", ") .. "\n" ..
+      "gpus:   " .. table.concat(sorted_names(presets.gpus), ", "))
+    return
+  end
   local o = {}
   for _, a in ipairs(args) do
     local k, v = a:match("^%-*([%w_]+)=(.*)$")
