@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "grouped.h"
 #include "launcher.h"
 #include "repl.h"
@@ -290,13 +291,26 @@ int main(int argc, char **argv) {
     lab_board_begin_chunk();
     lab_board_set(LAB_RUNNING, "", ""); /* reports show it running, not idle (for 0.0 s) */
   }
-  for (int i = 0; i < o.ncode && !failed; i++) {
-    char *err = NULL;
-    if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err) < 0) {
-      report_error(err);
-      free(err);
-      failed = 1;
-    }
+  /* -e code alone on several ranks: its output comes back labelled and in rank order, as at
+   * the prompt ([0-3] same on all), instead of the ranks' lines interleaved as they come */
+  int grouped = o.ncode > 0 && !o.script && !o.interactive && lab_ctl_size() > 1;
+  capture cap;
+  int captured = grouped && capture_begin(&cap) == 0;
+  if (captured && luaL_dostring(L, "lab.dist.output_labelled = true") != LUA_OK) lua_pop(L, 1);
+  char *err_e = NULL;
+  for (int i = 0; i < o.ncode && !failed; i++)
+    if (session_run_chunk(L, o.code[i], strlen(o.code[i]), "=(command line)", 0, 1, &err_e) < 0) failed = 1;
+  char *e_out = NULL;
+  int64_t e_len = 0;
+  if (captured) e_out = capture_end(&cap, &e_len);
+  if (e_out && failed) { /* a failed rank may be aborted below: its lines go out now */
+    fwrite(e_out, 1, (size_t)e_len, stdout);
+    fflush(stdout);
+    e_len = 0;
+  }
+  if (failed) {
+    report_error(err_e);
+    free(err_e);
   }
   if (o.script && !failed) {
     char *err = NULL;
@@ -314,6 +328,26 @@ int main(int argc, char **argv) {
     lab_board_end_chunk(failed);
     fflush(stdout);
     status = finish_batch(failed);
+  }
+  if (captured) { /* every rank is here (finish_batch): rank 0 shows them grouped */
+    char *all = NULL;
+    int64_t *lens = NULL;
+    lab_ctl_gather(e_out ? e_out : "", e_out ? e_len : 0, &all, &lens);
+    if (lab_ctl_rank() == 0) {
+      int n = lab_ctl_size();
+      const char **texts = malloc(sizeof *texts * (size_t)n);
+      int64_t off = 0;
+      for (int r = 0; r < n && texts; r++) {
+        texts[r] = all + off;
+        off += lens[r];
+      }
+      if (texts) print_grouped(stdout, n, texts, lens, 1);
+      fflush(stdout);
+      free(texts);
+    }
+    free(all);
+    free(lens);
+    free(e_out);
   }
   if (!batch || (o.interactive && !status)) {
     lab_dist_set_checked(1); /* the REPL cross-checks collectives by default */

@@ -24,7 +24,7 @@ out="$("$LLMLAB" "$TMP/args.lua" alpha "two words")"
 [ "$out" = "$(printf '2\ttrue\talpha\ttwo words')" ]; check "script arguments reach arg" $?
 
 out="$("$LLMLAB" -n 2 -e 'io.write(lab.dist.rank(), "/", lab.dist.world(), "\n")' | sort | tr '\n' ' ')"
-[ "$out" = "0/2 1/2 " ]; check "-n 2 runs two ranks" $?
+[ "$out" = "[0] 0/2 [1] 1/2 " ]; check "-n 2 runs two ranks (-e output labelled by rank)" $?
 
 "$LLMLAB" -n 3 -e 'x = 1' >/dev/null 2>&1; check "success exits 0" $?
 
@@ -87,7 +87,7 @@ out="$(LLMLAB_THREADS=$more "$LLMLAB" -e 'print(os.getenv("OMP_WAIT_POLICY"))')"
 out="$(OMP_WAIT_POLICY=active LLMLAB_THREADS=$more "$LLMLAB" -e 'print(os.getenv("OMP_WAIT_POLICY"), os.getenv("GOMP_SPINCOUNT"))')"
 [ "$out" = "$(printf 'active\tnil')" ]; check "the user's OMP_WAIT_POLICY is kept" $?
 out="$(LLMLAB_THREADS=$more "$LLMLAB" -n 2 -e 'io.write(os.getenv("OMP_WAIT_POLICY"), "\n")' | sort -u)"
-[ "$out" = "PASSIVE" ]; check "every rank of -n 2 sleeps when its threads exceed the cores" $?
+[ "$out" = "[0-1] PASSIVE" ]; check "every rank of -n 2 sleeps when its threads exceed the cores" $?
 
 # CUDA is a plugin opened on first use (runtime/cuda/loader.h): llmlab starts with no CUDA library
 # mapped, on every rank; --version opens it then, after start, and says whether CUDA is usable
