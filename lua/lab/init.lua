@@ -42,6 +42,8 @@ end
 function lab.printr(rank, ...)
   if lab.dist.rank() == rank then print(...) end
 end
+-- the same under a name that is not read as "print recursively" (issue 27)
+lab.print_on = lab.printr
 
 -- largest |a - b| as a Lua number
 function lab.max_abs_diff(a, b)

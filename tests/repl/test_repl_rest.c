@@ -1,7 +1,7 @@
 /* The rest of what a learner found (issue 27), through a pseudo-terminal at 2 and 4 ranks:
  * the prompt shows the target ranks when not all; a collective's root given as a world rank
  * in a %on chunk is named in the group's numbering; :run passes quoted arguments as one;
- * lab.train.run takes a DDP wrapper (and its replicas stay equal). */
+ * lab.train.run takes a DDP wrapper (and its replicas stay equal); lab.print_on is lab.printr. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +40,8 @@ static void test_rest(void **state) {
   assert_true(expect(&s, "[1]> ", 20));
   type(&s, ":ranks all\r");
   assert_true(expect(&s, "\n> ", 20));
+  type(&s, "lab.print_on(1, 'only on', lab.dist.rank())\r"); /* lab.printr's other name */
+  assert_true(expect(&s, "[1] only on\t1\r\n", 20));
   type(&s, "t = lab.ones(2)\r");
   assert_true(expect(&s, "> ", 20));
   type(&s, "%on 1 lab.dist.broadcast(t, 1)\r"); /* world rank 1 is rank 0 of the group of %on 1 */
