@@ -457,8 +457,18 @@ static int pull_in_due(double grace) {
   return lab_now() - st.pending_since > grace;
 }
 
+/* lab.breakpoint() in a chunk typed at the prompt: most are one line, with no next line to
+ * stop at, so the stop comes with the caller's next instruction (a count hook of 1) */
+static int stop_after_call;
+
 static void line_hook(lua_State *L, lua_Debug *ar) {
-  if (ar->event != LUA_HOOKLINE) return;
+  if (ar->event == LUA_HOOKCOUNT) {
+    lua_sethook(L, line_hook, LUA_MASKLINE, 0);
+    if (!stop_after_call) return;
+    stop_after_call = 0;
+  } else if (ar->event != LUA_HOOKLINE) {
+    return;
+  }
   session_check_interrupt(L);
   if (!lua_getinfo(L, "Sl", ar) || ar->currentline <= 0) return;
   int in_library = strstr(ar->source, "/lua/lab/") != NULL;
@@ -564,6 +574,11 @@ static int l_breakpoint(lua_State *L) {
   }
   st.mode = MODE_INTO; /* stop at the next line of the caller */
   st.skip_lib = 1;
+  lua_Debug caller;
+  if (lua_getstack(L, 1, &caller) && lua_getinfo(L, "S", &caller) && strcmp(caller.source, "=stdin") == 0) {
+    stop_after_call = 1; /* typed at the prompt: right after this call, on its line */
+    lua_sethook(L, line_hook, LUA_MASKLINE | LUA_MASKCOUNT, 1);
+  }
   return 0;
 }
 

@@ -86,6 +86,17 @@ static void test_lua_lines_at_step(void **state) {
   type(&s, "c\r"); /* the stepper's continue again; the script saw u = 0 (so skipped the if) */
   expect_all(&s, "result\t0\r\n", 30);
   expect_all(&s, "finished", 20);
+  /* lab.breakpoint() in a one-line chunk typed at the prompt stops there (it had no next line
+   * to stop at: the chunk ran to its end and `p x` went to the prompt as Lua) */
+  type(&s, "x = 1; lab.breakpoint(); x = 2\r");
+  expect_all(&s, "stdin:1", 30);
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "p x\r");
+  expect_all(&s, "1\r\n", 20);
+  type(&s, "c\r");
+  assert_true(expect(&s, "> ", 20));
+  type(&s, "=x\r");
+  expect_all(&s, "2\r\n", 20);
   type(&s, ":watchdog\r");
   expect_all(&s, "watchdog: 30 s", 20);
   type(&s, ":watchdog 12\r:watchdog\r");
