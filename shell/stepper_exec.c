@@ -38,7 +38,11 @@ static const char *proxy_code =
     "  out[#out + 1] = table.concat(t, '\\t', 1, t.n) .. '\\n'\n"
     "end\n"
     "return setmetatable({}, {\n"
-    "  __index = function(_, k) if known[k] then return vals[k] end if k == 'print' then return print_ end return G[k] end,\n"
+    "  __index = function(_, k)\n"
+    "    if known[k] then return vals[k] end\n"
+    "    if k == 'print' then return print_ end\n"
+    "    return G[k]\n"
+    "  end,\n"
     "  __newindex = function(_, k, v) if known[k] then vals[k] = v else G[k] = v end end })\n";
 
 /* what the frame's names are: for each, where it lives (local index > 0, upvalue index < 0) */

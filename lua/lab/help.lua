@@ -58,7 +58,8 @@ local function path_of(v)
       for k, x in pairs(t) do
         if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" then
           if x == v then return path .. "." .. k end
-          local p = (getmetatable(x) == nil or path .. "." .. k == "lab.nn.Module") and find(x, path .. "." .. k, depth + 1)
+          local walkable = getmetatable(x) == nil or path .. "." .. k == "lab.nn.Module"
+          local p = walkable and find(x, path .. "." .. k, depth + 1)
           if p then return p end
         end
       end
