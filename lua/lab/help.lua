@@ -5,6 +5,15 @@
 -- is the name the user can type, whatever variable holds the function.
 local M = {}
 
+-- a namespace to walk: a plain table, a callable module (lab.plan(o), lab.plot(v): a metatable
+-- with __call and no __index), or lab.nn.Module, whose methods are public API; other tables
+-- with a metatable are classes or objects
+local function walkable(t, path)
+  local mt = getmetatable(t)
+  return mt == nil or (type(mt) == "table" and rawget(mt, "__call") ~= nil and rawget(mt, "__index") == nil) or
+    path == "lab.nn.Module"
+end
+
 -- Every public function reachable from lab, as { [function] = "lab.dist.all_reduce" }, and
 -- the list of names in order. Tables with a metatable are classes or objects (lab.nn.Module
 -- is walked: its methods are public API); names with a leading '_' are private.
@@ -23,7 +32,7 @@ function M.public_functions()
       if type(v) == "function" then
         if not byfn[v] then byfn[v] = p end
         names[#names + 1] = p
-      elseif type(v) == "table" and (getmetatable(v) == nil or p == "lab.nn.Module") then
+      elseif type(v) == "table" and walkable(v, p) then
         walk(v, p, depth + 1)
       end
     end
@@ -58,8 +67,7 @@ local function path_of(v)
       for k, x in pairs(t) do
         if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" then
           if x == v then return path .. "." .. k end
-          local walkable = getmetatable(x) == nil or path .. "." .. k == "lab.nn.Module"
-          local p = walkable and find(x, path .. "." .. k, depth + 1)
+          local p = walkable(x, path .. "." .. k) and find(x, path .. "." .. k, depth + 1)
           if p then return p end
         end
       end
@@ -128,7 +136,7 @@ function M.help(...)
       "Namespaces: " .. table.concat((function()
         local ns = {}
         for k, x in pairs(lab) do
-          if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" and getmetatable(x) == nil then
+          if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" and walkable(x, "lab." .. k) then
             ns[#ns + 1] = "lab." .. k
           end
         end

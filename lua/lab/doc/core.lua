@@ -44,6 +44,7 @@ return {
   threads = "lab.threads() -> integer: the CPU threads this rank's kernels use",
   set_threads = "lab.set_threads(n): the CPU threads this rank's kernels use",
   clock = "lab.clock() -> seconds: a monotonic wall clock",
+  tty_columns = "lab.tty_columns([fd]) -> integer|nil: the width of the terminal on fd (default 1), nil when not a terminal",
   isatty = "lab.isatty([fd]) -> boolean: whether fd (default 1, stdout) is a terminal",
   breakpoint = "lab.breakpoint(): stops every rank here in the stepper, (step) prompt on rank 0",
   print0 = "lab.print0(...): print on rank 0 only",
