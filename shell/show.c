@@ -99,7 +99,7 @@ static int function_name(lua_State *L, int fidx) {
     if (keys) qsort(keys, (size_t)nk, sizeof *keys, item_cmp);
     int found = 0;
     for (int i = 0; i < nk; i++) {
-      if (!found) {
+      if (!found && strcmp(keys[i], "_") != 0) { /* _ is the prompt's last value, not a name */
         lua_pushstring(L, keys[i]);
         lua_rawget(L, tab); /* raw: printing must not run a table's __index */
         if (lua_rawequal(L, -1, fidx)) {
