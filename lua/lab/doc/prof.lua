@@ -9,5 +9,6 @@ return {
   report = "lab.prof.report([group]) -> rows: prints each section's min/median/max over the ranks",
   trace = "lab.prof.trace(path[, group]): writes a Chrome trace (chrome://tracing, Perfetto) of every rank",
   kernels = "lab.prof.kernels([on=true]): turns the kernel profiler on or off (resets its totals)",
+  kernel_table = "lab.prof.kernel_table([{print=true}]) -> {categories=, sim=}: this rank's kernel table since kernels(true), printed",
   kernel_totals = "lab.prof.kernel_totals() -> {category = {calls=, wall=, cpu=}}: time in kernels by category",
 }

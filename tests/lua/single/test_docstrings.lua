@@ -21,7 +21,7 @@ end
 local dir = package.searchpath("lab.help", package.path):gsub("help%.lua$", "doc")
 local stale = {}
 for _, ns in ipairs({ "core", "dist", "autograd", "cuda", "mem", "nn", "optim", "amp", "ckpt", "cp", "data", "ddp", "lora",
-  "moe", "netsim", "plan_presets", "posttrain", "pp", "prof", "tp", "train", "zero", "plot", "fault", "monitor", "plan", "replicas" }) do
+  "moe", "netsim", "plan_presets", "posttrain", "pp", "prof", "tp", "train", "zero", "plot", "fault", "monitor", "plan", "replicas", "sim" }) do
   local docs = dofile(dir .. "/" .. ns .. ".lua")
   for key in pairs(docs) do
     local path = ns == "core" and "lab." .. key or "lab." .. ns .. "." .. key
