@@ -1,18 +1,23 @@
 -- Devices: factories with device=, t:to / :cpu() / .device, the default device, errors that
 -- name both devices, lab.cuda without a GPU, Module:to keeping identity, per-device memory
 -- accounts, and the sim device (the cpu kernels behind the device table, on memory host code
--- cannot touch) agreeing exactly with the cpu on every op and every gradient of a GPT.
+-- cannot touch) agreeing with the cpu on every op and every gradient of a GPT: exactly where the
+-- sim runs the cpu kernels, within 1e-4 where it runs kernels/cuda under the SIMT interpreter
+-- (other summation orders and fused kernels, so the last bits differ).
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local T = require("harness")
 
 local start_device = lab.default_device()
+local interpreted = lab.sim and lab.sim.available and os.getenv("LLMLAB_SIMT") ~= "0"
+local tol = interpreted and 1e-4 or 0
 
--- every element equal, compared on the host in f64
+-- every element equal (within tol where the sim is interpreted), compared on the host in f64
 local function same(a, b, what)
   T.eq(a.dtype, b.dtype, what .. " dtype")
   T.eq(table.concat(a.shape, ","), table.concat(b.shape, ","), what .. " shape")
   local d = (a:cpu():to("f64") - b:cpu():to("f64")):abs()
-  T.eq(d:numel() == 0 and 0 or d:max():item(), 0, what .. " values")
+  local worst = d:numel() == 0 and 0 or d:max():item()
+  if tol == 0 then T.eq(worst, 0, what .. " values") else T.ok(worst <= tol, what .. " values: " .. worst) end
 end
 
 T.test("factories take device= and tensors say where they are", function()
@@ -148,7 +153,7 @@ T.test("a GPT trains identically on cpu and sim (Module:to keeps identity)", fun
   end
   local lc, pc, gc = run("cpu")
   local ls, ps, gs = run("sim")
-  for k = 1, #lc do T.eq(ls[k], lc[k], "loss " .. k) end
+  for k = 1, #lc do T.ok(math.abs(ls[k] - lc[k]) <= tol, "loss " .. k .. ": " .. ls[k] .. " vs " .. lc[k]) end
   T.eq(#ps, #pc)
   for i = 1, #pc do
     same(ps[i], pc[i], "parameter " .. i)
