@@ -5,9 +5,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/autograd/ops.h"
-#include "runtime/autograd/ops_dist.h"
-#include "runtime/error.h"
+#include "runtime/lab.h"
 
 void ll_check_inplace(lua_State *L, lab_tensor *t, const char *op) {
   if (lab_grad_enabled() && lab_requires_grad(t))

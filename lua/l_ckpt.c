@@ -8,11 +8,7 @@
 #include <zlib.h>
 
 #include "lab_lua.h"
-#include "runtime/ckpt_io.h"
-#include "runtime/ckpt_writer.h"
-#include "runtime/error.h"
-#include "runtime/json.h"
-#include "runtime/safetensors.h"
+#include "runtime/lab.h"
 
 #define JOB_MT "lab.ckpt_job"
 #define MAX_FILE_BYTES ((size_t)1 << 40)

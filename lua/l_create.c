@@ -7,12 +7,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/dist/control.h"
-#include "runtime/ewise.h"
-#include "runtime/random.h"
-#include "runtime/size.h"
-#include "runtime/transfer.h"
-#include "runtime/autograd/autograd.h"
+#include "runtime/lab.h"
 
 /* ---- lab.tensor(nested table) ---- */
 

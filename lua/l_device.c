@@ -4,9 +4,7 @@
 #include <stdlib.h>
 
 #include "lab_lua.h"
-#include "runtime/device.h"
-#include "runtime/transfer.h"
-#include "runtime/autograd/ops.h"
+#include "runtime/lab.h"
 
 static void push_device(lua_State *L, lab_device d) {
   char name[32];

@@ -6,12 +6,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/dist/board.h"
-#include "runtime/dist/control.h"
-#include "runtime/dist/devcomm.h"
-#include "runtime/dist/dist.h"
-#include "runtime/error.h"
-#include "runtime/join.h"
+#include "runtime/lab.h"
 
 int ll_cat(lua_State *L);
 

@@ -6,12 +6,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "lab.h"
 #include "lab_lua.h"
-#include "runtime/dist/control.h"
-#include "runtime/kprof.h"
-#include "runtime/threads.h"
+#include "runtime/lab.h"
 
-int luaopen_lab(lua_State *L);
 
 static int l_threads(lua_State *L) {
   lua_pushinteger(L, lab_get_num_threads());

@@ -1,6 +1,6 @@
 /* lab.mem: the measured memory account of this rank (tensor storage by tag), per device. */
 #include "lab_lua.h"
-#include "runtime/storage.h"
+#include "runtime/lab.h"
 
 /* stats([device]) -> {current=, peak=, tags={param={current=, peak=}, ...}, cached=,
  * device=} in bytes, for the device named (default: the default device) */

@@ -3,9 +3,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/npy.h"
-#include "runtime/optim.h"
-#include "runtime/storage.h"
+#include "runtime/lab.h"
 
 /* adamw_step(p, m, v, {lr=, beta1=, beta2=, eps=, weight_decay=, step=}[, grad]) uses
  * p.grad unless a gradient is given (ZeRO passes its gradient shard) */

@@ -5,12 +5,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/checksum.h"
-#include "runtime/error.h"
-#include "runtime/ewise.h"
-#include "runtime/format.h"
-#include "runtime/transfer.h"
-#include "runtime/autograd/ops.h"
+#include "runtime/lab.h"
 
 static lab_tensor **check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, LAB_TENSOR_MT); }
 

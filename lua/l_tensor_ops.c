@@ -6,11 +6,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/ewise.h"
-#include "runtime/join.h"
-#include "runtime/matmul.h"
-#include "runtime/reduce.h"
-#include "runtime/autograd/ops.h"
+#include "runtime/lab.h"
 
 /* ---- binary ---- */
 

@@ -5,10 +5,7 @@
 #include <string.h>
 
 #include "lab_lua.h"
-#include "runtime/dist/control.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
-#include "runtime/transfer.h"
+#include "runtime/lab.h"
 
 int ll_rank(void) { return lab_ctl_rank(); }
 

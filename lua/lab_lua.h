@@ -5,7 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "runtime/tensor.h"
+#include "runtime/lab.h"
 
 #define LAB_TENSOR_MT "lab.Tensor"
 

@@ -13,12 +13,7 @@
 #include "grouped.h"
 #include "launcher.h"
 #include "repl.h"
-#include "runtime/cuda/loader.h"
-#include "runtime/device.h"
-#include "runtime/dist/board.h"
-#include "runtime/dist/control.h"
-#include "runtime/dist/dist.h"
-#include "runtime/threads.h"
+#include "runtime/lab.h"
 #include "session.h"
 #include "stepper.h"
 

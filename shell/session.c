@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dist/board.h"
-#include "runtime/dist/control.h"
-
-int luaopen_lab(lua_State *L);
+#include "lua/lab.h"
+#include "runtime/lab.h"
 
 lua_State *session_new(void) {
   lua_State *L = luaL_newstate();

@@ -14,10 +14,7 @@
 
 #include "capture.h"
 #include "grouped.h"
-#include "runtime/dist/board.h"
-#include "runtime/dist/clock.h"
-#include "runtime/dist/control.h"
-#include "runtime/dist/dist.h"
+#include "runtime/lab.h"
 #include "repl.h"
 #include "session.h"
 #include "stepper_exec.h"

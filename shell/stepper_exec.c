@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dist/dist.h"
+#include "runtime/lab.h"
 #include "show.h"
 
 static int interacting;

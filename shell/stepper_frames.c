@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dist/dist.h"
+#include "runtime/lab.h"
 #include "show.h"
 
 int frame_exists(lua_State *L, int level) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "launcher.h"
-#include "runtime/dist/control.h"
+#include "runtime/lab.h"
 
 static int columns_of(int fd) {
   struct winsize ws;
