@@ -6,21 +6,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The one list of element types: X(enum suffix, short name, bytes). The enum, the names
+ * (runtime/tensor.c, lab.f32 ... in lua/l_lab.c) and the sizes are generated from it, so they
+ * cannot fall out of step. F8E4M3 and F8E5M2 are OCP FP8, see kernels/cpu/fp8.h. */
+#define LAB_DTYPE_LIST(X) \
+  X(F32, "f32", 4)        \
+  X(F64, "f64", 8)        \
+  X(I32, "i32", 4)        \
+  X(I64, "i64", 8)        \
+  X(BF16, "bf16", 2)      \
+  X(F16, "f16", 2)        \
+  X(BOOL, "bool", 1)      \
+  X(F8E4M3, "f8e4m3", 1)  \
+  X(F8E5M2, "f8e5m2", 1)
+
 typedef enum {
-  LAB_F32 = 0,
-  LAB_F64,
-  LAB_I32,
-  LAB_I64,
-  LAB_BF16,
-  LAB_F16,
-  LAB_BOOL,
-  LAB_F8E4M3, /* OCP FP8, see kernels/cpu/fp8.h */
-  LAB_F8E5M2,
+#define LAB_DTYPE_ENUM_(e, name, bytes) LAB_##e,
+  LAB_DTYPE_LIST(LAB_DTYPE_ENUM_)
+#undef LAB_DTYPE_ENUM_
   LAB_NDTYPES
 } lab_dtype;
 
 static inline size_t lab_dtype_size(lab_dtype t) {
-  static const size_t sizes[LAB_NDTYPES] = {4, 8, 4, 8, 2, 2, 1, 1, 1};
+#define LAB_DTYPE_SIZE_(e, name, bytes) bytes,
+  static const size_t sizes[LAB_NDTYPES] = {LAB_DTYPE_LIST(LAB_DTYPE_SIZE_)};
+#undef LAB_DTYPE_SIZE_
   return sizes[t];
 }
 

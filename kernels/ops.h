@@ -9,17 +9,21 @@
 
 #include "dtype.h"
 
-typedef enum {
-  LAB_ADD, LAB_SUB, LAB_MUL, LAB_DIV, LAB_POW, LAB_MAXIMUM, LAB_MINIMUM, LAB_REMAINDER,
-  LAB_EQ, LAB_NE, LAB_LT, LAB_LE, LAB_GT, LAB_GE,
-  LAB_FLOOR_DIV, /* Lua's and Python's //: floor(a / b), integers stay integers */
-  LAB_NBINARY
-} lab_binary_op;
+/* X(enum suffix, name): the enums below and runtime/ewise.c's names come from these lists.
+ * FLOOR_DIV is Lua's and Python's //: floor(a / b), integers stay integers. */
+#define LAB_BINARY_LIST(X)                                                                       \
+  X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow") X(MAXIMUM, "maximum")   \
+  X(MINIMUM, "minimum") X(REMAINDER, "remainder") X(EQ, "eq") X(NE, "ne") X(LT, "lt")          \
+  X(LE, "le") X(GT, "gt") X(GE, "ge") X(FLOOR_DIV, "floor_divide")
 
-typedef enum {
-  LAB_NEG, LAB_ABS, LAB_EXP, LAB_LOG, LAB_SQRT, LAB_RSQRT, LAB_TANH, LAB_SIGMOID,
-  LAB_NUNARY
-} lab_unary_op;
+#define LAB_UNARY_LIST(X)                                                                        \
+  X(NEG, "neg") X(ABS, "abs") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RSQRT, "rsqrt")     \
+  X(TANH, "tanh") X(SIGMOID, "sigmoid")
+
+#define LAB_OP_ENUM_(e, name) LAB_##e,
+typedef enum { LAB_BINARY_LIST(LAB_OP_ENUM_) LAB_NBINARY } lab_binary_op;
+typedef enum { LAB_UNARY_LIST(LAB_OP_ENUM_) LAB_NUNARY } lab_unary_op;
+#undef LAB_OP_ENUM_
 
 /* What an elementwise launch does with its operands (operand 0 is the output). */
 typedef enum {

@@ -584,23 +584,27 @@ static int dim_opt(lua_State *L, int opts, lab_tensor *x) {
   return d;
 }
 
-#define DIST_OP(NAME, CALL)                                                                    \
-  static int NAME(lua_State *L) {                                                              \
-    lab_tensor *x = ll_check_tensor(L, 1);                                                     \
-    int opts = lua_istable(L, 2) ? 2 : 0;                                                      \
-    lab_group *g = ll_opt_group(L, opts);                                                      \
-    int dim = dim_opt(L, opts, x);                                                             \
-    (void)dim;                                                                                 \
-    ll_push_tensor(L, CALL);                                                                   \
-    return 1;                                                                                  \
-  }
-DIST_OP(d_all_reduce, lab_ad_all_reduce(g, x))
-DIST_OP(d_all_gather, lab_ad_all_gather(g, x, dim))
-DIST_OP(d_reduce_scatter, lab_ad_reduce_scatter(g, x, dim))
-DIST_OP(d_copy_to, lab_ad_copy_to_region(g, x))
-DIST_OP(d_reduce_from, lab_ad_reduce_from_region(g, x))
-DIST_OP(d_gather_from, lab_ad_gather_from_region(g, x, dim))
-DIST_OP(d_scatter_to, lab_ad_scatter_to_region(g, x, dim))
+/* One of lab.autograd.dist's ops on (x[, opts]): exactly one of whole (ops on the whole tensor)
+ * and along (ops along options field dim, the last dim by default) is given. dim= is read and
+ * checked for every op, as before. */
+typedef lab_tensor *(*dist_whole_fn)(lab_group *g, lab_tensor *x);
+typedef lab_tensor *(*dist_along_fn)(lab_group *g, lab_tensor *x, int dim);
+
+static int dist_op(lua_State *L, dist_whole_fn whole, dist_along_fn along) {
+  lab_tensor *x = ll_check_tensor(L, 1);
+  int opts = lua_istable(L, 2) ? 2 : 0;
+  lab_group *g = ll_opt_group(L, opts);
+  int dim = dim_opt(L, opts, x);
+  ll_push_tensor(L, whole ? whole(g, x) : along(g, x, dim));
+  return 1;
+}
+static int d_all_reduce(lua_State *L) { return dist_op(L, lab_ad_all_reduce, NULL); }
+static int d_all_gather(lua_State *L) { return dist_op(L, NULL, lab_ad_all_gather); }
+static int d_reduce_scatter(lua_State *L) { return dist_op(L, NULL, lab_ad_reduce_scatter); }
+static int d_copy_to(lua_State *L) { return dist_op(L, lab_ad_copy_to_region, NULL); }
+static int d_reduce_from(lua_State *L) { return dist_op(L, lab_ad_reduce_from_region, NULL); }
+static int d_gather_from(lua_State *L) { return dist_op(L, NULL, lab_ad_gather_from_region); }
+static int d_scatter_to(lua_State *L) { return dist_op(L, NULL, lab_ad_scatter_to_region); }
 
 /* all_to_all_single(x[, {output_split_sizes=, input_split_sizes=, group=}]): a new tensor */
 static int d_all_to_all_single(lua_State *L) {

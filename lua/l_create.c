@@ -207,17 +207,23 @@ static int l_arange(lua_State *L) {
   return 1;
 }
 
-#define LIKE(NAME, EXPR)                                                                       \
-  static int NAME(lua_State *L) {                                                              \
-    lab_tensor *o = ll_check_tensor(L, 1);                                                     \
-    lab_dtype dt = ll_opt_dtype(L, 2, o->dtype);                                               \
-    lab_device dev = ll_opt_device(L, 2, lab_device_of(o));                                    \
-    ll_push_tensor(L, EXPR);                                                                   \
-    return 1;                                                                                  \
-  }
-LIKE(l_zeros_like, lab_tensor_zeros_on(dev, dt, o->ndim, o->shape))
-LIKE(l_ones_like, lab_tensor_full_on(dev, dt, o->ndim, o->shape, 1))
-LIKE(l_empty_like, lab_tensor_empty_on(dev, dt, o->ndim, o->shape))
+/* zeros_like / ones_like / empty_like(o[, {dtype=, device=}]): o's shape, and o's dtype and
+ * device unless the options say otherwise */
+typedef enum { LIKE_ZEROS, LIKE_ONES, LIKE_EMPTY } like_fill;
+
+static int like(lua_State *L, like_fill fill) {
+  lab_tensor *o = ll_check_tensor(L, 1);
+  lab_dtype dt = ll_opt_dtype(L, 2, o->dtype);
+  lab_device dev = ll_opt_device(L, 2, lab_device_of(o));
+  lab_tensor *t = fill == LIKE_ZEROS  ? lab_tensor_zeros_on(dev, dt, o->ndim, o->shape)
+                  : fill == LIKE_ONES ? lab_tensor_full_on(dev, dt, o->ndim, o->shape, 1)
+                                      : lab_tensor_empty_on(dev, dt, o->ndim, o->shape);
+  ll_push_tensor(L, t);
+  return 1;
+}
+static int l_zeros_like(lua_State *L) { return like(L, LIKE_ZEROS); }
+static int l_ones_like(lua_State *L) { return like(L, LIKE_ONES); }
+static int l_empty_like(lua_State *L) { return like(L, LIKE_EMPTY); }
 
 /* ---- random ---- */
 

@@ -120,10 +120,9 @@ int luaopen_lab(lua_State *L) {
   luaL_setfuncs(L, misc, 0);
   lua_pushliteral(L, LLMLAB_VERSION);
   lua_setfield(L, -2, "version");
-  static const char *dtypes[] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool", "f8e4m3", "f8e5m2"};
-  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
-    lua_pushstring(L, dtypes[i]);
-    lua_setfield(L, -2, dtypes[i]);
+  for (int i = 0; i < LAB_NDTYPES; i++) { /* lab.f32 = "f32", ...: the names of kernels/dtype.h's list */
+    lua_pushstring(L, lab_dtype_name((lab_dtype)i));
+    lua_setfield(L, -2, lab_dtype_name((lab_dtype)i));
   }
   /* lua/lab/init.lua adds the pure-Lua helpers to this table */
   lua_pushvalue(L, -1);

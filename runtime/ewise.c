@@ -10,13 +10,14 @@
 #include "transfer.h"
 
 const char *lab_binary_name(lab_binary_op op) {
-  static const char *n[LAB_NBINARY] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder",
-                                       "eq",  "ne",  "lt",  "le",  "gt",  "ge", "floor_divide"};
+#define NAME(e, name) name,
+  static const char *n[LAB_NBINARY] = {LAB_BINARY_LIST(NAME)};
   return n[op];
 }
 
 const char *lab_unary_name(lab_unary_op op) {
-  static const char *n[LAB_NUNARY] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid"};
+  static const char *n[LAB_NUNARY] = {LAB_UNARY_LIST(NAME)};
+#undef NAME
   return n[op];
 }
 

@@ -11,7 +11,9 @@
 #include "size.h"
 #include "transfer.h"
 
-static const char *dtype_names[LAB_NDTYPES] = {"f32", "f64", "i32", "i64", "bf16", "f16", "bool", "f8e4m3", "f8e5m2"};
+#define DTYPE_NAME(e, name, bytes) name,
+static const char *dtype_names[LAB_NDTYPES] = {LAB_DTYPE_LIST(DTYPE_NAME)};
+#undef DTYPE_NAME
 
 const char *lab_dtype_name(lab_dtype t) { return (unsigned)t < LAB_NDTYPES ? dtype_names[t] : "?"; }
 

@@ -10,7 +10,11 @@
 
 #include "../../kernels/dtype.h"
 
-typedef enum { LAB_RED_SUM, LAB_RED_AVG, LAB_RED_MAX, LAB_RED_MIN, LAB_RED_PROD, LAB_NREDOPS } lab_redop;
+/* X(enum suffix, name): lab_redop and lab_redop_name's table (dist.c) come from this list. */
+#define LAB_REDOP_LIST(X) X(SUM, "sum") X(AVG, "avg") X(MAX, "max") X(MIN, "min") X(PROD, "prod")
+#define LAB_REDOP_ENUM_(e, name) LAB_RED_##e,
+typedef enum { LAB_REDOP_LIST(LAB_REDOP_ENUM_) LAB_NREDOPS } lab_redop;
+#undef LAB_REDOP_ENUM_
 
 typedef struct lab_group lab_group;
 typedef struct lab_backend_work lab_backend_work; /* a backend's pending request */

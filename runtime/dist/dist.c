@@ -30,14 +30,14 @@ static int guarded;
 static const char *refused_by, *refused_why; /* lab_dist_refuse_collectives */
 
 const char *lab_coll_name(lab_coll_op op) {
-  static const char *n[LAB_NOPS] = {"all_reduce", "broadcast", "reduce", "all_gather",
-                                    "reduce_scatter", "all_to_all", "send", "recv", "barrier",
-                                    "all_to_all_single"};
+#define NAME(e, name) name,
+  static const char *n[LAB_NOPS] = {LAB_COLL_LIST(NAME)};
   return n[op];
 }
 
 const char *lab_redop_name(lab_redop op) {
-  static const char *n[LAB_NREDOPS] = {"sum", "avg", "max", "min", "prod"};
+  static const char *n[LAB_NREDOPS] = {LAB_REDOP_LIST(NAME)};
+#undef NAME
   return n[op];
 }
 
@@ -421,23 +421,51 @@ static int hold_if_abandoned(int64_t before, lab_tensor *a, lab_tensor *b) {
   return -1;
 }
 
+/* One backend call of a collective, described by its data: which call (op) and its
+ * arguments. backend_post makes it; launch wraps it with the board, the timing and the work. */
+typedef struct {
+  lab_coll_op op;
+  const void *send; /* in-place calls (all_reduce, reduce, broadcast, send, recv): send == recv */
+  void *recv;
+  int64_t count;
+  lab_dtype dt;
+  lab_redop redop;
+  int peer; /* root for broadcast/reduce, the other rank for send/recv */
+  int tag;
+} backend_call;
+
+static int backend_post(lab_group *bg, const backend_call *c, lab_backend_work **bw) {
+  const lab_comm_backend *b = bg->backend;
+  switch (c->op) {
+  case LAB_OP_ALL_REDUCE: return b->all_reduce(bg, c->send, c->recv, c->count, c->dt, c->redop, bw);
+  case LAB_OP_BROADCAST: return b->broadcast(bg, c->recv, c->count, c->dt, c->peer, bw);
+  case LAB_OP_REDUCE: return b->reduce(bg, c->send, c->recv, c->count, c->dt, c->redop, c->peer, bw);
+  case LAB_OP_ALL_GATHER: return b->all_gather(bg, c->send, c->recv, c->count, c->dt, bw);
+  case LAB_OP_REDUCE_SCATTER: return b->reduce_scatter(bg, c->send, c->recv, c->count, c->dt, c->redop, bw);
+  case LAB_OP_ALL_TO_ALL: return b->all_to_all(bg, c->send, c->recv, c->count, c->dt, bw);
+  case LAB_OP_SEND: return b->send(bg, c->send, c->count, c->dt, c->peer, c->tag, bw);
+  case LAB_OP_RECV: return b->recv(bg, c->recv, c->count, c->dt, c->peer, c->tag, bw);
+  default: return lab_fail(lab_coll_name(c->op), "no single backend call (internal error)");
+  }
+}
+
 /* Blocking when work is NULL; otherwise wraps the request of bg (the group whose backend runs
- * the call: the user's group, or its device group for NCCL). */
-#define LAUNCH(bg, work, k0, k1, avg, CALL)                                                     \
-  do {                                                                                         \
-    lab_backend_work *bw_ = NULL;                                                              \
-    lab_backend_work **bwp_ = (work) ? &bw_ : NULL;                                            \
-    double t0_ = lab_now(), c0_ = lab_cpu_seconds();                                           \
-    int64_t abandoned_ = lab_dist_abandoned_count();                                           \
-    lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);                                     \
-    int rc_ = (CALL);                                                                          \
-    lab_board_set(LAB_RUNNING, "", call_site);                                                 \
-    comm_add(t0_, c0_);                                                                        \
-    if (rc_ < 0) return hold_if_abandoned(abandoned_, k0, k1);                                 \
-    if (work) return start(bg, bw_, work, k0, k1, avg);                                        \
-    if ((avg) > 0) return finish_avg(k0, avg);                                                 \
-    return 0;                                                                                  \
-  } while (0)
+ * the call: the user's group, or its device group for NCCL). k0 and k1 are the tensors the
+ * call reads and writes (kept alive by the work, or held when a wait is abandoned); avg > 0
+ * divides k0 by it once the call completes. */
+static int launch(lab_group *bg, lab_work **work, lab_tensor *k0, lab_tensor *k1, int avg, backend_call c) {
+  lab_backend_work *bw = NULL;
+  double t0 = lab_now(), c0 = lab_cpu_seconds();
+  int64_t abandoned = lab_dist_abandoned_count();
+  lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
+  int rc = backend_post(bg, &c, work ? &bw : NULL);
+  lab_board_set(LAB_RUNNING, "", call_site);
+  comm_add(t0, c0);
+  if (rc < 0) return hold_if_abandoned(abandoned, k0, k1);
+  if (work) return start(bg, bw, work, k0, k1, avg);
+  if (avg > 0) return finish_avg(k0, avg);
+  return 0;
+}
 
 /* what the board shows while this rank waits, and the count of collectives it posted per
  * group during the chunk (fail fast: board.h); point-to-point calls are not counted */
@@ -565,7 +593,7 @@ int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work) {
   int avg = op == LAB_RED_AVG ? g->size : 0;
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, t, NULL, avg, bg->backend->all_reduce(bg, lab_data(t), lab_data(t), n, t->dtype, bop, bwp_));
+  return launch(bg, work, t, NULL, avg, (backend_call){LAB_OP_ALL_REDUCE, lab_data(t), lab_data(t), n, t->dtype, bop, 0, 0});
 }
 
 int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
@@ -580,7 +608,7 @@ int lab_broadcast(lab_group *g, lab_tensor *t, int root, lab_work **work) {
   count(g, LAB_OP_BROADCAST, (int64_t)lab_nbytes(t), g->size > 1 ? 1.0 : 0.0);
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, t, NULL, 0, bg->backend->broadcast(bg, lab_data(t), n, t->dtype, root, bwp_));
+  return launch(bg, work, t, NULL, 0, (backend_call){LAB_OP_BROADCAST, lab_data(t), lab_data(t), n, t->dtype, 0, root, 0});
 }
 
 int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **work) {
@@ -599,7 +627,7 @@ int lab_reduce(lab_group *g, lab_tensor *t, lab_redop op, int root, lab_work **w
   int avg = (op == LAB_RED_AVG && g->rank == root) ? g->size : 0;
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, t, NULL, avg, bg->backend->reduce(bg, lab_data(t), lab_data(t), n, t->dtype, bop, root, bwp_));
+  return launch(bg, work, t, NULL, avg, (backend_call){LAB_OP_REDUCE, lab_data(t), lab_data(t), n, t->dtype, bop, root, 0});
 }
 
 static int sized_pair_check(const char *op, lab_group *g, lab_tensor *big, const char *big_name,
@@ -628,7 +656,7 @@ int lab_all_gather(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   count(g, LAB_OP_ALL_GATHER, (int64_t)lab_nbytes(out), ring(g));
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, out, in, 0, bg->backend->all_gather(bg, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+  return launch(bg, work, out, in, 0, (backend_call){LAB_OP_ALL_GATHER, lab_data(in), lab_data(out), n, in->dtype, 0, 0, 0});
 }
 
 int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop op, lab_work **work) {
@@ -647,7 +675,7 @@ int lab_reduce_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, lab_redop 
   int avg = op == LAB_RED_AVG ? g->size : 0;
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, out, in, avg, bg->backend->reduce_scatter(bg, lab_data(in), lab_data(out), n, in->dtype, bop, bwp_));
+  return launch(bg, work, out, in, avg, (backend_call){LAB_OP_REDUCE_SCATTER, lab_data(in), lab_data(out), n, in->dtype, bop, 0, 0});
 }
 
 int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **work) {
@@ -671,7 +699,7 @@ int lab_all_to_all(lab_group *g, lab_tensor *out, lab_tensor *in, lab_work **wor
   count(g, LAB_OP_ALL_TO_ALL, (int64_t)lab_nbytes(in), ring(g));
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, out, in, 0, bg->backend->all_to_all(bg, lab_data(in), lab_data(out), n, in->dtype, bwp_));
+  return launch(bg, work, out, in, 0, (backend_call){LAB_OP_ALL_TO_ALL, lab_data(in), lab_data(out), n, in->dtype, 0, 0, 0});
 }
 
 /* ---- uneven all-to-all ---- */
@@ -817,7 +845,7 @@ int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work) {
   set_activity("send", t, g);
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, t, NULL, 0, bg->backend->send(bg, lab_data(t), lab_numel(t), t->dtype, dst, tag, bwp_));
+  return launch(bg, work, t, NULL, 0, (backend_call){LAB_OP_SEND, lab_data(t), lab_data(t), lab_numel(t), t->dtype, 0, dst, tag});
 }
 
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
@@ -830,7 +858,7 @@ int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work) {
   set_activity("recv", t, g);
   lab_group *bg = backend_group(g, path);
   if (!bg) return -1;
-  LAUNCH(bg, work, t, NULL, 0, bg->backend->recv(bg, lab_data(t), lab_numel(t), t->dtype, src, tag, bwp_));
+  return launch(bg, work, t, NULL, 0, (backend_call){LAB_OP_RECV, lab_data(t), lab_data(t), lab_numel(t), t->dtype, 0, src, tag});
 }
 
 int lab_barrier(lab_group *g) {

@@ -9,10 +9,15 @@
 #include "clock.h"
 #include "comm.h"
 
-typedef enum {
-  LAB_OP_ALL_REDUCE, LAB_OP_BROADCAST, LAB_OP_REDUCE, LAB_OP_ALL_GATHER, LAB_OP_REDUCE_SCATTER,
-  LAB_OP_ALL_TO_ALL, LAB_OP_SEND, LAB_OP_RECV, LAB_OP_BARRIER, LAB_OP_ALL_TO_ALL_SINGLE, LAB_NOPS
-} lab_coll_op;
+/* X(enum suffix, name): lab_coll_op and lab_coll_name's table come from this one list. */
+#define LAB_COLL_LIST(X)                                                                         \
+  X(ALL_REDUCE, "all_reduce") X(BROADCAST, "broadcast") X(REDUCE, "reduce")                     \
+  X(ALL_GATHER, "all_gather") X(REDUCE_SCATTER, "reduce_scatter") X(ALL_TO_ALL, "all_to_all")   \
+  X(SEND, "send") X(RECV, "recv") X(BARRIER, "barrier") X(ALL_TO_ALL_SINGLE, "all_to_all_single")
+
+#define LAB_COLL_ENUM_(e, name) LAB_OP_##e,
+typedef enum { LAB_COLL_LIST(LAB_COLL_ENUM_) LAB_NOPS } lab_coll_op;
+#undef LAB_COLL_ENUM_
 
 typedef struct {
   int64_t calls;
