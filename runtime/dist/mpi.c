@@ -16,6 +16,7 @@
 #include "held.h"
 #include "mpi_backend.h"
 #include "mpi_group.h"
+#include "mpi_post.h"
 
 /* What a point-to-point message says about itself, in 16 bytes after its data (see p2p_type). */
 typedef struct {
@@ -138,78 +139,67 @@ static int guarded_wait(lab_group *g, MPI_Request *req, const char *op, MPI_Stat
   return -1;
 }
 
-#define CALL(opname, info, work, BLOCKING, NONBLOCKING)                                        \
-  do {                                                                                         \
-    int rc_;                                                                                   \
-    lab_abandon_info info_ = (info);                                                           \
-    if (!(work) && lab_dist_guarded()) {                                                       \
-      MPI_Request guarded_req_;                                                                \
-      MPI_Request *req = &guarded_req_;                                                        \
-      rc_ = (NONBLOCKING);                                                                     \
-      if (rc_ == MPI_SUCCESS) return guarded_wait(g, req, opname, MPI_STATUS_IGNORE, &info_);  \
-    } else if (!(work)) {                                                                      \
-      rc_ = (BLOCKING);                                                                        \
-    } else {                                                                                   \
-      lab_backend_work *w_ = new_work();                                                       \
-      if (!w_) return lab_fail(opname, "out of memory");                                       \
-      MPI_Request *req = &w_->req;                                                             \
-      rc_ = (NONBLOCKING);                                                                     \
-      if (rc_ != MPI_SUCCESS) free(w_);                                                        \
-      else *(work) = w_;                                                                       \
-    }                                                                                          \
-    return rc_ == MPI_SUCCESS ? 0 : mpi_fail(opname, rc_);                                     \
-  } while (0)
+/* Posts the collective p on g's data channel, numbered and described for recovery:
+ * blocking (work NULL; through a guarded wait in guarded mode, so that Ctrl-C and the
+ * watchdog can end it) or as a request in a new work object. */
+static int post(lab_group *g, const char *opname, lab_post p, const void *send, void *recv, lab_backend_work **work) {
+  int rc;
+  lab_abandon_info info = data_post(g, (lab_coll_op)p.kind, (lab_dtype)p.dtype, p.redop, p.root, p.count);
+  if (!work && lab_dist_guarded()) {
+    MPI_Request req;
+    rc = lab_mpi_post(comm_of(g), &p, send, recv, &req);
+    if (rc == MPI_SUCCESS) return guarded_wait(g, &req, opname, MPI_STATUS_IGNORE, &info);
+  } else if (!work) {
+    rc = lab_mpi_post(comm_of(g), &p, send, recv, NULL);
+  } else {
+    lab_backend_work *w = new_work();
+    if (!w) return lab_fail(opname, "out of memory");
+    rc = lab_mpi_post(comm_of(g), &p, send, recv, &w->req);
+    if (rc != MPI_SUCCESS) free(w);
+    else *work = w;
+  }
+  return rc == MPI_SUCCESS ? 0 : mpi_fail(opname, rc);
+}
 
-static const void *in_place(const void *send, const void *recv) { return send == recv ? MPI_IN_PLACE : send; }
+/* a collective's record: kind, dtype, the MPI-level reduction or -1, root or -1, count */
+static lab_post describe(lab_coll_op kind, lab_dtype dt, int redop, int root, int64_t count) {
+  return (lab_post){.kind = kind, .dtype = dt, .redop = redop, .root = root, .count = count};
+}
 
 static int m_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_redop op, lab_backend_work **work) {
   if (count_check("all_reduce", count) < 0) return -1;
-  const void *s = in_place(send, recv);
-  CALL("all_reduce", data_post(g, LAB_OP_ALL_REDUCE, dt, op, -1, count), work, MPI_Allreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g)),
-       MPI_Iallreduce(s, recv, (int)count, mpi_type(dt), mpi_op(op, dt), comm_of(g), req));
+  return post(g, "all_reduce", describe(LAB_OP_ALL_REDUCE, dt, op, -1, count), send, recv, work);
 }
 
 static int m_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root,
                        lab_backend_work **work) {
   if (count_check("broadcast", count) < 0) return -1;
-  CALL("broadcast", data_post(g, LAB_OP_BROADCAST, dt, -1, root, count), work, MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(g)),
-       MPI_Ibcast(buf, (int)count, mpi_type(dt), root, comm_of(g), req));
+  return post(g, "broadcast", describe(LAB_OP_BROADCAST, dt, -1, root, count), buf, buf, work);
 }
 
 static int m_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                     lab_redop op, int root, lab_backend_work **work) {
   if (count_check("reduce", count) < 0) return -1;
-  /* MPI_IN_PLACE is only valid at the root */
-  const void *s = g->rank == root ? in_place(send, recv) : send;
-  void *r = g->rank == root ? recv : NULL;
-  CALL("reduce", data_post(g, LAB_OP_REDUCE, dt, op, root, count), work, MPI_Reduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g)),
-       MPI_Ireduce(s, r, (int)count, mpi_type(dt), mpi_op(op, dt), root, comm_of(g), req));
+  return post(g, "reduce", describe(LAB_OP_REDUCE, dt, op, root, count), send, recv, work);
 }
 
 static int m_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
   if (count_check("all_gather", count * g->size) < 0) return -1;
-  MPI_Datatype t = mpi_type(dt);
-  CALL("all_gather", data_post(g, LAB_OP_ALL_GATHER, dt, -1, -1, count), work, MPI_Allgather(send, (int)count, t, recv, (int)count, t, comm_of(g)),
-       MPI_Iallgather(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
+  return post(g, "all_gather", describe(LAB_OP_ALL_GATHER, dt, -1, -1, count), send, recv, work);
 }
 
 static int m_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count,
                             lab_dtype dt, lab_redop op, lab_backend_work **work) {
   if (count_check("reduce_scatter", count * g->size) < 0) return -1;
-  MPI_Datatype t = mpi_type(dt);
-  CALL("reduce_scatter", data_post(g, LAB_OP_REDUCE_SCATTER, dt, op, -1, count), work,
-       MPI_Reduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g)),
-       MPI_Ireduce_scatter_block(send, recv, (int)count, t, mpi_op(op, dt), comm_of(g), req));
+  return post(g, "reduce_scatter", describe(LAB_OP_REDUCE_SCATTER, dt, op, -1, count), send, recv, work);
 }
 
 static int m_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
   if (count_check("all_to_all", count * g->size) < 0) return -1;
-  MPI_Datatype t = mpi_type(dt);
-  CALL("all_to_all", data_post(g, LAB_OP_ALL_TO_ALL, dt, -1, -1, count), work, MPI_Alltoall(send, (int)count, t, recv, (int)count, t, comm_of(g)),
-       MPI_Ialltoall(send, (int)count, t, recv, (int)count, t, comm_of(g), req));
+  return post(g, "all_to_all", describe(LAB_OP_ALL_TO_ALL, dt, -1, -1, count), send, recv, work);
 }
 
 /* MPI_Alltoallv takes int counts and displacements that must stay valid until the request

@@ -25,6 +25,7 @@
 #include "dist.h"
 #include "held.h"
 #include "mpi_group.h"
+#include "mpi_post.h"
 
 typedef struct abandoned_req {
   uint64_t key; /* the group's key and channel: the group itself is found again by key */
@@ -174,55 +175,32 @@ static void add_req(req_list *l, MPI_Request req, void *a, void *b) {
   l->n++;
 }
 
-/* posts on comm the operation p describes, on zeroed scratch buffers */
+/* posts on comm the operation p describes, on zeroed scratch buffers, through the same
+ * lab_mpi_post as the normal path (mpi_post.c) */
 static int post_match(MPI_Comm comm, const int64_t *p, req_list *l) {
-  int size = 1, rank = 0, esz = 1;
+  int size = 1, esz = 1;
   MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
-  int kind = (int)p[0], dtype = (int)p[1], redop = (int)p[2], root = (int)p[3];
-  int count = (int)p[4];
-  MPI_Datatype t = kind == LAB_POST_EXCHANGE ? MPI_BYTE : lab_mpi_type(dtype);
+  lab_post post = {.kind = (int32_t)p[0], .dtype = (int32_t)p[1], .redop = (int32_t)p[2], .root = (int32_t)p[3],
+                   .count = (int)p[4]};
+  MPI_Datatype t = post.kind == LAB_POST_EXCHANGE ? MPI_BYTE : lab_mpi_type(post.dtype);
   MPI_Type_size(t, &esz);
-  size_t one = (size_t)count * (size_t)esz, all = one * (size_t)size;
-  void *a = NULL, *b = NULL;
-  MPI_Request req = MPI_REQUEST_NULL;
-  int rc = MPI_SUCCESS;
-  switch (kind) {
+  size_t one = (size_t)post.count * (size_t)esz, all = one * (size_t)size;
+  size_t a_bytes, b_bytes; /* scratch sizes; 0: no buffer */
+  switch (post.kind) {
   case LAB_OP_ALL_REDUCE:
-    a = calloc(one + 1, 1);
-    rc = MPI_Iallreduce(MPI_IN_PLACE, a, count, t, lab_mpi_op(redop, dtype), comm, &req);
-    break;
-  case LAB_OP_BROADCAST:
-    a = calloc(one + 1, 1);
-    rc = MPI_Ibcast(a, count, t, root, comm, &req);
-    break;
-  case LAB_OP_REDUCE:
-    a = calloc(one + 1, 1);
-    b = calloc(one + 1, 1);
-    rc = MPI_Ireduce(a, rank == root ? b : NULL, count, t, lab_mpi_op(redop, dtype), root, comm, &req);
-    break;
+  case LAB_OP_BROADCAST: a_bytes = one + 1, b_bytes = 0; break;
+  case LAB_OP_REDUCE: a_bytes = one + 1, b_bytes = one + 1; break;
   case LAB_OP_ALL_GATHER:
-  case LAB_POST_EXCHANGE:
-    a = calloc(one + 1, 1);
-    b = calloc(all + 1, 1);
-    rc = MPI_Iallgather(a, count, t, b, count, t, comm, &req);
-    break;
-  case LAB_OP_REDUCE_SCATTER:
-    a = calloc(all + 1, 1);
-    b = calloc(one + 1, 1);
-    rc = MPI_Ireduce_scatter_block(a, b, count, t, lab_mpi_op(redop, dtype), comm, &req);
-    break;
-  case LAB_OP_ALL_TO_ALL:
-    a = calloc(all + 1, 1);
-    b = calloc(all + 1, 1);
-    rc = MPI_Ialltoall(a, count, t, b, count, t, comm, &req);
-    break;
-  case LAB_OP_BARRIER:
-    rc = MPI_Ibarrier(comm, &req);
-    break;
-  default:
-    return -1;
+  case LAB_POST_EXCHANGE: a_bytes = one + 1, b_bytes = all + 1; break;
+  case LAB_OP_REDUCE_SCATTER: a_bytes = all + 1, b_bytes = one + 1; break;
+  case LAB_OP_ALL_TO_ALL: a_bytes = all + 1, b_bytes = all + 1; break;
+  case LAB_OP_BARRIER: a_bytes = 0, b_bytes = 0; break;
+  default: return -1;
   }
+  void *a = a_bytes ? calloc(a_bytes, 1) : NULL, *b = b_bytes ? calloc(b_bytes, 1) : NULL;
+  MPI_Request req = MPI_REQUEST_NULL;
+  /* in-place ops (all_reduce, broadcast) get a as both buffers */
+  int rc = lab_mpi_post(comm, &post, a, b ? b : a, &req);
   if (rc != MPI_SUCCESS) {
     free(a);
     free(b);
