@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 #include "error.h"
-#include "tensor.h"
 
 /* "2^62" for a power of two, else the number itself: the sizes that overflow are usually
  * shifts the user typed (1 << 62) */
@@ -48,4 +47,13 @@ int lab_check_size(const char *op, int ndim, const int64_t *shape, size_t elem_s
                     "(256 TiB) a tensor may hold%s", dims, log2(approx), elem_size, zero);
   return lab_fail(op, "shape %s needs %s elements x %zu bytes, more than the 2^48 bytes (256 TiB) a "
                   "tensor may hold%s", dims, count_str(n, cnt, sizeof cnt), elem_size, zero);
+}
+
+const char *lab_dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && used < n; i++)
+    used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (used < n) snprintf(buf + used, n - used, "]");
+  return buf;
 }

@@ -9,7 +9,6 @@
 #include "../kernels/cpu/convert.h"
 #include "error.h"
 #include "size.h"
-#include "transfer.h"
 
 #define DTYPE_NAME(e, name, bytes) name,
 static const char *dtype_names[LAB_NDTYPES] = {LAB_DTYPE_LIST(DTYPE_NAME)};
@@ -95,22 +94,6 @@ lab_tensor *lab_tensor_zeros(lab_dtype dt, int ndim, const int64_t *shape) {
   return alloc_tensor(lab_cpu(), dt, ndim, shape, 1);
 }
 
-/* On a device: one element is written from the host and broadcast there by a copy. */
-lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
-  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
-  lab_tensor *t = alloc_tensor(dev, dt, ndim, shape, 0);
-  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
-  lab_tensor *dev_one = one ? lab_to_device(one, dev) : NULL;
-  int rc = dev_one ? lab_copy_(t, dev_one) : -1;
-  lab_tensor_release(one);
-  lab_tensor_release(dev_one);
-  if (rc < 0) {
-    lab_tensor_release(t);
-    return NULL;
-  }
-  return t;
-}
-
 lab_tensor *lab_tensor_full(lab_dtype dt, int ndim, const int64_t *shape, double value) {
   lab_tensor *t = alloc_tensor(lab_cpu(), dt, ndim, shape, 0);
   if (!t) return NULL;
@@ -184,15 +167,6 @@ int lab_same_shape(const lab_tensor *a, const lab_tensor *b) {
   for (int i = 0; i < a->ndim; i++)
     if (a->shape[i] != b->shape[i]) return 0;
   return 1;
-}
-
-const char *lab_dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t used = 0;
-  used += (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < ndim && used < n; i++)
-    used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld", (long long)shape[i]);
-  if (used < n) snprintf(buf + used, n - used, "]");
-  return buf;
 }
 
 const char *lab_shape_str(const lab_tensor *t, char *buf, size_t n) {

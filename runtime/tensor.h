@@ -8,9 +8,8 @@
 
 #include "../kernels/dtype.h"
 #include "../kernels/ops.h"
+#include "size.h"
 #include "storage.h"
-
-#define LAB_MAX_DIMS 8
 
 struct lab_ag_meta; /* autograd state, runtime/autograd.h; NULL for plain tensors */
 
@@ -58,7 +57,7 @@ size_t lab_nbytes(const lab_tensor *t);
 int lab_same_shape(const lab_tensor *a, const lab_tensor *b);
 /* "[2, 3]" into buf; returns buf */
 const char *lab_shape_str(const lab_tensor *t, char *buf, size_t n);
-const char *lab_dims_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* lab_dims_str (the same for a shape array) is in size.h */
 
 /* views: share storage, no copy */
 lab_tensor *lab_view(lab_tensor *t, int ndim, const int64_t *shape); /* one -1 allowed */
