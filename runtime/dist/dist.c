@@ -29,17 +29,14 @@ static char activity[160]; /* what the board shows while this rank waits in a co
 static int guarded;
 static const char *refused_by, *refused_why; /* lab_dist_refuse_collectives */
 
-const char *lab_coll_name(lab_coll_op op) {
+/* the names, from the lists in dist.h and comm.h */
 #define NAME(e, name) name,
-  static const char *n[LAB_NOPS] = {LAB_COLL_LIST(NAME)};
-  return n[op];
-}
-
-const char *lab_redop_name(lab_redop op) {
-  static const char *n[LAB_NREDOPS] = {LAB_REDOP_LIST(NAME)};
+static const char *coll_names[LAB_NOPS] = {LAB_COLL_LIST(NAME)};
+static const char *redop_names[LAB_NREDOPS] = {LAB_REDOP_LIST(NAME)};
 #undef NAME
-  return n[op];
-}
+
+const char *lab_coll_name(lab_coll_op op) { return coll_names[op]; }
+const char *lab_redop_name(lab_redop op) { return redop_names[op]; }
 
 int lab_redop_from_name(const char *name) {
   for (int i = 0; i < LAB_NREDOPS; i++)
