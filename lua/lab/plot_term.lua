@@ -40,9 +40,11 @@ function M.settings(opts, alone)
     if width == nil and math.type(hook.columns) == "integer" then width = hook.columns - M.label_width(alone) end
     if colour == nil then colour = hook.colour == true end
   else
+    -- -e on several ranks labels lines too (shell/main.c sets output_labelled): leave room
     local tty, cols = stdout_terminal()
-    if width == nil and cols then width = cols end
+    if width == nil and cols then width = cols - M.label_width(alone) end
     if colour == nil then colour = tty and env_colour_ok() end
+    if width == nil then width = (tonumber(os.getenv("COLUMNS") or "") or 80) - M.label_width(alone) end
   end
   if width == nil then width = tonumber(os.getenv("COLUMNS") or "") or 80 end
   return { width = math.min(math.max(math.floor(width), 24), 1000), colour = colour and true or false }
