@@ -540,7 +540,10 @@ int stepper_batch_done(double timeout_s) {
   return late;
 }
 
-int stepper_breaks_on_interrupt(void) { return st.L && st.active && st.mode == MODE_CONTINUE; }
+/* Ctrl-C while a stepped script runs breaks into (step), whatever the mode: a `c` typed just
+ * before it may still be waiting in the watcher's typeahead (mode not yet CONTINUE), and the
+ * request is then raised when the ranks resume (resume_breaks), not turned into 'interrupted!' */
+int stepper_breaks_on_interrupt(void) { return st.L && st.active; }
 
 /* A Ctrl-C that comes while the ranks still finish the exchange of `c` would raise a pause
  * they then mark served (lost: the script ran on); it is kept until the exchange is over. The
