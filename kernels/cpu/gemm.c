@@ -48,13 +48,17 @@ void lab_gemm(lab_dtype ct, int trans_a, int trans_b, int64_t m, int64_t n, int6
     int64_t *C = c;
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
-        int64_t s = 0;
+        /* integer products wrap as PyTorch's do (two's complement): unsigned arithmetic,
+         * since signed overflow is undefined in C (UBSan caught it in the API fuzzer) */
+        uint64_t s = 0;
         for (int64_t p = 0; p < k; p++) {
           int64_t av = trans_a ? A[p * lda + i] : A[i * lda + p];
           int64_t bv = trans_b ? B[j * ldb + p] : B[p * ldb + j];
-          s += av * bv;
+          s += (uint64_t)av * (uint64_t)bv;
         }
-        C[i * ldc + j] = (int64_t)(alpha * s) + (beta != 0 ? (int64_t)beta * C[i * ldc + j] : 0);
+        uint64_t scaled = alpha == 1 ? s : (uint64_t)(int64_t)(alpha * (double)(int64_t)s);
+        uint64_t prior = beta != 0 ? (uint64_t)(int64_t)beta * (uint64_t)C[i * ldc + j] : 0;
+        C[i * ldc + j] = (int64_t)(scaled + prior);
       }
   }
 }
