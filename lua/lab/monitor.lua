@@ -420,7 +420,7 @@ function Monitor:_recompute_own(recompute, b)
         for _, p in ipairs(bk.params) do order[#order + 1] = p end
         table.sort(order, function(x, y) return self.ddp.slot[x].offset < self.ddp.slot[y].offset end)
         for _, p in ipairs(order) do
-          parts[#parts + 1] = p.grad and p.grad:reshape(p:numel()) or lab.zeros(p:numel(), { dtype = p.dtype })
+          parts[#parts + 1] = p.grad and p.grad:reshape(p:numel()) or lab.zeros(p:numel(), { dtype = p.dtype, device = p.device })
         end
         local flat = lab.no_grad(function() return lab.cat(parts, 1):to(bk.dtype) end)
         if self.pre_sums[i] and lab._checksum(flat) ~= self.pre_sums[i] then differs = 1 end
