@@ -290,15 +290,25 @@ __global__ void emb_bwd_k(const T *g, const long long *idx, T *dw, int64_t n, in
 extern "C" int LAB_CU(embedding_fwd)(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
                                     int64_t D, lab_cuda_stream s) {
   if (n * D <= 0) return 0;
-  if (ct == LAB_F64)
-    lab_launch<emb_fwd_k<double>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const double *, weight),
-        P(const long long *, idx), P(double *, out), n, D);
-  else if (ct == LAB_F32)
-    lab_launch<emb_fwd_k<float>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const float *, weight),
-        P(const long long *, idx), P(float *, out), n, D);
-  else // half types: rows are copied as 16-bit words
+  // a row copy moves bytes, whatever they mean: by the element's size (a 16-bit copy for every
+  // non-f32 dtype read 2 bytes of each 1-byte FP8 element, past the row, and half of each int)
+  switch (lab_dtype_size(ct)) {
+  case 8:
+    lab_launch<emb_fwd_k<unsigned long long>>(lab_blocks(n * D, THREADS), THREADS, 0, s,
+        P(const unsigned long long *, weight), P(const long long *, idx), P(unsigned long long *, out), n, D);
+    break;
+  case 4:
+    lab_launch<emb_fwd_k<unsigned>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const unsigned *, weight),
+        P(const long long *, idx), P(unsigned *, out), n, D);
+    break;
+  case 2:
     lab_launch<emb_fwd_k<unsigned short>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const unsigned short *, weight),
         P(const long long *, idx), P(unsigned short *, out), n, D);
+    break;
+  default:
+    lab_launch<emb_fwd_k<unsigned char>>(lab_blocks(n * D, THREADS), THREADS, 0, s, P(const unsigned char *, weight),
+        P(const long long *, idx), P(unsigned char *, out), n, D);
+  }
   return (int)cudaGetLastError();
 }
 

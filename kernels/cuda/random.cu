@@ -36,8 +36,11 @@ __global__ void rand_k(lab_rand_args a) {
     unsigned long long base = a.offset + (a.kind == LAB_RAND_UNIFORM && a.dt != LAB_F64 ? (unsigned long long)i
                                                                                           : 2ull * (unsigned long long)i);
     if (a.kind == LAB_RAND_INT) {
+      // the range in unsigned arithmetic, as kernels/cpu/philox.c: hi - lo overflows int64 for
+      // ranges wider than 2^63 (signed overflow: undefined, and a wrong modulus in practice)
       unsigned long long x = draw32(a.seed, base), y = draw32(a.seed, base + 1);
-      ((long long *)a.out)[i] = a.lo + (long long)(((x << 32) | y) % (unsigned long long)(a.hi - a.lo));
+      ((long long *)a.out)[i] = (long long)((unsigned long long)a.lo +
+                                           ((x << 32) | y) % ((unsigned long long)a.hi - (unsigned long long)a.lo));
     } else if (a.kind == LAB_RAND_UNIFORM) {
       if (a.dt == LAB_F64) {
         unsigned long long x = draw32(a.seed, base), y = draw32(a.seed, base + 1);
