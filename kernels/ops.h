@@ -76,6 +76,9 @@ typedef struct {
   lab_dtype in_t, ct, out_t;
   int64_t len, stride;
   double param; /* var: correction; norm: p */
+  /* device scratch of lab_cu_reduce_work_bytes (kernels/cuda/launch.h) for the multi-block
+   * reduction of a few long lines; NULL: one block per output */
+  void *work;
 } lab_red_args;
 
 /* A batch of row-major products C_b = alpha op(A_b) op(B_b) + beta C_b; element offsets per

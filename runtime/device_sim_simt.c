@@ -40,13 +40,26 @@ static void ewise(const lab_ew_args *a) {
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
   report("ewise", lab_simcu_ewise(&k, NULL));
 }
+/* scratch for the multi-block reductions, from the arena as the cuda device takes it from its
+ * pool (NULL when none fits: one block per output) */
+static void *scratch(size_t n) { return n ? lab_sim_device_ops()->alloc(0, n) : NULL; }
+static void scratch_free(void *p, size_t n) {
+  if (p) lab_sim_device_ops()->free(0, p, n);
+}
 static void reduce(const lab_red_args *a) {
   lab_red_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
+  size_t wb = lab_simcu_reduce_work_bytes(a);
+  void *w = scratch(wb);
+  k.work = w ? K(w) : NULL;
   report("reduce", lab_simcu_reduce(&k, NULL));
+  scratch_free(w, wb);
 }
 static void sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale) {
-  report("sum", lab_simcu_sum_middle(ct, K(x), K(out), outer, R, inner, scale, NULL));
+  size_t wb = lab_simcu_sum_middle_work_bytes(outer, R, inner);
+  void *w = scratch(wb);
+  report("sum", lab_simcu_sum_middle(ct, K(x), K(out), outer, R, inner, scale, w ? K(w) : NULL, NULL));
+  scratch_free(w, wb);
 }
 static void softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
   report("softmax", lab_simcu_softmax_rows(ct, K(x), K(out), rows, n, log, NULL));

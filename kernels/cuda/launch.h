@@ -7,6 +7,7 @@
 #ifndef LAB_KERNELS_CUDA_LAUNCH_H
 #define LAB_KERNELS_CUDA_LAUNCH_H
 
+#include <stddef.h>
 #include "../ops.h"
 
 #ifdef __cplusplus
@@ -23,8 +24,12 @@ typedef struct CUstream_st *lab_cuda_stream; /* = cudaStream_t */
 
 int LAB_CU(ewise)(const lab_ew_args *a, lab_cuda_stream s);
 int LAB_CU(reduce)(const lab_red_args *a, lab_cuda_stream s);
+/* work: device scratch of the *_work_bytes size (0: none needed), or NULL for one block per
+ * output (reduce: a->work) */
+size_t LAB_CU(reduce_work_bytes)(const lab_red_args *a);
 int LAB_CU(sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale,
-                      lab_cuda_stream s);
+                      void *work, lab_cuda_stream s);
+size_t LAB_CU(sum_middle_work_bytes)(int64_t outer, int64_t R, int64_t inner);
 int LAB_CU(softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log, lab_cuda_stream s);
 int LAB_CU(rand)(const lab_rand_args *a, lab_cuda_stream s);
 int LAB_CU(layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean, void *rstd,
