@@ -3,7 +3,16 @@
  * device, memory from the caching allocator, copies through cudaMemcpyAsync, the kernels of
  * kernels/cuda, and matrix products through cuBLASLt (f32, optionally TF32; f64; bf16 and f16
  * with f32 accumulation). Compiled where CMake finds the toolkit; code compiled here has not
- * run on a GPU unless tests/gpu says so. */
+ * run on a GPU unless tests/gpu says so.
+ *
+ * Every kernel goes to the stream of the device that owns the op's memory (found from its first
+ * pointer), never the one that happens to be current: with two GPUs in a process, an op on
+ * cuda:1 after a cuda:0 call must not launch on GPU 0 with GPU 1's pointers. A launch error is
+ * kept on its device and raised, naming the op that failed, by the next op there that returns
+ * a status (copies, synchronize, matmul, sdpa), as a CUDA context's sticky error would be;
+ * LLMLAB_CUDA_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING's twin) makes every op wait for its
+ * kernels and raise at once. Host-to-device copies do not wait: cudaMemcpyAsync from pageable
+ * memory returns once the host buffer has been staged (nothing here pins host memory). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -26,6 +35,7 @@ typedef struct {
   void *workspace;
   size_t workspace_bytes;
   int64_t *count; /* device scratch for cross-entropy's row count */
+  char pending[400]; /* a launch error not yet raised: "op: CUDA error ..." */
 } gpu;
 
 static gpu gpus[MAX_GPUS];
@@ -138,125 +148,219 @@ static void cuda_free(int index, void *p, size_t n) {
   if (g) lab_ca_free(g->alloc, p);
 }
 
+static int launch_blocking(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("LLMLAB_CUDA_LAUNCH_BLOCKING");
+    v = e && atoi(e) == 1;
+  }
+  return v;
+}
+
+/* The launch error kept on g since an earlier op, raised now (once) naming that op. */
+static int raise_pending(gpu *g, int index) {
+  if (!g->pending[0]) return 0;
+  lab_fail("cuda", "cuda:%d: %s (an earlier op's kernel; LLMLAB_CUDA_LAUNCH_BLOCKING=1 raises at the op itself)",
+           index, g->pending);
+  g->pending[0] = 0;
+  return -1;
+}
+
 static int copy_kind(int index, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int wait) {
   gpu *g = use(index);
   if (!g) return -1;
+  if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, g->stream);
-  if (e == cudaSuccess && wait) e = cudaStreamSynchronize(g->stream);
+  if (e == cudaSuccess && (wait || launch_blocking())) e = cudaStreamSynchronize(g->stream);
   return e == cudaSuccess ? 0 : fail_cuda("copy", e);
 }
 
-/* to and from pageable host memory: waits, so the host buffer may be reused at once */
+/* to pageable host memory: waits, so the values are there when this returns */
 static int cuda_to_host(int index, void *dst, const void *src, size_t n) {
   return copy_kind(index, dst, src, n, cudaMemcpyDeviceToHost, 1);
 }
+/* from pageable host memory: queued; the host buffer may be reused at once (staged by CUDA) */
 static int cuda_from_host(int index, void *dst, const void *src, size_t n) {
-  return copy_kind(index, dst, src, n, cudaMemcpyHostToDevice, 1);
+  return copy_kind(index, dst, src, n, cudaMemcpyHostToDevice, 0);
 }
+/* Regions may overlap (device.h): cudaMemcpyAsync forbids it, so an overlapping move goes
+ * through a block of the stream's own (freed on the stream, so reuse is ordered after it). */
 static int cuda_copy(int index, void *dst, const void *src, size_t n) {
-  return copy_kind(index, dst, src, n, cudaMemcpyDeviceToDevice, 0);
+  const char *d = dst, *s = src;
+  if (n == 0 || d == s) return 0;
+  if (d + n <= s || s + n <= d) return copy_kind(index, dst, src, n, cudaMemcpyDeviceToDevice, 0);
+  gpu *g = use(index);
+  if (!g) return -1;
+  void *tmp = lab_ca_malloc(g->alloc, n, g->stream);
+  if (!tmp) return -1;
+  int rc = copy_kind(index, tmp, src, n, cudaMemcpyDeviceToDevice, 0);
+  if (rc == 0) rc = copy_kind(index, dst, tmp, n, cudaMemcpyDeviceToDevice, 0);
+  lab_ca_free(g->alloc, tmp);
+  return rc;
 }
 static int cuda_memset(int index, void *dst, int byte, size_t n) {
   gpu *g = use(index);
   if (!g) return -1;
+  if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaMemsetAsync(dst, byte, n, g->stream);
   return e == cudaSuccess ? 0 : fail_cuda("memset", e);
 }
 static int cuda_synchronize(int index) {
   gpu *g = use(index);
   if (!g) return -1;
+  if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaStreamSynchronize(g->stream);
   return e == cudaSuccess ? 0 : fail_cuda("synchronize", e);
 }
 
-/* ---- kernels: the launchers of kernels/cuda on the device's stream. Pointers of one launch
- * belong to one device; the runtime checked that. The device is found from the stream of
- * device 0 unless another was made current by use(). ---- */
+/* ---- kernels: the launchers of kernels/cuda on the stream of the device that owns the op's
+ * memory. The runtime checked that every pointer of one op is on one device; the first one
+ * names it (unified addressing: a device pointer belongs to exactly one GPU). ---- */
 
-static int current(void) {
+static int device_of(const void *p) {
+  struct cudaPointerAttributes at;
+  if (p && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeDevice) return at.device;
+  cudaGetLastError(); /* a host or unknown pointer: the current device, as before */
   int d = 0;
   cudaGetDevice(&d);
   return d;
 }
-#define S (stream_of(current()))
 
-static void report(const char *op, int e) {
-  if (e) fail_cuda(op, (cudaError_t)e);
+/* the op's device made current; NULL (with lab_fail) when it cannot be */
+static gpu *on(const void *p, int *index) {
+  *index = device_of(p);
+  return use(*index);
 }
 
-static void cu_ewise(const lab_ew_args *a) { report("ewise", lab_cu_ewise(a, S)); }
-static void cu_reduce(const lab_red_args *a) { report("reduce", lab_cu_reduce(a, S)); }
+/* After a launch: an error is kept on the device (raised by its next status-returning op);
+ * with LLMLAB_CUDA_LAUNCH_BLOCKING=1 the op waits and raises at once. */
+static int report_on(gpu *g, int index, const char *op, int e) {
+  if (!g) return -1;
+  if (!e && launch_blocking()) e = (int)cudaStreamSynchronize(g->stream);
+  if (!e) return 0;
+  if (launch_blocking()) return lab_fail(op, "cuda:%d: CUDA error %d: %s", index, e, cudaGetErrorString((cudaError_t)e));
+  if (!g->pending[0])
+    snprintf(g->pending, sizeof g->pending, "%s failed: CUDA error %d: %s", op, e, cudaGetErrorString((cudaError_t)e));
+  return fail_cuda(op, (cudaError_t)e);
+}
+
+/* RUN(p, "op", launcher(..., S)): the launcher on p's device and stream */
+#define RUN(p, op, call)                                                                                           \
+  do {                                                                                                             \
+    int index_;                                                                                                    \
+    gpu *g_ = on((p), &index_);                                                                                    \
+    if (g_) {                                                                                                      \
+      cudaStream_t S = g_->stream;                                                                                 \
+      report_on(g_, index_, op, (call));                                                                           \
+    }                                                                                                              \
+  } while (0)
+
+static void cu_ewise(const lab_ew_args *a) { RUN(a->g.data[0], "ewise", lab_cu_ewise(a, S)); }
+/* Sums and norms of a few long lines, and long middle sums, run over many blocks with scratch
+ * from the stream's own pool (freed on the stream: reuse is ordered after the kernels). */
+static void cu_reduce(const lab_red_args *a) {
+  int index;
+  gpu *g = on(a->g.data[0], &index);
+  if (!g) return;
+  lab_red_args k = *a;
+  size_t wb = lab_cu_reduce_work_bytes(a);
+  k.work = wb ? lab_ca_malloc(g->alloc, wb, g->stream) : NULL; /* NULL: one block per output */
+  report_on(g, index, "reduce", lab_cu_reduce(&k, g->stream));
+  if (k.work) lab_ca_free(g->alloc, k.work);
+}
 static void cu_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
                           double scale) {
-  report("sum", lab_cu_sum_middle(ct, x, out, outer, R, inner, scale, S));
+  int index;
+  gpu *g = on(x, &index);
+  if (!g) return;
+  size_t wb = lab_cu_sum_middle_work_bytes(outer, R, inner);
+  void *work = wb ? lab_ca_malloc(g->alloc, wb, g->stream) : NULL;
+  report_on(g, index, "sum", lab_cu_sum_middle(ct, x, out, outer, R, inner, scale, work, g->stream));
+  if (work) lab_ca_free(g->alloc, work);
 }
 static void cu_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
-  report("softmax", lab_cu_softmax_rows(ct, x, out, rows, n, log, S));
+  RUN(x, "softmax", lab_cu_softmax_rows(ct, x, out, rows, n, log, S));
 }
-static void cu_rand(const lab_rand_args *a) { report("rand", lab_cu_rand(a, S)); }
+static void cu_rand(const lab_rand_args *a) { RUN(a->out, "rand", lab_cu_rand(a, S)); }
 static void cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
                               void *rstd, int64_t rows, int64_t D, double eps) {
-  report("layer_norm", lab_cu_layer_norm_fwd(ct, x, w, b, y, mean, rstd, rows, D, eps, S));
+  RUN(x, "layer_norm", lab_cu_layer_norm_fwd(ct, x, w, b, y, mean, rstd, rows, D, eps, S));
 }
 static void cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
                               const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
-  report("layer_norm", lab_cu_layer_norm_bwd(ct, g, x, w, mean, rstd, dx, dw, db, rows, D, S));
+  RUN(x, "layer_norm", lab_cu_layer_norm_bwd(ct, g, x, w, mean, rstd, dx, dw, db, rows, D, S));
 }
 static void cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
                             double eps) {
-  report("rms_norm", lab_cu_rms_norm_fwd(ct, x, w, y, rstd, rows, D, eps, S));
+  RUN(x, "rms_norm", lab_cu_rms_norm_fwd(ct, x, w, y, rstd, rows, D, eps, S));
 }
 static void cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
                             void *dw, int64_t rows, int64_t D) {
-  report("rms_norm", lab_cu_rms_norm_bwd(ct, g, x, w, rstd, dx, dw, rows, D, S));
+  RUN(x, "rms_norm", lab_cu_rms_norm_bwd(ct, g, x, w, rstd, dx, dw, rows, D, S));
 }
 static void cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
-  report("activation", lab_cu_act_fwd(ct, kind, x, y, n, S));
+  RUN(x, "activation", lab_cu_act_fwd(ct, kind, x, y, n, S));
 }
 static void cu_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
-  report("activation", lab_cu_act_bwd(ct, kind, g, x, dx, n, S));
+  RUN(x, "activation", lab_cu_act_bwd(ct, kind, g, x, dx, n, S));
 }
 static int64_t cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                            int64_t C, int64_t ignore_index, double smoothing) {
-  gpu *g = use(current());
+  int index;
+  gpu *g = on(logits, &index);
   int64_t count = 0;
   if (!g) return 0;
-  report("cross_entropy", lab_cu_xent_fwd(ct, logits, target, loss, lse, N, C, ignore_index, smoothing, g->count, g->stream));
-  if (cudaMemcpyAsync(&count, g->count, 8, cudaMemcpyDeviceToHost, g->stream) != cudaSuccess ||
-      cudaStreamSynchronize(g->stream) != cudaSuccess)
-    report("cross_entropy", (int)cudaGetLastError());
+  /* the row count comes back to the host: the caller divides by it (a synchronization that the
+   * loss's own read-back in the caller makes anyway) */
+  if (report_on(g, index, "cross_entropy", lab_cu_xent_fwd(ct, logits, target, loss, lse, N, C, ignore_index,
+                                                           smoothing, g->count, g->stream)) < 0)
+    return 0;
+  if (raise_pending(g, index) < 0) return 0;
+  cudaError_t e = cudaMemcpyAsync(&count, g->count, 8, cudaMemcpyDeviceToHost, g->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+  if (e != cudaSuccess) report_on(g, index, "cross_entropy", (int)e);
   return count;
 }
 static void cu_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
                         int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale) {
-  report("cross_entropy", lab_cu_xent_bwd(ct, logits, target, lse, dlogits, N, C, ignore_index, smoothing, scale, S));
+  RUN(logits, "cross_entropy", lab_cu_xent_bwd(ct, logits, target, lse, dlogits, N, C, ignore_index, smoothing, scale, S));
 }
 static void cu_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D) {
-  report("embedding", lab_cu_embedding_fwd(ct, weight, idx, out, n, D, S));
+  RUN(weight, "embedding", lab_cu_embedding_fwd(ct, weight, idx, out, n, D, S));
 }
 static void cu_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D) {
-  report("embedding", lab_cu_embedding_bwd(ct, g, idx, dweight, n, D, S));
+  RUN(dweight, "embedding", lab_cu_embedding_bwd(ct, g, idx, dweight, n, D, S));
 }
 static void cu_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t Sk) {
-  report("sdpa", lab_cu_causal_mask(ct, scores, batches, T, Sk, S));
+  RUN(scores, "sdpa", lab_cu_causal_mask(ct, scores, batches, T, Sk, S));
 }
 static void cu_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t Sk, double scale) {
-  report("sdpa", lab_cu_softmax_bwd_rows(ct, P, dP, rows, Sk, scale, S));
+  RUN(P, "sdpa", lab_cu_softmax_bwd_rows(ct, P, dP, rows, Sk, scale, S));
 }
 static void cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
                      double eps, double wd, int64_t step) {
-  report("adamw", lab_cu_adamw(ct, p, g, m, v, n, lr, b1, b2, eps, wd, step, S));
+  RUN(p, "adamw", lab_cu_adamw(ct, p, g, m, v, n, lr, b1, b2, eps, wd, step, S));
 }
 
 /* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64 or 128 */
-static int cu_flash_result(const char *what, int e) {
+static int cu_flash_result(gpu *g, int index, const char *what, int e) {
   if (e == cudaErrorMisalignedAddress)
     return lab_fail("sdpa", "flash %s on cuda needs 16-byte aligned q, k, v (a view that starts inside a row?): "
                     "pass :clone() or use impl='math'", what);
-  return e ? fail_cuda("sdpa", (cudaError_t)e) : 0;
+  return report_on(g, index, "sdpa", e);
 }
-static int cu_flash_fwd(const lab_flash_args *a) { return cu_flash_result("forward", lab_cu_flash_fwd(a, S)); }
-static int cu_flash_bwd(const lab_flash_args *a) { return cu_flash_result("backward", lab_cu_flash_bwd(a, S)); }
+static int cu_flash_fwd(const lab_flash_args *a) {
+  int index;
+  gpu *g = on(a->q, &index);
+  if (!g || raise_pending(g, index) < 0) return -1;
+  return cu_flash_result(g, index, "forward", lab_cu_flash_fwd(a, g->stream));
+}
+static int cu_flash_bwd(const lab_flash_args *a) {
+  int index;
+  gpu *g = on(a->q, &index);
+  if (!g || raise_pending(g, index) < 0) return -1;
+  return cu_flash_result(g, index, "backward", lab_cu_flash_bwd(a, g->stream));
+}
 
 /* ---- matrix products through cuBLASLt ----
  * Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's buffer goes first. */
@@ -268,9 +372,128 @@ static int tf32_allowed(void) {
   return e && atoi(e) == 1;
 }
 
+/* A product's cuBLASLt plan: the descriptors, layouts (strided-batched where the batches are
+ * evenly spaced) and the heuristic's algorithm for one shape, kept by shape so a training step's
+ * few dozen shapes are planned once (the descriptors were rebuilt and the heuristic left to
+ * cublasLtMatmul's implicit choice, with no workspace offered, on every call). */
+typedef struct {
+  int used, device, ct, comp, ta, tb, align;
+  int64_t m, n, k, lda, ldb, ldc, batches, sa, sb; /* sa, sb: batch strides; -1: not strided */
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t lb, la, lc;
+  cublasLtMatmulAlgo_t algo;
+  unsigned long long last; /* for replacing the least recently used */
+} lt_plan;
+
+#define LT_PLANS 64
+static lt_plan plans[LT_PLANS];
+static unsigned long long plan_clock;
+
+static void plan_drop(lt_plan *p) {
+  if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+  if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+  if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+  if (p->op) cublasLtMatmulDescDestroy(p->op);
+  memset(p, 0, sizeof *p);
+}
+
+/* the largest power of two up to 256 dividing every pointer of the product: the heuristic
+ * must only offer kernels that this alignment allows */
+static int alignment_of(const lab_gemm_args *a, size_t es) {
+  uintptr_t bits = (uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c | 256;
+  for (int64_t bi = 0; bi < a->batches; bi++)
+    bits |= (uintptr_t)(a->a_off[bi] * (int64_t)es) | (uintptr_t)(a->b_off[bi] * (int64_t)es) |
+            (uintptr_t)(bi * a->m * a->ldc * (int64_t)es);
+  return (int)(bits & (~bits + 1));
+}
+
+/* the common stride of an offset array (offset b = b * stride), or -1 */
+static int64_t stride_of(const int64_t *off, int64_t batches) {
+  if (batches < 2 || off[0] != 0) return batches < 2 ? 0 : -1;
+  int64_t st = off[1];
+  for (int64_t bi = 2; bi < batches; bi++)
+    if (off[bi] != bi * st) return -1;
+  return st >= 0 ? st : -1;
+}
+
+static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int64_t batches, int64_t stride) {
+  int32_t n = (int32_t)batches;
+  cublasStatus_t st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  return st;
+}
+
+static cublasStatus_t plan_make(gpu *g, lt_plan *p, cudaDataType_t dt, cudaDataType_t scale_t) {
+  cublasOperation_t opb = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&p->op, (cublasComputeType_t)p->comp, scale_t);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
+    cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof opa);
+    /* X = B side: n x k after op; Y = A side: k x m after op; C^T: n x m, ld ldc */
+    st = cublasLtMatrixLayoutCreate(&p->lb, dt, p->tb ? p->k : p->n, p->tb ? p->n : p->k, p->ldb);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatrixLayoutCreate(&p->la, dt, p->ta ? p->m : p->k, p->ta ? p->k : p->m, p->lda);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lc, dt, p->n, p->m, p->ldc);
+  if (st == CUBLAS_STATUS_SUCCESS && p->sa >= 0 && p->batches > 1) { /* one strided-batched call */
+    st = set_batch(p->lb, p->batches, p->sb);
+    if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->la, p->batches, p->sa);
+    if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->lc, p->batches, p->m * p->ldc);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    uint64_t ws = g->workspace_bytes;
+    uint32_t al = (uint32_t)p->align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t best;
+    int found = 0;
+    st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->lb, p->la, p->lc, p->lc, pref, 1, &best, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (st == CUBLAS_STATUS_SUCCESS) p->algo = best.algo;
+    cublasLtMatmulPreferenceDestroy(pref);
+  }
+  return st;
+}
+
+/* the plan of this shape on this device: found, or made in the least recently used slot */
+static lt_plan *plan_of(gpu *g, int device, const lab_gemm_args *a, int comp, int align, int64_t sa, int64_t sb,
+                        cudaDataType_t dt, cudaDataType_t scale_t, cublasStatus_t *st) {
+  lt_plan key = {1, device, (int)a->ct, comp, a->trans_a, a->trans_b, align, a->m, a->n, a->k, a->lda, a->ldb, a->ldc,
+                 sa >= 0 ? a->batches : 1, sa, sb, NULL, NULL, NULL, NULL, {{0}}, 0};
+  lt_plan *victim = &plans[0];
+  for (int i = 0; i < LT_PLANS; i++) {
+    lt_plan *p = &plans[i];
+    if (p->used && p->device == key.device && p->ct == key.ct && p->comp == key.comp && p->ta == key.ta &&
+        p->tb == key.tb && p->align == key.align && p->m == key.m && p->n == key.n && p->k == key.k &&
+        p->lda == key.lda && p->ldb == key.ldb && p->ldc == key.ldc && p->batches == key.batches && p->sa == key.sa &&
+        p->sb == key.sb) {
+      p->last = ++plan_clock;
+      return p;
+    }
+    if (!p->used) victim = p;
+    else if (victim->used && p->last < victim->last) victim = p;
+  }
+  plan_drop(victim);
+  *victim = key;
+  *st = plan_make(g, victim, dt, scale_t);
+  if (*st != CUBLAS_STATUS_SUCCESS) {
+    plan_drop(victim);
+    return NULL;
+  }
+  victim->last = ++plan_clock;
+  return victim;
+}
+
 static int cu_gemm(const lab_gemm_args *a) {
-  gpu *g = use(current());
-  if (!g) return -1;
+  int index;
+  gpu *g = on(a->c, &index);
+  if (!g || raise_pending(g, index) < 0) return -1;
   cudaDataType_t dt;
   cublasComputeType_t comp;
   cudaDataType_t scale_t = CUDA_R_32F;
@@ -282,43 +505,33 @@ static int cu_gemm(const lab_gemm_args *a) {
   case LAB_F16: dt = CUDA_R_16F; comp = CUBLAS_COMPUTE_32F; es = 2; break;
   default: return lab_fail("matmul", "integer matrix products are not supported on cuda (convert to f32 first)");
   }
-  if (a->m == 0 || a->n == 0) return 0;
-  cublasLtMatmulDesc_t op = NULL;
-  cublasLtMatrixLayout_t lb = NULL, la = NULL, lc = NULL;
-  cublasOperation_t opb = a->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = a->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasStatus_t st = cublasLtMatmulDescCreate(&op, comp, scale_t);
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof opb);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof opa);
-    /* X = B side: n x k after op; Y = A side: k x m after op; C^T: n x m, ld ldc */
-    st = cublasLtMatrixLayoutCreate(&lb, dt, a->trans_b ? a->k : a->n, a->trans_b ? a->n : a->k, a->ldb);
+  if (a->m == 0 || a->n == 0 || a->batches == 0) return 0;
+  if (a->k == 0) { /* C = beta C with nothing to add: cuBLASLt has no k = 0; beta is 0 here (matmul.c) */
+    cudaError_t e = cudaMemsetAsync(a->c, 0, (size_t)(a->batches * a->m * a->ldc) * es, g->stream);
+    return e == cudaSuccess ? 0 : fail_cuda("matmul", e);
   }
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatrixLayoutCreate(&la, dt, a->trans_a ? a->m : a->k, a->trans_a ? a->k : a->m, a->lda);
-  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&lc, dt, a->n, a->m, a->ldc);
   float alpha_f = (float)a->alpha, beta_f = (float)a->beta;
   double alpha_d = a->alpha, beta_d = a->beta;
   const void *alpha = scale_t == CUDA_R_64F ? (const void *)&alpha_d : (const void *)&alpha_f;
   const void *beta = scale_t == CUDA_R_64F ? (const void *)&beta_d : (const void *)&beta_f;
-  for (int64_t bi = 0; st == CUBLAS_STATUS_SUCCESS && bi < a->batches; bi++) {
+  int64_t sa = stride_of(a->a_off, a->batches), sb = stride_of(a->b_off, a->batches);
+  if (sa < 0 || sb < 0) sa = sb = -1; /* uneven offsets: one call per batch */
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  lt_plan *p = plan_of(g, index, a, (int)comp, alignment_of(a, es), sa, sb, dt, scale_t, &st);
+  int64_t calls = sa >= 0 ? 1 : a->batches;
+  for (int64_t bi = 0; p && st == CUBLAS_STATUS_SUCCESS && bi < calls; bi++) {
     const char *pa = (const char *)a->a + a->a_off[bi] * (int64_t)es;
     const char *pb = (const char *)a->b + a->b_off[bi] * (int64_t)es;
     char *pc = (char *)a->c + bi * a->m * a->ldc * (int64_t)es;
-    if (a->k == 0) {
-      cudaMemsetAsync(pc, 0, (size_t)(a->m * a->ldc) * es, g->stream);
-      continue;
-    }
-    st = cublasLtMatmul(g->lt, op, alpha, pb, lb, pa, la, beta, pc, lc, pc, lc, NULL, g->workspace, g->workspace_bytes,
-                        g->stream);
+    st = cublasLtMatmul(g->lt, p->op, alpha, pb, p->lb, pa, p->la, beta, pc, p->lc, pc, p->lc, &p->algo, g->workspace,
+                        g->workspace_bytes, g->stream);
   }
-  if (lc) cublasLtMatrixLayoutDestroy(lc);
-  if (la) cublasLtMatrixLayoutDestroy(la);
-  if (lb) cublasLtMatrixLayoutDestroy(lb);
-  if (op) cublasLtMatmulDescDestroy(op);
   if (st != CUBLAS_STATUS_SUCCESS)
-    return lab_fail("matmul", "cuBLASLt failed (status %d) for %s [%lld x %lld] x [%lld x %lld]", (int)st,
-                    (a->ct == LAB_F32 ? "f32" : a->ct == LAB_F64 ? "f64" : a->ct == LAB_BF16 ? "bf16" : "f16"), (long long)a->m, (long long)a->k, (long long)a->k, (long long)a->n);
-  return 0;
+    return lab_fail("matmul", "cuBLASLt failed (status %d) for %s [%lld x %lld] x [%lld x %lld]%s on cuda:%d", (int)st,
+                    (a->ct == LAB_F32 ? "f32" : a->ct == LAB_F64 ? "f64" : a->ct == LAB_BF16 ? "bf16" : "f16"),
+                    (long long)a->m, (long long)a->k, (long long)a->k, (long long)a->n,
+                    a->batches > 1 ? " (batched)" : "", index);
+  return report_on(g, index, "matmul", 0);
 }
 
 static const lab_device_ops cuda_ops = {
