@@ -36,7 +36,10 @@ static int l_cuda_synchronize(lua_State *L) {
   lab_device d = lua_isnoneornil(L, 1) ? lab_default_device() : ll_check_device(L, 1, "cuda.synchronize");
   if (d.type != LAB_DEV_CUDA) {
     if (lab_device_count(LAB_DEV_CUDA) == 0) return 0; /* nothing queued anywhere */
-    d = (lab_device){LAB_DEV_CUDA, 0};
+    /* this rank's GPU ("cuda": node rank mod GPUs), as torch.cuda.synchronize() waits on the
+     * current device: cuda:0 made ranks 1-7 of an 8-GPU node time nothing and open a context
+     * on GPU 0 */
+    ll_check_rc(L, lab_device_parse("cuda.synchronize", "cuda", &d));
   }
   ll_check_rc(L, lab_device_ops_of(LAB_DEV_CUDA)->synchronize(d.index));
   return 0;

@@ -50,6 +50,8 @@ typedef struct {
   int index;         /* the cuda device */
   lab_group *self;   /* the device group this is the communicator of: poisoned when aborted */
   lab_group *host;   /* the user's group: MPI, fingerprints, unique ids */
+  cudaEvent_t *spare; /* completion events of finished work, reused (one was created per collective) */
+  int nspare, capspare;
 } nccl_group;
 
 struct lab_backend_work {
@@ -234,22 +236,45 @@ static int finish(const char *op, nccl_group *ng, cudaEvent_t ev) {
   return e == cudaSuccess ? 0 : cuda_fail(op, e);
 }
 
+/* Completion events come from the group's pool: re-recording an event is allowed once the
+ * waits that captured it were queued (cudaStreamWaitEvent takes the event's state when called). */
+static cudaError_t event_get(nccl_group *ng, cudaEvent_t *ev) {
+  if (ng->nspare > 0) {
+    *ev = ng->spare[--ng->nspare];
+    return cudaSuccess;
+  }
+  return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+static void event_put(nccl_group *ng, cudaEvent_t ev) {
+  if (ng->nspare == ng->capspare) {
+    int cap = ng->capspare ? 2 * ng->capspare : 8;
+    cudaEvent_t *grown = realloc(ng->spare, sizeof *grown * (size_t)cap);
+    if (!grown) {
+      cudaEventDestroy(ev);
+      return;
+    }
+    ng->spare = grown;
+    ng->capspare = cap;
+  }
+  ng->spare[ng->nspare++] = ev;
+}
+
 /* After the op was queued: record its event; hand it out as work, or finish it now. */
 static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, lab_backend_work **work) {
   if (r != ncclSuccess) return nccl_fail(op, r, ng->comm);
   cudaEvent_t ev;
-  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(ev, ng->stream);
+  cudaError_t e = event_get(ng, &ev);
+  if (e == cudaSuccess && (e = cudaEventRecord(ev, ng->stream)) != cudaSuccess) cudaEventDestroy(ev);
   if (e != cudaSuccess) return cuda_fail(op, e);
   if (!work) {
     int rc = finish(op, ng, ev);
-    cudaEventDestroy(ev); /* destroying a recorded event is allowed; waits already captured it */
+    event_put(ng, ev); /* waits already captured it */
     return rc;
   }
   lab_backend_work *w = calloc(1, sizeof *w);
   if (!w) {
     finish(op, ng, ev);
-    cudaEventDestroy(ev);
+    event_put(ng, ev);
     return lab_fail(op, "out of memory");
   }
   w->ng = ng;
@@ -373,7 +398,7 @@ static int n_test(lab_backend_work *w, int *done) {
 
 static void n_free_work(lab_backend_work *w) {
   if (!w) return;
-  cudaEventDestroy(w->done);
+  event_put(w->ng, w->done);
   free(w);
 }
 
@@ -390,6 +415,8 @@ static void n_free_group(lab_group *g) {
     ncclCommDestroy(ng->comm);
   }
   cudaEventDestroy(ng->ready);
+  for (int i = 0; i < ng->nspare; i++) cudaEventDestroy(ng->spare[i]);
+  free(ng->spare);
   cudaStreamDestroy(ng->stream);
   free(ng);
   g->impl = NULL;
