@@ -75,8 +75,11 @@ static void layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const voi
 }
 static void layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
                            const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
+  size_t wb = dw || db ? lab_simcu_norm_bwd_work_bytes(rows, D) : 0;
+  void *wk = scratch(wb);
   report("layer_norm", lab_simcu_layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D,
-                                                NULL));
+                                                wk ? K(wk) : NULL, NULL));
+  scratch_free(wk, wb);
 }
 static void rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
                          double eps) {
@@ -84,7 +87,10 @@ static void rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, vo
 }
 static void rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
                          void *dw, int64_t rows, int64_t D) {
-  report("rms_norm", lab_simcu_rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D, NULL));
+  size_t wb = dw ? lab_simcu_norm_bwd_work_bytes(rows, D) : 0;
+  void *wk = scratch(wb);
+  report("rms_norm", lab_simcu_rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D, wk ? K(wk) : NULL, NULL));
+  scratch_free(wk, wb);
 }
 static void act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
   report("activation", lab_simcu_act_fwd(ct, kind, K(x), K(y), n, NULL));

@@ -35,11 +35,14 @@ int LAB_CU(rand)(const lab_rand_args *a, lab_cuda_stream s);
 int LAB_CU(layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean, void *rstd,
                           int64_t rows, int64_t D, double eps, lab_cuda_stream s);
 int LAB_CU(layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                          const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D, lab_cuda_stream s);
+                          const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D, void *work,
+                          lab_cuda_stream s);
 int LAB_CU(rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
                         double eps, lab_cuda_stream s);
 int LAB_CU(rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                        void *dw, int64_t rows, int64_t D, lab_cuda_stream s);
+                        void *dw, int64_t rows, int64_t D, void *work, lab_cuda_stream s);
+/* scratch for the weight gradients of both norms' backward over many blocks (0: none needed) */
+size_t LAB_CU(norm_bwd_work_bytes)(int64_t rows, int64_t D);
 int LAB_CU(act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n, lab_cuda_stream s);
 int LAB_CU(act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n,
                    lab_cuda_stream s);

@@ -74,6 +74,63 @@ __global__ void norm_bwd_params_k(const T *g, const T *x, const T *mean, const T
   }
 }
 
+// The same over many blocks (one thread per column over every row put a [8192, 768] weight
+// gradient on 3 blocks): thread (chunk, column) sums its rows into part (dw's sums, then db's),
+// and a second launch adds each column's chunks in order, so the sums depend on the shape alone.
+template <typename T>
+__global__ void norm_bwd_params_partial_k(const T *g, const T *x, const T *mean, const T *rstd, double *part,
+                                          int64_t rows, int64_t D, int chunks) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < D * chunks; t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = t / D, i = t % D, lo = rows * c / chunks, hi = rows * (c + 1) / chunks;
+    double sw = 0, sb = 0;
+    for (int64_t r = lo; r < hi; r++) {
+      T gi = g[r * D + i];
+      T n = mean ? (x[r * D + i] - mean[r]) * rstd[r] : x[r * D + i] * rstd[r];
+      sw += gi * n;
+      sb += gi;
+    }
+    part[c * 2 * D + i] = sw;
+    part[c * 2 * D + D + i] = sb;
+  }
+}
+
+template <typename T>
+__global__ void norm_bwd_params_combine_k(const double *part, T *dw, T *db, int64_t D, int chunks) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < D; i += (int64_t)gridDim.x * blockDim.x) {
+    double sw = 0, sb = 0;
+    for (int c = 0; c < chunks; c++) sw += part[c * 2 * D + i], sb += part[c * 2 * D + D + i];
+    if (dw) dw[i] += (T)sw;
+    if (db) db[i] += (T)sb;
+  }
+}
+
+// row chunks so that columns x chunks fill ~2 x 132 SMs of 2048 threads, each chunk >= 16 rows
+static int norm_chunks(int64_t rows, int64_t D) {
+  int64_t want = D > 0 ? (264LL * 2048 + D - 1) / D : 1, most = rows / 16;
+  int64_t c = want < most ? want : most;
+  return c < 2 ? 1 : (int)(c > 1024 ? 1024 : c);
+}
+
+extern "C" size_t LAB_CU(norm_bwd_work_bytes)(int64_t rows, int64_t D) {
+  int c = rows > 0 && D > 0 ? norm_chunks(rows, D) : 1;
+  return c > 1 ? (size_t)(2 * D * c) * sizeof(double) : 0;
+}
+
+// dw, db from the chunked kernels when work is given (and the shape wants them), else the loop
+template <typename T>
+static void norm_bwd_params(const T *g, const T *x, const T *mean, const T *rstd, T *dw, T *db, int64_t rows, int64_t D,
+                            void *work, cudaStream_t s) {
+  int chunks = work ? norm_chunks(rows, D) : 1;
+  if (chunks < 2) {
+    lab_launch<norm_bwd_params_k<T>>(lab_blocks(D, THREADS), THREADS, 0, s, g, x, mean, rstd, dw, db, rows, D);
+    return;
+  }
+  double *part = (double *)work;
+  lab_launch<norm_bwd_params_partial_k<T>>(lab_blocks(D * chunks, THREADS), THREADS, 0, s, g, x, mean, rstd, part, rows,
+                                           D, chunks);
+  lab_launch<norm_bwd_params_combine_k<T>>(lab_blocks(D, THREADS), THREADS, 0, s, (const double *)part, dw, db, D, chunks);
+}
+
 template <typename T>
 __global__ void rms_norm_fwd_k(const T *x, const T *w, T *y, T *rstd, int64_t rows, int64_t D, double eps) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -116,18 +173,18 @@ extern "C" int LAB_CU(layer_norm_fwd)(lab_dtype ct, const void *x, const void *w
 
 extern "C" int LAB_CU(layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
                                      const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D,
-                                     lab_cuda_stream s) {
+                                     void *work, lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64) {
     if (dx) lab_launch<layer_norm_bwd_dx_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, g), P(const double *, x),
         P(const double *, w), P(const double *, mean), P(const double *, rstd), P(double *, dx), rows, D);
-    if (dw || db) lab_launch<norm_bwd_params_k<double>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const double *, g),
-        P(const double *, x), P(const double *, mean), P(const double *, rstd), P(double *, dw), P(double *, db), rows, D);
+    if (dw || db) norm_bwd_params<double>(P(const double *, g), P(const double *, x), P(const double *, mean), P(const double *, rstd),
+        P(double *, dw), P(double *, db), rows, D, work, s);
   } else {
     if (dx) lab_launch<layer_norm_bwd_dx_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, g), P(const float *, x),
         P(const float *, w), P(const float *, mean), P(const float *, rstd), P(float *, dx), rows, D);
-    if (dw || db) lab_launch<norm_bwd_params_k<float>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const float *, g),
-        P(const float *, x), P(const float *, mean), P(const float *, rstd), P(float *, dw), P(float *, db), rows, D);
+    if (dw || db) norm_bwd_params<float>(P(const float *, g), P(const float *, x), P(const float *, mean), P(const float *, rstd),
+        P(float *, dw), P(float *, db), rows, D, work, s);
   }
   return (int)cudaGetLastError();
 }
@@ -145,18 +202,18 @@ extern "C" int LAB_CU(rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, 
 }
 
 extern "C" int LAB_CU(rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd,
-                                   void *dx, void *dw, int64_t rows, int64_t D, lab_cuda_stream s) {
+                                   void *dx, void *dw, int64_t rows, int64_t D, void *work, lab_cuda_stream s) {
   if (rows <= 0) return 0;
   if (ct == LAB_F64) {
     if (dx) lab_launch<rms_norm_bwd_dx_k<double>>(row_blocks(rows), THREADS, 0, s, P(const double *, g), P(const double *, x),
         P(const double *, w), P(const double *, rstd), P(double *, dx), rows, D);
-    if (dw) lab_launch<norm_bwd_params_k<double>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const double *, g),
-        P(const double *, x), nullptr, P(const double *, rstd), P(double *, dw), nullptr, rows, D);
+    if (dw) norm_bwd_params<double>(P(const double *, g), P(const double *, x), nullptr, P(const double *, rstd), P(double *, dw), nullptr,
+        rows, D, work, s);
   } else {
     if (dx) lab_launch<rms_norm_bwd_dx_k<float>>(row_blocks(rows), THREADS, 0, s, P(const float *, g), P(const float *, x),
         P(const float *, w), P(const float *, rstd), P(float *, dx), rows, D);
-    if (dw) lab_launch<norm_bwd_params_k<float>>(lab_blocks(D, THREADS), THREADS, 0, s, P(const float *, g),
-        P(const float *, x), nullptr, P(const float *, rstd), P(float *, dw), nullptr, rows, D);
+    if (dw) norm_bwd_params<float>(P(const float *, g), P(const float *, x), nullptr, P(const float *, rstd), P(float *, dw), nullptr,
+        rows, D, work, s);
   }
   return (int)cudaGetLastError();
 }

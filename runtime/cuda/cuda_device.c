@@ -288,7 +288,13 @@ static void cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const 
 }
 static void cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
                               const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
-  RUN(x, "layer_norm", lab_cu_layer_norm_bwd(ct, g, x, w, mean, rstd, dx, dw, db, rows, D, S));
+  int index;
+  gpu *gp = on(x, &index);
+  if (!gp) return;
+  size_t wb = dw || db ? lab_cu_norm_bwd_work_bytes(rows, D) : 0;
+  void *work = wb ? lab_ca_malloc(gp->alloc, wb, gp->stream) : NULL;
+  report_on(gp, index, "layer_norm", lab_cu_layer_norm_bwd(ct, g, x, w, mean, rstd, dx, dw, db, rows, D, work, gp->stream));
+  if (work) lab_ca_free(gp->alloc, work);
 }
 static void cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
                             double eps) {
@@ -296,7 +302,13 @@ static void cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y,
 }
 static void cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
                             void *dw, int64_t rows, int64_t D) {
-  RUN(x, "rms_norm", lab_cu_rms_norm_bwd(ct, g, x, w, rstd, dx, dw, rows, D, S));
+  int index;
+  gpu *gp = on(x, &index);
+  if (!gp) return;
+  size_t wb = dw ? lab_cu_norm_bwd_work_bytes(rows, D) : 0;
+  void *work = wb ? lab_ca_malloc(gp->alloc, wb, gp->stream) : NULL;
+  report_on(gp, index, "rms_norm", lab_cu_rms_norm_bwd(ct, g, x, w, rstd, dx, dw, rows, D, work, gp->stream));
+  if (work) lab_ca_free(gp->alloc, work);
 }
 static void cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
   RUN(x, "activation", lab_cu_act_fwd(ct, kind, x, y, n, S));

@@ -53,10 +53,33 @@ T.test("sums and norms of long lines, long middle sums: values = cpu (f32, f64, 
   T.eq(n0:to("sim"):sum():item(), n0:sum():item(), "i64 sum exact")
 end)
 
-T.test("a full sum and a 4096-row column sum run on many blocks (coverage of a child run)", function()
+-- nn.cu's norm weight gradients ran one thread per column over every row (3 blocks for a
+-- [8192, 768] gradient): now row chunks over many blocks, added in a fixed order
+T.test("layer_norm and rms_norm weight and bias gradients over 2048 rows = cpu (f32, f64)", function()
+  for _, dt in ipairs({ "f32", "f64" }) do
+    local x0, g0 = lab.randn(2048, 24):to("cpu"):to(dt), lab.randn(2048, 24):to("cpu"):to(dt)
+    local w0, b0 = lab.randn(24):to("cpu"):to(dt), lab.randn(24):to("cpu"):to(dt)
+    local res = {}
+    for _, dev in ipairs({ "cpu", "sim" }) do
+      local function leaf(t) return t:to(dev):clone():detach():requires_grad_() end
+      local x, w, b, w2 = leaf(x0), leaf(w0), leaf(b0), leaf(w0)
+      ;(lab.layer_norm(x, w, b) * g0:to(dev)):sum():backward()
+      ;(lab.rms_norm(x, w2) * g0:to(dev)):sum():backward()
+      res[dev] = { w.grad, b.grad, w2.grad, x.grad }
+    end
+    local tol = dt == "f32" and 1e-3 or 1e-9
+    for i, name in ipairs({ "layer_norm dw", "layer_norm db", "rms_norm dw", "dx (both)" }) do
+      T.ok(same(res.sim[i], res.cpu[i]) < tol, dt .. " " .. name)
+    end
+  end
+end)
+
+T.test("a full sum, a 4096-row column sum and a norm weight gradient run on many blocks (coverage of a child run)", function()
   local cov, first = os.tmpname(), -1
   while arg[first - 1] do first = first - 1 end -- the llmlab binary, before its options
-  local code = "lab.randn(100000):sum():item(); lab.randn(4096, 8):sum(1):sum():item()"
+  local code = "lab.randn(100000):sum():item(); lab.randn(4096, 8):sum(1):sum():item(); "
+    .. "local x, w = lab.randn(4096, 8):requires_grad_(), lab.randn(8):requires_grad_(); "
+    .. "lab.rms_norm(x, w):sum():backward(); w.grad:sum():item()"
   local cmd = string.format("LLMLAB_SIMT_COVERAGE=%s %s --device sim -e %q >/dev/null 2>&1", cov, arg[first], code)
   T.ok(os.execute(cmd), "child run")
   local blocks = {}
@@ -68,6 +91,8 @@ T.test("a full sum and a 4096-row column sum run on many blocks (coverage of a c
   T.ok((blocks["reduce_partial_kernel"] or 0) >= 64, "full sum: " .. tostring(blocks["reduce_partial_kernel"]) .. " blocks")
   T.ok((blocks["sum_middle_partial_kernel<float>"] or 0) >= 8,
        "column sum: " .. tostring(blocks["sum_middle_partial_kernel<float>"]) .. " blocks (8 columns: 1 before)")
+  T.ok((blocks["norm_bwd_params_partial_k<float>"] or 0) >= 8,
+       "rms_norm dw: " .. tostring(blocks["norm_bwd_params_partial_k<float>"]) .. " blocks (8 columns: 1 before)")
 end)
 
 T.finish()
