@@ -45,6 +45,13 @@ static int l_cuda_synchronize(lua_State *L) {
   return 0;
 }
 
+/* lab.cuda.sim_host_syncs(): the sim device's count of host synchronizations (device-to-host
+ * copies, synchronize, cross-entropy's row count: where a GPU's stream would drain) */
+static int l_cuda_sim_host_syncs(lua_State *L) {
+  lua_pushinteger(L, lab_sim_host_syncs());
+  return 1;
+}
+
 static int l_cuda_status(lua_State *L) {
   lua_pushstring(L, lab_cuda_status());
   return 1;
@@ -83,6 +90,7 @@ void ll_register_device(lua_State *L) {
                                   {"device_count", l_cuda_device_count},
                                   {"synchronize", l_cuda_synchronize},
                                   {"status", l_cuda_status},
+                                  {"sim_host_syncs", l_cuda_sim_host_syncs},
                                   {NULL, NULL}};
   luaL_newlib(L, cuda);
   lua_setfield(L, -2, "cuda");

@@ -90,6 +90,9 @@ const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
 const lab_device_ops *lab_cpu_device_ops(void);
 const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
+/* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
+ * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
+long lab_sim_host_syncs(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
  * it through lab_device_ops_of, which opens the plugin */
 const lab_device_ops *lab_cuda_device_ops(void);

@@ -189,8 +189,19 @@ static int sim_memset(int index, void *dst, int byte, size_t n) {
   return 0;
 }
 
+static long host_syncs;
+long lab_sim_host_syncs(void) { return host_syncs; }
+void lab_sim_note_host_sync(void) { host_syncs++; }
+
+/* to the host: where the cuda device waits for its stream (counted) */
+static int sim_to_host(int index, void *dst, const void *src, size_t n) {
+  host_syncs++;
+  return sim_move(index, dst, src, n);
+}
+
 static int sim_synchronize(int index) {
   (void)index;
+  host_syncs++;
 #ifdef LLMLAB_HAVE_SIMT
   return lab_sim_take_error();
 #endif
@@ -315,7 +326,7 @@ static lab_device_ops sim_ops = {
     .describe = sim_describe,
     .alloc = sim_alloc,
     .free = sim_free,
-    .to_host = sim_move,
+    .to_host = sim_to_host,
     .from_host = sim_move,
     .copy = sim_move,
     .memset = sim_memset,

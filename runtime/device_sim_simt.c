@@ -105,6 +105,7 @@ static int64_t xent_fwd(lab_dtype ct, const void *logits, const int64_t *target,
   if (report("cross_entropy", lab_simcu_xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index,
                                                  smoothing, K(count), NULL)))
     return 0;
+  lab_sim_note_host_sync(); /* the cuda device waits for this count */
   return *(int64_t *)K(count);
 }
 static void xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits, int64_t N,

@@ -95,4 +95,18 @@ T.test("a full sum, a 4096-row column sum and a norm weight gradient run on many
        "rms_norm dw: " .. tostring(blocks["norm_bwd_params_partial_k<float>"]) .. " blocks (8 columns: 1 before)")
 end)
 
+-- how a GPU step's stalls are counted without a GPU: the sim counts where the cuda device would
+-- wait for its stream (device-to-host copies, synchronize, cross-entropy's row count)
+T.test("lab.cuda.sim_host_syncs counts read-backs, not launches or uploads", function()
+  local x = lab.randn(1000)
+  local s0 = lab.cuda.sim_host_syncs()
+  local y = (x * 2 + 1):exp():sum()
+  local z = lab.tensor({ 1, 2, 3 })
+  T.eq(lab.cuda.sim_host_syncs() - s0, 0, "kernels and a host-to-device copy")
+  y:item()
+  T.eq(lab.cuda.sim_host_syncs() - s0, 1, "one :item()")
+  z:to("cpu")
+  T.eq(lab.cuda.sim_host_syncs() - s0, 2, "one copy to the cpu")
+end)
+
 T.finish()
