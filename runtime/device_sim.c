@@ -14,6 +14,7 @@
  * two system calls per launch made the tests 7-15x slower; the second view costs nothing and
  * never opens the device addresses at all.) */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,7 +190,7 @@ static int sim_memset(int index, void *dst, int byte, size_t n) {
   return 0;
 }
 
-static long host_syncs;
+static _Atomic long host_syncs; /* runtime/simrt counts too, from whichever thread waits */
 long lab_sim_host_syncs(void) { return host_syncs; }
 void lab_sim_note_host_sync(void) { host_syncs++; }
 

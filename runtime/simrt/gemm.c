@@ -281,7 +281,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   for (int i = 1; i < 4; i++)
     if (pref->align[i] < al) al = pref->align[i];
   memset(&results[0], 0, sizeof results[0]);
-  results[0].algo.align = al ? al : 1;
+  results[0].algo.data[0] = al ? al : 1;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1;
   *returned = 1;
@@ -301,7 +301,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
   if (algo) {
     const void *ptrs[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++)
-      if ((uintptr_t)ptrs[i] % algo->align) return CUBLAS_STATUS_INVALID_VALUE; /* misaligned for the algo */
+      if (!algo->data[0] || (uintptr_t)ptrs[i] % algo->data[0]) return CUBLAS_STATUS_INVALID_VALUE; /* misaligned for the algo */
   }
   product *q = malloc(sizeof *q);
   if (!q) return CUBLAS_STATUS_ALLOC_FAILED;

@@ -37,11 +37,18 @@ int lab_simrt_cu_ewise(const lab_ew_args *a, cudaStream_t s) {
 int lab_simrt_cu_reduce(const lab_red_args *a, cudaStream_t s) {
   lab_red_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
+  k.work = K(a->work);
   RUN(lab_simcu_reduce(&k, NULL));
 }
+/* the scratch sizes are the kernels' own (host arithmetic, no launch) */
+size_t lab_simrt_cu_reduce_work_bytes(const lab_red_args *a) { return lab_simcu_reduce_work_bytes(a); }
+size_t lab_simrt_cu_sum_middle_work_bytes(int64_t outer, int64_t R, int64_t inner) {
+  return lab_simcu_sum_middle_work_bytes(outer, R, inner);
+}
+size_t lab_simrt_cu_norm_bwd_work_bytes(int64_t rows, int64_t D) { return lab_simcu_norm_bwd_work_bytes(rows, D); }
 int lab_simrt_cu_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
-                            double scale, cudaStream_t s) {
-  RUN(lab_simcu_sum_middle(ct, K(x), K(out), outer, R, inner, scale, NULL));
+                            double scale, void *work, cudaStream_t s) {
+  RUN(lab_simcu_sum_middle(ct, K(x), K(out), outer, R, inner, scale, K(work), NULL));
 }
 int lab_simrt_cu_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log,
                               cudaStream_t s) {
@@ -57,17 +64,17 @@ int lab_simrt_cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, cons
   RUN(lab_simcu_layer_norm_fwd(ct, K(x), K(w), K(b), K(y), K(mean), K(rstd), rows, D, eps, NULL));
 }
 int lab_simrt_cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                                const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D,
+                                const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D, void *work,
                                 cudaStream_t s) {
-  RUN(lab_simcu_layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D, NULL));
+  RUN(lab_simcu_layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D, K(work), NULL));
 }
 int lab_simrt_cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
                               int64_t D, double eps, cudaStream_t s) {
   RUN(lab_simcu_rms_norm_fwd(ct, K(x), K(w), K(y), K(rstd), rows, D, eps, NULL));
 }
 int lab_simrt_cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                              void *dw, int64_t rows, int64_t D, cudaStream_t s) {
-  RUN(lab_simcu_rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D, NULL));
+                              void *dw, int64_t rows, int64_t D, void *work, cudaStream_t s) {
+  RUN(lab_simcu_rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D, K(work), NULL));
 }
 int lab_simrt_cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n, cudaStream_t s) {
   RUN(lab_simcu_act_fwd(ct, kind, K(x), K(y), n, NULL));

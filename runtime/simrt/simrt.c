@@ -6,8 +6,11 @@
  * memsets, matrix products, event waits) runs on one worker thread per stream, in order. So a
  * device-to-host copy not followed by cudaStreamSynchronize leaves the host buffer unwritten,
  * as on a GPU (LLMLAB_SIMRT_DELAY_US delays each item, to make such a race show every time).
- * Host buffers are treated as pinned: copies are asynchronous both ways (on a GPU a copy to
- * pageable memory returns when done; code that relies on it breaks once the buffer is pinned).
+ * Host buffers are pageable, as everything llmlab hands the cuda device: a copy from the host
+ * reads its source before it returns (CUDA stages a pageable source before cudaMemcpyAsync
+ * returns, so the caller may free or reuse it at once), and a copy to the host is written only
+ * when the stream reaches it (stricter than CUDA, whose copy to pageable memory returns when
+ * done: code that reads it before a synchronize breaks once the buffer is pinned).
  * Events capture how much of their stream's queue must have run. Kernel launches (launch.c)
  * run on the calling thread once their stream is drained: errors return at the launch, as the
  * interpreter's reports did before. */
@@ -299,7 +302,10 @@ void lab_simrt_set_sticky(int e) {
   pthread_mutex_unlock(&mu);
 }
 
+/* The host waits below are counted (lab.cuda.sim_host_syncs): where a GPU's host would stall on
+ * its stream. A launch's wait for its stream (launch.c) is the sim's own and is not. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  lab_sim_note_host_sync();
   cudaError_t e = lab_simrt_drain(s);
   pthread_mutex_lock(&mu);
   if (!e && sticky) e = (cudaError_t)sticky;
@@ -322,12 +328,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) {
-  /* waits for every stream (of every device: the sim's devices share one arena) */
+/* waits for every stream (of every device: the sim's devices share one arena) */
+static void sync_all(void) {
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nall; i++)
     while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) pthread_cond_wait(&changed, &mu);
   pthread_mutex_unlock(&mu);
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  lab_sim_note_host_sync();
+  sync_all();
   return cudaSuccess;
 }
 
@@ -347,11 +357,21 @@ static int run_move(void *arg) {
   return 0;
 }
 
+static int on_device(const void *p) {
+  struct cudaPointerAttributes a;
+  cudaPointerGetAttributes(&a, p);
+  return a.type == cudaMemoryTypeDevice;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
   (void)kind; /* the arena tells device pointers from host ones */
-  move *m = malloc(sizeof *m);
+  /* a host source is staged now, as CUDA stages pageable memory before returning: the caller's
+   * buffer (often a temporary, freed right after) is not read again */
+  int stage = n > 0 && !on_device(src) && on_device(dst);
+  move *m = malloc(sizeof *m + (stage ? n : 0));
   if (!m) return fail(cudaErrorMemoryAllocation);
   *m = (move){dst, src, n, 0, 0};
+  if (stage) m->src = memcpy(m + 1, src, n);
   return lab_simrt_enqueue(s, run_move, m);
 }
 
@@ -389,6 +409,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   return ready ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  lab_sim_note_host_sync();
   pthread_mutex_lock(&mu);
   while (e->s && e->s->done < e->upto) pthread_cond_wait(&changed, &mu);
   pthread_mutex_unlock(&mu);
@@ -421,4 +442,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   return lab_simrt_enqueue(s, run_wait, p);
 }
 
-int lab_simrt_sync_all(void) { return (int)cudaDeviceSynchronize(); }
+/* the sim's own wait (integer products on the cpu's kernels): not a GPU's, so not counted */
+int lab_simrt_sync_all(void) {
+  sync_all();
+  return 0;
+}

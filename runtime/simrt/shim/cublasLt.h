@@ -49,10 +49,10 @@ typedef struct lab_simrt_lt_handle *cublasLtHandle_t;
 typedef struct lab_simrt_lt_desc *cublasLtMatmulDesc_t;
 typedef struct lab_simrt_lt_layout *cublasLtMatrixLayout_t;
 typedef struct lab_simrt_lt_pref *cublasLtMatmulPreference_t;
-/* an algorithm, as the sim's heuristic gives one: valid for pointers aligned to align bytes */
+/* an algorithm, as cuBLASLt's (opaque 64-bit words, data[] first, so `{{0}}` initialises it);
+ * the sim's heuristic writes data[0]: the pointer alignment in bytes it is valid for */
 typedef struct {
-  uint32_t align;
-  uint64_t data[7];
+  uint64_t data[8];
 } cublasLtMatmulAlgo_t;
 typedef struct {
   cublasLtMatmulAlgo_t algo;

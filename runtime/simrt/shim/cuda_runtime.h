@@ -70,6 +70,9 @@ typedef struct CUevent_st *cudaEvent_t;
 #define lab_cu_ewise lab_simrt_cu_ewise
 #define lab_cu_reduce lab_simrt_cu_reduce
 #define lab_cu_sum_middle lab_simrt_cu_sum_middle
+#define lab_cu_reduce_work_bytes lab_simrt_cu_reduce_work_bytes
+#define lab_cu_sum_middle_work_bytes lab_simrt_cu_sum_middle_work_bytes
+#define lab_cu_norm_bwd_work_bytes lab_simrt_cu_norm_bwd_work_bytes
 #define lab_cu_softmax_rows lab_simrt_cu_softmax_rows
 #define lab_cu_rand lab_simrt_cu_rand
 #define lab_cu_layer_norm_fwd lab_simrt_cu_layer_norm_fwd
