@@ -133,8 +133,13 @@ lab.print0(string.format("   the line's largest miss over those sizes: %.0f%%", 
 check("a positive bandwidth term (beta > 0)", n == 1 or beta > 0)
 -- bucketing, measured: 64 all-reduces of 16 KiB against one of 1 MiB
 local small, big = lab.zeros(4096), lab.zeros(64 * 4096)
-local t_small = time_it(function() for _ = 1, 64 do dist.all_reduce(small) end end, 64 * 16384)
-local t_big = time_it(function() dist.all_reduce(big) end, 64 * 16384)
+-- the two are timed in alternating rounds and each keeps its best round, so a burst of other work
+-- on shared cores (a loaded CI machine) slows both sides alike instead of deciding the check
+local t_small, t_big = math.huge, math.huge
+for _ = 1, 3 do
+  t_small = math.min(t_small, time_it(function() for _ = 1, 64 do dist.all_reduce(small) end end, 64 * 16384))
+  t_big = math.min(t_big, time_it(function() dist.all_reduce(big) end, 64 * 16384))
+end
 lab.print0(string.format("   measured: 64 x 16 KiB all-reduces %.0f us, one 1 MiB all-reduce %.0f us (%.1fx)", t_small * 1e6,
   t_big * 1e6, t_small / t_big))
 check("one bucket beats many small calls", n == 1 or t_small > t_big)
