@@ -2,14 +2,21 @@
  * --allow-run-as-root as root; binding is turned off because ranks set their own thread
  * counts (cores / ranks) and a rank pinned to one core would starve its BLAS threads. Every
  * LLMLAB_* variable is forwarded (-x): mpirun gives ranks on other hosts only what it is told to
- * (a hostfile in OMPI_MCA_orte_default_hostfile, or LLMLAB_MPIRUN naming a wrapper, spans hosts). */
+ * (a hostfile in OMPI_MCA_orte_default_hostfile, or LLMLAB_MPIRUN naming a wrapper, spans hosts).
+ * On a terminal the launcher stays as mpirun's parent and gives the terminal its modes back
+ * when mpirun ends, however it ends (rank 0 restores them on SIGTERM too, but mpirun's SIGKILL
+ * can overtake that handler on a loaded machine). */
 #define _GNU_SOURCE
 #include "launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -28,6 +35,44 @@ static void tell_ranks_the_terminal(void) {
   else if (isatty(STDOUT_FILENO))
     snprintf(cols, sizeof cols, "80");
   setenv("LLMLAB_TERM", cols, 0); /* a caller's own setting stands */
+}
+
+static volatile sig_atomic_t mpirun_pid;
+
+/* SIGTERM or SIGHUP to the launcher is meant for the job: mpirun passes it on to every rank */
+static void forward_to_mpirun(int sig) {
+  if (mpirun_pid > 0) kill((pid_t)mpirun_pid, sig);
+}
+
+/* Runs av under a parent that restores the terminal's modes when it ends; returns only if the
+ * fork fails (the caller then execs in place). Exits with mpirun's status, or dies of its signal. */
+static void run_and_restore_terminal(char **av) {
+  struct termios modes;
+  if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &modes) != 0) return;
+  pid_t pid = fork();
+  if (pid < 0) return;
+  if (pid == 0) {
+    execvp(av[0], av);
+    fprintf(stderr, "llmlab: cannot run %s: %s\n", av[0], strerror(errno));
+    _exit(127);
+  }
+  mpirun_pid = pid;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forward_to_mpirun;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  /* keys that the terminal turns into signals reach mpirun directly (same process group) */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  tcsetattr(STDIN_FILENO, TCSADRAIN, &modes);
+  if (WIFSIGNALED(st)) {
+    signal(WTERMSIG(st), SIG_DFL);
+    raise(WTERMSIG(st));
+  }
+  exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
 }
 
 int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
@@ -66,6 +111,7 @@ int launch_under_mpirun(int n, int argc, char **argv, int n_index, int n_args) {
     av[k++] = argv[i];
   }
   av[k] = NULL;
+  run_and_restore_terminal(av);
   execvp(av[0], av);
   fprintf(stderr, "llmlab: cannot run %s: ", av[0]);
   perror(NULL);

@@ -157,14 +157,15 @@ static void test_unreceived_send_is_dropped(void **state) {
   session_still_works(&s);
 }
 
-/* mpirun killed while a chunk runs: rank 0 gives the terminal its modes back as it dies */
+/* The job killed while a chunk runs: the terminal gets its modes back (rank 0 restores them as
+ * it dies, and llmlab -n, mpirun's parent on a terminal, once mpirun has ended) */
 static void test_terminal_back_when_mpirun_is_killed(void **state) {
   (void)state;
   session s;
   start_ranks(&s, ranks);
   type(&s, "print('spinning') while true do end\r");
   assert_true(expect(&s, "] spinning", 20)); /* the chunk runs: the terminal is in the watcher's mode */
-  kill(s.pid, SIGTERM); /* llmlab -n runs mpirun in its place: this is mpirun */
+  kill(s.pid, SIGTERM); /* llmlab -n: it passes the signal on to mpirun, which ends every rank */
   int code = finish(&s, 30);
   assert_true(code != -1); /* it ended */
   assert_true(s.have_modes);
