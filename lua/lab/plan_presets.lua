@@ -135,7 +135,7 @@ P.terms = {
   --        9's fused attention (Transformer Engine's, in NeMo/Megatron-Core) is plotted beside
   --        it within 10%: 1.45. On Ampere both fall back to FlashAttention-2's speed.
   attention_kernels = {
-    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.6 },
+    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.85 },
     fa3 = { a100 = 1.0, h100 = 1.6 }, cudnn = { a100 = 1.0, h100 = 1.45 },
   },
   -- Sequence length: FlashAttention-2's fwd + bwd causal throughput at head dim 128 on A100
@@ -157,6 +157,25 @@ P.terms = {
   -- both (read and write), and the weighted unpermute (read): 7 passes over the top_k x
   -- hidden copies of each token, each way.
   moe_dispatch_passes = 7,
+  -- A blocking pipeline engine (DeepSpeed's PipelineEngine, deepspeed/runtime/pipe/engine.py:
+  -- its TrainSchedule's RecvActivation, SendActivation, RecvGrad and SendGrad instructions run
+  -- one after another, each a synchronous p2p call between the two stages, p2p.py) holds each
+  -- transfer on the timelines of both stages it joins: a middle stage, which both receives
+  -- and sends each micro-batch's activation forward and its gradient backward, waits for four
+  -- transfers per micro-batch (the first and last stage for two). Megatron-LM's schedules
+  -- post their sends and receives asynchronously (batch_isend_irecv) beside the compute.
+  pp_blocking_transfers = 4,
+  -- The gradient cast (no constant: the dtypes' bytes): gradients reduced in fp32 while the
+  -- backward computes them in bf16 are cast before the reduction, a read of 2 and a write of
+  -- 4 bytes per element on the compute stream; FSDP does it per layer on the unsharded
+  -- gradient before its reduce-scatter (torch.distributed.fsdp MixedPrecision, reduce_dtype:
+  -- "gradients are cast to this dtype before communication"; Composer's DEFAULT mode sets
+  -- reduce_dtype fp32), DDP once a step over the gradient buckets.
+  -- Triton's FlashAttention on Hopper: the FlashAttention-2 paper's 0.6 above is an A100
+  -- figure; the FlashAttention-3 paper (arXiv:2407.08608, Fig. 5, H100, head dim 128) plots
+  -- the Triton tutorial kernel at 1.05-1.13x FlashAttention-2. Which code path llm-foundry's
+  -- 2023 kernel took on H100 is not stated: the factor is between, 0.85 (the range runs to
+  -- FlashAttention-2's 1.0).
 }
 
 -- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
@@ -176,13 +195,13 @@ P.terms = {
 P.free = {
   { name = "gemm", generation = "a100", default = 0.68, start = 0.72, lo = 0.5, hi = 0.9 },
   { name = "gemm", generation = "h100", default = 0.577, start = 0.55, lo = 0.35, hi = 0.8 },
-  { name = "gemm_fp8", generation = "h100", default = 0.528, start = 0.55, lo = 0.25, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.55, start = 0.55, lo = 0.25, hi = 0.8 },
   { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
   { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
   { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.9035, start = 0.8, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 18e-6, start = 30e-6, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.058, start = 0.1, lo = 0, hi = 0.3 },
+  { name = "bus_efficiency", default = 0.917, start = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 60e-6, start = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.13, start = 0.1, lo = 0, hi = 0.3 },
 }
 
 

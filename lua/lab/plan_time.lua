@@ -320,9 +320,13 @@ function M.step(m, gpu, o, c, r, lt, st)
   local act_pp = c.mb * (o.seq / cp) * m.hidden * mem.bytes_per(o.precision).p / (sp_pp and t or 1)
   local pp_cross = t * cp * d >= gpu.per_node
   local pp_link = pp_cross and gpu.network or gpu.nvlink
+  -- A blocking transfer holds both its ends: a middle stage's timeline carries four per
+  -- micro-batch (it receives the activation, sends its own, receives the gradient, sends its
+  -- own: plan_presets.terms.pp_blocking_transfers), the first and last stage two.
   r.t_pp_blocking = 0
   if o.pp_blocking and p > 1 then
-    r.t_pp_blocking = 2 * link_time(o, act_pp, pp_link, 1, pp_cross)
+    local transfers = p > 2 and TERMS.pp_blocking_transfers or 2
+    r.t_pp_blocking = transfers * link_time(o, act_pp, pp_link, 1, pp_cross)
     stage = stage + r.t_pp_blocking
   end
   r.stage_s = stage
@@ -342,7 +346,7 @@ function M.step(m, gpu, o, c, r, lt, st)
   local cross_dp = crosses(gpu, t, dz)
   local zero = c.zero or 0
   local exposed_dp = 0
-  r.t_dp = 0
+  r.t_dp, r.t_grad_cast = 0, 0
   if dz > 1 and zero >= 3 then
     -- ZeRO-3 / FSDP, layer by layer: every micro-batch gathers each layer's parameters before
     -- its forward and again before its backward, and reduce-scatters its gradients after: three
@@ -355,6 +359,11 @@ function M.step(m, gpu, o, c, r, lt, st)
     local gather = link_time(o, ring(dz) * bp.p * psi_layer, bw_dp, dz - 1, cross_dp)
     local scatter = link_time(o, ring(dz) * reduce_bytes(o) * psi_layer, bw_dp, dz - 1, cross_dp)
     r.t_dp = mb_count * layers * (2 * gather + scatter)
+    -- gradients reduced in a wider dtype than they were computed in are cast first, on the
+    -- compute stream, over the whole unsharded layer (plan_presets.terms, the gradient cast)
+    if o.reduce_dtype == "fp32" and bp.g < 4 then
+      r.t_grad_cast = mb_count * layers * (bp.g + 4) * psi_layer / (gpu.hbm_bw * gpu.memory)
+    end
     if o.dp_overlap == false then exposed_dp = r.t_dp
     else
       local f1, b1 = lt.fwd, lt.bwd + lt.rec
@@ -365,6 +374,10 @@ function M.step(m, gpu, o, c, r, lt, st)
     -- gradients are reduced in buckets (plan_presets.terms.dp_bucket_bytes), one call each:
     -- each call pays a tree's 2 log2 n steps and a launch
     local calls = math.max(1, math.ceil(reduce_bytes(o) * r.params_per_gpu / TERMS.dp_bucket_bytes))
+    local g_bytes = mem.bytes_per(o.precision).g
+    if o.reduce_dtype == "fp32" and g_bytes < 4 then
+      r.t_grad_cast = (g_bytes + 4) * r.params_per_gpu / (gpu.hbm_bw * gpu.memory) -- once a step
+    end
     r.t_dp = link_time(o, r.bytes_dp, bw_dp, calls * 2 * math.log(dz, 2), cross_dp) + (calls - 1) * LAUNCH
     exposed_dp = r.t_dp
     if o.dp_overlap ~= false then
@@ -386,7 +399,7 @@ function M.step(m, gpu, o, c, r, lt, st)
   local shard = r.params_per_gpu / (((c.zero or 0) >= 1) and dz or 1)
   r.t_optimizer = shard * 32 / (gpu.hbm_bw * gpu.memory)
   r.t_layer_comm = lt.comm * st.middle * mb_count
-  r.step_s = pipe + r.t_pp + exposed_dp + r.t_contention + r.t_optimizer
+  r.step_s = pipe + r.t_pp + exposed_dp + r.t_contention + r.t_optimizer + r.t_grad_cast
   r.comm_exposed = r.t_layer_comm + r.t_pp + exposed_dp
   r.comm_share = r.comm_exposed / r.step_s
   local tokens = o.global_batch * (o.seq + 0.0)
