@@ -19,11 +19,7 @@ local CANDIDATES = 2 -- layouts per row the search re-evaluates
 local STEPS = { 0.1, 0.03 } -- coordinate steps, as fractions of each parameter's bounds
 local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = true }
 
-local function copy(t)
-  local o = {}
-  for k, v in pairs(t or {}) do o[k] = v end
-  return o
-end
+local copy = require("lab.plan_check").copy
 
 local function generation(run)
   local g = presets.gpus[run.gpu]
@@ -136,7 +132,22 @@ function F.start()
   return x
 end
 
--- coordinate search from the start; returns x and the mean absolute relative error
+-- one coordinate move: parameter i up (or else down) by `step` of its bounds, if that lowers
+-- the objective; returns the new point and error, or nil
+local function move(plan, entries, x, best, i, step)
+  local f = presets.free[i]
+  for _, sign in ipairs({ 1, -1 }) do
+    local y = copy(x)
+    y[i] = math.min(f.hi, math.max(f.lo, x[i] + sign * step * (f.hi - f.lo)))
+    if y[i] ~= x[i] then
+      local err = objective(plan, entries, y)
+      if err < best - 1e-9 then return y, err end
+    end
+  end
+end
+
+-- coordinate search from the start, two passes at each step size; returns x and the mean
+-- absolute relative error
 function F.fit(plan, entries)
   local x = F.start()
   local best = objective(plan, entries, x)
@@ -144,18 +155,9 @@ function F.fit(plan, entries)
     local improved, passes = true, 0
     while improved and passes < 2 do
       improved, passes = false, passes + 1
-      for i, f in ipairs(presets.free) do
-        for _, sign in ipairs({ 1, -1 }) do
-          local y = copy(x)
-          y[i] = math.min(f.hi, math.max(f.lo, x[i] + sign * step * (f.hi - f.lo)))
-          if y[i] ~= x[i] then
-            local err = objective(plan, entries, y)
-            if err < best - 1e-9 then
-              x, best, improved = y, err, true
-              break
-            end
-          end
-        end
+      for i = 1, #presets.free do
+        local y, err = move(plan, entries, x, best, i, step)
+        if y then x, best, improved = y, err, true end
       end
     end
   end

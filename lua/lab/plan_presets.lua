@@ -31,21 +31,6 @@ P.models = {
     experts = 8, top_k = 2 },
   -- Nemotron-4 15B (arXiv:2402.16819, Table 1): squared-ReLU 4h FFN, GQA, untied, no bias
   ["nemotron4-15b"] = { layers = 32, hidden = 6144, heads = 48, kv_heads = 8, ffn = 24576, vocab = 256000, gated = false },
-  -- the GPT models of Megatron-LM's 2021 scaling study (Narayanan et al., Table 1)
-  ["megatron-1.7b"] = gpt(24, 2304, 24, 51200),
-  ["megatron-3.6b"] = gpt(30, 3072, 32, 51200),
-  ["megatron-7.5b"] = gpt(36, 4096, 32, 51200),
-  ["megatron-18.4b"] = gpt(40, 6144, 48, 51200),
-  ["megatron-39.1b"] = gpt(48, 8192, 64, 51200),
-  ["megatron-76.1b"] = gpt(60, 10240, 80, 51200),
-  ["megatron-145.6b"] = gpt(80, 12288, 96, 51200),
-  ["megatron-310.1b"] = gpt(96, 16384, 128, 51200),
-  ["megatron-529.6b"] = gpt(105, 20480, 128, 51200),
-  ["megatron-1t"] = gpt(128, 25600, 160, 51200),
-  -- Megatron-LM's GPT-3 (vocabulary 51200; Narayanan et al. Table 2, Korthikanti et al. Table 3)
-  ["megatron-175b"] = gpt(96, 12288, 96, 51200),
-  -- Korthikanti et al. 2022, Table 3
-  ["megatron-22b"] = gpt(48, 6144, 64, 51200),
   -- MegaScale's 175B GPT (Jiang et al., NSDI'24, Table 1 and section 6.1: vocabulary 64000)
   ["megascale-175b"] = gpt(96, 12288, 128, 64000),
 }
@@ -54,15 +39,23 @@ P.models = {
 local function mpt(l, h, heads)
   return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = 50368, gated = false, tied = true }
 end
-P.models["mpt-125m"] = mpt(12, 768, 12)
-P.models["mpt-350m"] = mpt(24, 1024, 16)
-P.models["mpt-760m"] = mpt(24, 1536, 12)
-P.models["mpt-1b"] = mpt(24, 2048, 16)
-P.models["mpt-3b"] = mpt(32, 2560, 32)
-P.models["mpt-7b"] = mpt(32, 4096, 32)
-P.models["mpt-13b"] = mpt(40, 5120, 40)
-P.models["mpt-30b"] = mpt(48, 7168, 64)
-P.models["mpt-70b"] = mpt(80, 8192, 64)
+-- name, layers, hidden, heads
+for name, l, h, heads in ([[
+  mpt-125m 12 768 12   mpt-350m 24 1024 16   mpt-760m 24 1536 12   mpt-1b 24 2048 16   mpt-3b 32 2560 32
+  mpt-7b 32 4096 32    mpt-13b 40 5120 40    mpt-30b 48 7168 64    mpt-70b 80 8192 64
+]]):gmatch("(%S+) (%d+) (%d+) (%d+)") do
+  P.models[name] = mpt(tonumber(l), tonumber(h), tonumber(heads))
+end
+-- Megatron-LM's GPT models, vocabulary 51200: the 2021 scaling study (Narayanan et al.,
+-- Table 1), its GPT-3 (Table 2; Korthikanti et al. Table 3) and Korthikanti et al.'s 22B
+-- (Table 3). Name, layers, hidden, heads.
+for name, l, h, heads in ([[
+  megatron-1.7b 24 2304 24     megatron-3.6b 30 3072 32      megatron-7.5b 36 4096 32     megatron-18.4b 40 6144 48
+  megatron-39.1b 48 8192 64    megatron-76.1b 60 10240 80    megatron-145.6b 80 12288 96  megatron-310.1b 96 16384 128
+  megatron-529.6b 105 20480 128  megatron-1t 128 25600 160   megatron-175b 96 12288 96    megatron-22b 48 6144 64
+]]):gmatch("(%S+) (%d+) (%d+) (%d+)") do
+  P.models[name] = gpt(tonumber(l), tonumber(h), tonumber(heads), 51200)
+end
 
 -- Models of the runs added for issue 32 (lua/lab/plan_published.lua says where each row is from)
 -- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2 vocabulary

@@ -1,5 +1,5 @@
--- Docstrings of lab.plan, the what-if planner (help(lab.plan.run)): lua/lab/plan.lua. m is a
--- model (preset name or table), o the plan's options, c a layout {dp=, tp=, pp=, ...}.
+-- Docstrings of lab.plan, the what-if planner (help(lab.plan.run)): lua/lab/plan.lua (the helpers:
+-- plan_helpers.lua). m is a model (preset name or table), o the plan's options, c a layout {dp=, tp=, ...}.
 return {
   run = "lab.plan.run{model=, gpus=, gpu=, global_batch=, seq=, ...} -> results: prints the ranked layouts (lab.plan{...} too)",
   cli = "lab.plan.cli(args) -> results: llmlab --plan's key=value arguments (none: usage and the presets)",
