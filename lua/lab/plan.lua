@@ -218,7 +218,8 @@ function plan.enumerate(o)
       fail("%s must be a number from %g to %g, got %s", k[1], k[2], k[3], tostring(v))
     end
   end
-  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp", "pp_blocking" }) do
+  for _, k in ipairs({ "dp_overlap", "param_gather_overlap", "sequence_parallel", "allow_cross_node_tp", "pp_blocking",
+    "grad_predivide" }) do
     if o[k] ~= nil and type(o[k]) ~= "boolean" then fail("%s must be true or false, got %s", k, tostring(o[k])) end
   end
   local tps = int_list(o, "tp", divisors(N, o.allow_cross_node_tp and N or gpu.per_node), 1, MAX_GPUS)

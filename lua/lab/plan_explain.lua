@@ -67,9 +67,10 @@ return function(plan, r, m, gpu, o)
       .. " activation or its gradient, each held by both stages it joins)", 1e3 * r.t_pp_blocking,
       r.pp > 2 and terms.pp_blocking_transfers or 2))
   end
-  if (r.t_grad_cast or 0) > 0 then
-    print(string.format("  gradient cast to fp32 before its reduction (reduce_dtype): 6 bytes per element streamed, +%.3f s a step",
-      r.t_grad_cast))
+  if (r.t_grad_prep or 0) > 0 then
+    print(string.format("  gradient preparation before its reduction (%s%s): %d bytes per element streamed, +%.3f s a step",
+      o.reduce_dtype == "fp32" and "cast to fp32" or "", o.grad_predivide and ", divided in place (grad_predivide)" or "",
+      time.grad_prep_bytes(o), r.t_grad_prep))
   end
   if o.precision == "fp8" then
     print(string.format("  fp8: %d bytes per GEMM input element cast (Transformer Engine's cast + amax)", terms.fp8_cast_bytes))

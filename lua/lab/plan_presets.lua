@@ -158,12 +158,16 @@ P.terms = {
   -- transfers per micro-batch (the first and last stage for two). Megatron-LM's schedules
   -- post their sends and receives asynchronously (batch_isend_irecv) beside the compute.
   pp_blocking_transfers = 4,
-  -- The gradient cast (no constant: the dtypes' bytes): gradients reduced in fp32 while the
-  -- backward computes them in bf16 are cast before the reduction, a read of 2 and a write of
-  -- 4 bytes per element on the compute stream; FSDP does it per layer on the unsharded
-  -- gradient before its reduce-scatter (torch.distributed.fsdp MixedPrecision, reduce_dtype:
-  -- "gradients are cast to this dtype before communication"; Composer's DEFAULT mode sets
-  -- reduce_dtype fp32), DDP once a step over the gradient buckets.
+  -- The gradient preparation (no constant: the dtypes' bytes), on the compute stream before
+  -- the gradient's reduction. PyTorch 1.13's FSDP (FullyShardedDataParallel._post_backward_hook:
+  -- "Average grad by world_size for consistency with PyTorch DDP", param.grad.div_(
+  -- gradient_predivide_factor)) first divides the whole unsharded gradient in place, a read
+  -- and a write in its dtype (grad_predivide=true; llm-foundry's benchmark tables predate
+  -- torch 2.0, their README says); then gradients reduced in fp32 while the backward
+  -- computes them in bf16 are cast, a read of 2 and a write of 4 bytes per element
+  -- (MixedPrecision.reduce_dtype; Composer's DEFAULT mode sets it to fp32). FSDP does both per
+  -- layer per micro-batch, DDP and ZeRO-1/2 once a step. FSDP2 and Megatron-Core reduce with
+  -- NCCL's average or scale the sharded result instead (no predivide).
   -- Triton's FlashAttention on Hopper: the FlashAttention-2 paper's 0.6 above is an A100
   -- figure; the FlashAttention-3 paper (arXiv:2407.08608, Fig. 5, H100, head dim 128) plots
   -- the Triton tutorial kernel at 1.05-1.13x FlashAttention-2. Which code path llm-foundry's
@@ -187,14 +191,14 @@ P.terms = {
 --     "Overlap communication with dependent computation", ASPLOS'23).
 P.free = {
   { name = "gemm", generation = "a100", default = 0.68, start = 0.72, lo = 0.5, hi = 0.9 },
-  { name = "gemm", generation = "h100", default = 0.577, start = 0.55, lo = 0.35, hi = 0.8 },
-  { name = "gemm_fp8", generation = "h100", default = 0.55, start = 0.55, lo = 0.25, hi = 0.8 },
+  { name = "gemm", generation = "h100", default = 0.5635, start = 0.55, lo = 0.35, hi = 0.8 },
+  { name = "gemm_fp8", generation = "h100", default = 0.528, start = 0.55, lo = 0.25, hi = 0.8 },
   { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
   { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
   { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
   { name = "bus_efficiency", default = 0.917, start = 0.8, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 60e-6, start = 30e-6, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.13, start = 0.1, lo = 0, hi = 0.3 },
+  { name = "layer_overhead", default = 0, start = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.052, start = 0.1, lo = 0, hi = 0.3 },
 }
 
 
