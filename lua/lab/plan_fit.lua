@@ -164,6 +164,31 @@ function F.fit(plan, entries)
   return x, best
 end
 
+-- The range of a row is its answer under its weak assumption (lo_assumed to hi_assumed),
+-- widened by what the planner is measured to get wrong on sources it was not fitted on: q, the
+-- COVERAGE quantile of the absolute leave-one-source-out errors of every other source's
+-- rows (the row's own source never enters its q, so the range is a prediction too):
+-- published in [lo, hi] is |predicted / published - 1| <= q at either end.
+local COVERAGE = 0.95
+local function widen(rows, groups)
+  for _, g in ipairs(groups) do
+    local errs = {}
+    for _, row in ipairs(rows) do
+      if row.feasible and row.run.group ~= g then errs[#errs + 1] = math.abs(row.error) end
+    end
+    table.sort(errs)
+    local q = errs[math.max(1, math.ceil(COVERAGE * #errs))] or 0
+    for _, row in ipairs(rows) do
+      if row.feasible and row.run.group == g then
+        row.q, row.lo, row.hi = q, row.lo_assumed / (1 + q), row.hi_assumed / (1 - q)
+        row.why = (row.why and row.why .. "; " or "") .. string.format("the planner's error on the other sources (%.0f%% of "
+          .. "their rows within %.1f%%)", 100 * COVERAGE, 100 * q)
+      end
+    end
+  end
+end
+F.COVERAGE = COVERAGE
+
 -- The leave-one-source-out table: for every source, the parameters fitted on the others,
 -- and each of its rows planned with them (the full enumeration), with its range over the
 -- row's weak assumption. Returns {rows = {...}, fits = {group -> x}, all = x fitted on all}.
@@ -204,11 +229,13 @@ function F.loso(plan)
             end
             row.why = w.why
           end
+          row.lo_assumed, row.hi_assumed = row.lo, row.hi
         end
         rows[#rows + 1] = row
       end
     end
   end
+  widen(rows, groups)
   return { rows = rows, fits = fits, groups = groups, entries = entries }
 end
 
@@ -234,7 +261,7 @@ function F.print(plan, rows, format)
     local run, best = row.run, row.best
     local pred = best and show(run.metric, row.predicted) or "does not fit"
     local err = best and string.format("%+.1f%%", 100 * row.error) or "-"
-    local range = best and row.lo < row.hi and string.format("%s to %s", show(run.metric, row.lo), show(run.metric, row.hi)) or "-"
+    local range = best and string.format("%s to %s", show(run.metric, row.lo), show(run.metric, row.hi)) or "-"
     if format == "table" then
       print(string.format("%-32s %-16s %6d %-30s %14s %14s %7s  %s", run.source, run.model, run.gpus,
         best and layout(best) or "does not fit", show(run.metric, run.published), pred, err, range))

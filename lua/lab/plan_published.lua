@@ -191,6 +191,16 @@ P.loso_misses = {
     .. "token dispatch passes, expert-parallel all-to-all and grouped GEMMs leave it 2.5x optimistic: about 19 ms per "
     .. "layer and micro-batch of 8192 tokens that no term explains",
 }
+-- The rows within 15% whose published figure lies outside their range (plan_fit.lua: the
+-- answer under the weak assumption widened by the 95% quantile of the planner's error on the
+-- other sources), each with the reason; the LOSO misses above lie outside theirs too.
+P.range_misses = {
+  ["MT-NLG 530B 2022, section 2.4|mtnlg-530b|3360|2048"] = "optimistic by 14.5%, beyond its 12.8%: all three MT-NLG rows "
+    .. "are optimistic (+9.5% to +14.5%), by 5-6 s a step at every data-parallel width, which the bubble, the blocking "
+    .. "transfers and the exposed ZeRO-1 reduction do not explain",
+  ["Megatron-Bridge 25.11, DGX-H100|llama3-70b|64|8192"] = "pessimistic by 13.2%, beyond its 12.6%, as the source's other "
+    .. "dense rows (-9% to -12%): what its 25.11 recipes run faster than the planner's terms is not identified",
+}
 -- sources whose rows are all optimistic by more than 10% (the issue asks for none)
 P.optimistic_sources = {}
 
