@@ -246,7 +246,45 @@ function F.show(metric, x)
   return string.format("%.1f%%", 100 * x)
 end
 
--- the LOSO table, as a table or as README.md's markdown rows
+-- per source, in the order of the rows: {group, n, within (15%), mean (signed error), abs (mean
+-- absolute error), held (ranges holding the published figure)}
+function F.summary(rows)
+  local out, by = {}, {}
+  for _, row in ipairs(rows) do
+    local g = row.run.group
+    local s = by[g]
+    if not s then
+      s = { group = g, n = 0, within = 0, mean = 0, abs = 0, held = 0 }
+      by[g], out[#out + 1] = s, s
+    end
+    s.n = s.n + 1
+    if row.feasible then
+      s.mean, s.abs = s.mean + row.error, s.abs + math.abs(row.error)
+      if math.abs(row.error) <= 0.15 then s.within = s.within + 1 end
+      if row.lo <= row.run.published and row.run.published <= row.hi then s.held = s.held + 1 end
+    end
+  end
+  for _, s in ipairs(out) do s.mean, s.abs = s.mean / s.n, s.abs / s.n end
+  return out
+end
+
+local function print_summary(rows, format)
+  local n, within, held = 0, 0, 0
+  if format == "markdown" then
+    print("")
+    print("| source | rows | within 15% | mean error | mean absolute error | ranges holding the figure |")
+    print("|---|---|---|---|---|---|")
+  end
+  for _, s in ipairs(F.summary(rows)) do
+    n, within, held = n + s.n, within + s.within, held + s.held
+    local fmt = format == "markdown" and "| %s | %d | %d | %+.1f%% | %.1f%% | %d |" or "%-32s %3d rows, %3d within 15%%, mean %+.1f%%, |mean| %.1f%%, %d ranges hold"
+    print(string.format(fmt, s.group, s.n, s.within, 100 * s.mean, 100 * s.abs, s.held))
+  end
+  local fmt = format == "markdown" and "| all | %d | %d (%.1f%%) | | | %d |" or "all: %d rows, %d within 15%% (%.1f%%), %d ranges hold"
+  print(string.format(fmt, n, within, 100 * within / n, held))
+end
+
+-- the LOSO table, as a table or as README.md's markdown rows, then the summary per source
 function F.print(plan, rows, format)
   local show, layout = F.show, plan.layout
   local function variant(r) return string.format("zero %d, mb %d, recompute %s", r.zero, r.mb, r.recompute) end
@@ -273,6 +311,7 @@ function F.print(plan, rows, format)
         run.metric:upper(), show(run.metric, run.published), pred, err, range))
     end
   end
+  print_summary(rows, format)
 end
 
 return F
