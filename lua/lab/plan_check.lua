@@ -115,6 +115,7 @@ local function word_list(o, k, default, allowed)
 end
 
 
+M.copy = copy
 M.fail = fail
 M.model = check_model
 M.need = need

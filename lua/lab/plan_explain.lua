@@ -63,7 +63,14 @@ return function(plan, r, m, gpu, o)
       r.t_dp - r.t_dp_exposed, 100 * (o.contention or 0), r.t_contention))
   end
   if (r.t_pp_blocking or 0) > 0 then
-    print(string.format("  blocking pipeline sends: +%.2f ms per micro-batch on every stage", 1e3 * r.t_pp_blocking))
+    print(string.format("  blocking pipeline transfers: +%.2f ms per micro-batch on the slowest stage (%d transfers of the"
+      .. " activation or its gradient, each held by both stages it joins)", 1e3 * r.t_pp_blocking,
+      r.pp > 2 and terms.pp_blocking_transfers or 2))
+  end
+  if (r.t_grad_prep or 0) > 0 then
+    print(string.format("  gradient preparation before its reduction (%s%s): %d bytes per element streamed, +%.3f s a step",
+      o.reduce_dtype == "fp32" and "cast to fp32" or "", o.grad_predivide and ", divided in place (grad_predivide)" or "",
+      time.grad_prep_bytes(o), r.t_grad_prep))
   end
   if o.precision == "fp8" then
     print(string.format("  fp8: %d bytes per GEMM input element cast (Transformer Engine's cast + amax)", terms.fp8_cast_bytes))

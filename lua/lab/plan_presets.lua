@@ -31,21 +31,6 @@ P.models = {
     experts = 8, top_k = 2 },
   -- Nemotron-4 15B (arXiv:2402.16819, Table 1): squared-ReLU 4h FFN, GQA, untied, no bias
   ["nemotron4-15b"] = { layers = 32, hidden = 6144, heads = 48, kv_heads = 8, ffn = 24576, vocab = 256000, gated = false },
-  -- the GPT models of Megatron-LM's 2021 scaling study (Narayanan et al., Table 1)
-  ["megatron-1.7b"] = gpt(24, 2304, 24, 51200),
-  ["megatron-3.6b"] = gpt(30, 3072, 32, 51200),
-  ["megatron-7.5b"] = gpt(36, 4096, 32, 51200),
-  ["megatron-18.4b"] = gpt(40, 6144, 48, 51200),
-  ["megatron-39.1b"] = gpt(48, 8192, 64, 51200),
-  ["megatron-76.1b"] = gpt(60, 10240, 80, 51200),
-  ["megatron-145.6b"] = gpt(80, 12288, 96, 51200),
-  ["megatron-310.1b"] = gpt(96, 16384, 128, 51200),
-  ["megatron-529.6b"] = gpt(105, 20480, 128, 51200),
-  ["megatron-1t"] = gpt(128, 25600, 160, 51200),
-  -- Megatron-LM's GPT-3 (vocabulary 51200; Narayanan et al. Table 2, Korthikanti et al. Table 3)
-  ["megatron-175b"] = gpt(96, 12288, 96, 51200),
-  -- Korthikanti et al. 2022, Table 3
-  ["megatron-22b"] = gpt(48, 6144, 64, 51200),
   -- MegaScale's 175B GPT (Jiang et al., NSDI'24, Table 1 and section 6.1: vocabulary 64000)
   ["megascale-175b"] = gpt(96, 12288, 128, 64000),
 }
@@ -54,15 +39,23 @@ P.models = {
 local function mpt(l, h, heads)
   return { layers = l, hidden = h, heads = heads, kv_heads = heads, ffn = 4 * h, vocab = 50368, gated = false, tied = true }
 end
-P.models["mpt-125m"] = mpt(12, 768, 12)
-P.models["mpt-350m"] = mpt(24, 1024, 16)
-P.models["mpt-760m"] = mpt(24, 1536, 12)
-P.models["mpt-1b"] = mpt(24, 2048, 16)
-P.models["mpt-3b"] = mpt(32, 2560, 32)
-P.models["mpt-7b"] = mpt(32, 4096, 32)
-P.models["mpt-13b"] = mpt(40, 5120, 40)
-P.models["mpt-30b"] = mpt(48, 7168, 64)
-P.models["mpt-70b"] = mpt(80, 8192, 64)
+-- name, layers, hidden, heads
+for name, l, h, heads in ([[
+  mpt-125m 12 768 12   mpt-350m 24 1024 16   mpt-760m 24 1536 12   mpt-1b 24 2048 16   mpt-3b 32 2560 32
+  mpt-7b 32 4096 32    mpt-13b 40 5120 40    mpt-30b 48 7168 64    mpt-70b 80 8192 64
+]]):gmatch("(%S+) (%d+) (%d+) (%d+)") do
+  P.models[name] = mpt(tonumber(l), tonumber(h), tonumber(heads))
+end
+-- Megatron-LM's GPT models, vocabulary 51200: the 2021 scaling study (Narayanan et al.,
+-- Table 1), its GPT-3 (Table 2; Korthikanti et al. Table 3) and Korthikanti et al.'s 22B
+-- (Table 3). Name, layers, hidden, heads.
+for name, l, h, heads in ([[
+  megatron-1.7b 24 2304 24     megatron-3.6b 30 3072 32      megatron-7.5b 36 4096 32     megatron-18.4b 40 6144 48
+  megatron-39.1b 48 8192 64    megatron-76.1b 60 10240 80    megatron-145.6b 80 12288 96  megatron-310.1b 96 16384 128
+  megatron-529.6b 105 20480 128  megatron-1t 128 25600 160   megatron-175b 96 12288 96    megatron-22b 48 6144 64
+]]):gmatch("(%S+) (%d+) (%d+) (%d+)") do
+  P.models[name] = gpt(tonumber(l), tonumber(h), tonumber(heads), 51200)
+end
 
 -- Models of the runs added for issue 32 (lua/lab/plan_published.lua says where each row is from)
 -- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2 vocabulary
@@ -135,7 +128,7 @@ P.terms = {
   --        9's fused attention (Transformer Engine's, in NeMo/Megatron-Core) is plotted beside
   --        it within 10%: 1.45. On Ampere both fall back to FlashAttention-2's speed.
   attention_kernels = {
-    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.6 },
+    fa2 = { a100 = 1.0, h100 = 1.0 }, fa1 = { a100 = 0.5, h100 = 0.5 }, triton = { a100 = 0.6, h100 = 0.85 },
     fa3 = { a100 = 1.0, h100 = 1.6 }, cudnn = { a100 = 1.0, h100 = 1.45 },
   },
   -- Sequence length: FlashAttention-2's fwd + bwd causal throughput at head dim 128 on A100
@@ -157,6 +150,29 @@ P.terms = {
   -- both (read and write), and the weighted unpermute (read): 7 passes over the top_k x
   -- hidden copies of each token, each way.
   moe_dispatch_passes = 7,
+  -- A blocking pipeline engine (DeepSpeed's PipelineEngine, deepspeed/runtime/pipe/engine.py:
+  -- its TrainSchedule's RecvActivation, SendActivation, RecvGrad and SendGrad instructions run
+  -- one after another, each a synchronous p2p call between the two stages, p2p.py) holds each
+  -- transfer on the timelines of both stages it joins: a middle stage, which both receives
+  -- and sends each micro-batch's activation forward and its gradient backward, waits for four
+  -- transfers per micro-batch (the first and last stage for two). Megatron-LM's schedules
+  -- post their sends and receives asynchronously (batch_isend_irecv) beside the compute.
+  pp_blocking_transfers = 4,
+  -- The gradient preparation (no constant: the dtypes' bytes), on the compute stream before
+  -- the gradient's reduction. PyTorch 1.13's FSDP (FullyShardedDataParallel._post_backward_hook:
+  -- "Average grad by world_size for consistency with PyTorch DDP", param.grad.div_(
+  -- gradient_predivide_factor)) first divides the whole unsharded gradient in place, a read
+  -- and a write in its dtype (grad_predivide=true; llm-foundry's benchmark tables predate
+  -- torch 2.0, their README says); then gradients reduced in fp32 while the backward
+  -- computes them in bf16 are cast, a read of 2 and a write of 4 bytes per element
+  -- (MixedPrecision.reduce_dtype; Composer's DEFAULT mode sets it to fp32). FSDP does both per
+  -- layer per micro-batch, DDP and ZeRO-1/2 once a step. FSDP2 and Megatron-Core reduce with
+  -- NCCL's average or scale the sharded result instead (no predivide).
+  -- Triton's FlashAttention on Hopper: the FlashAttention-2 paper's 0.6 above is an A100
+  -- figure; the FlashAttention-3 paper (arXiv:2407.08608, Fig. 5, H100, head dim 128) plots
+  -- the Triton tutorial kernel at 1.05-1.13x FlashAttention-2. Which code path llm-foundry's
+  -- 2023 kernel took on H100 is not stated: the factor is between, 0.85 (the range runs to
+  -- FlashAttention-2's 1.0).
 }
 
 -- The free parameters the leave-one-source-out fit sets (plan_fit.lua): the fractions of
@@ -175,14 +191,14 @@ P.terms = {
 --     "Overlap communication with dependent computation", ASPLOS'23).
 P.free = {
   { name = "gemm", generation = "a100", default = 0.68, start = 0.72, lo = 0.5, hi = 0.9 },
-  { name = "gemm", generation = "h100", default = 0.577, start = 0.55, lo = 0.35, hi = 0.8 },
+  { name = "gemm", generation = "h100", default = 0.5635, start = 0.55, lo = 0.35, hi = 0.8 },
   { name = "gemm_fp8", generation = "h100", default = 0.528, start = 0.55, lo = 0.25, hi = 0.8 },
   { name = "attention", generation = "a100", default = 0.585, start = 0.55, lo = 0.3, hi = 0.8 },
   { name = "attention", generation = "h100", default = 0.238, start = 0.33, lo = 0.2, hi = 0.6 },
   { name = "memory", default = 0.759, start = 0.85, lo = 0.6, hi = 0.95 },
-  { name = "bus_efficiency", default = 0.9035, start = 0.8, lo = 0.5, hi = 0.95 },
-  { name = "layer_overhead", default = 18e-6, start = 30e-6, lo = 0, hi = 300e-6 },
-  { name = "contention", default = 0.058, start = 0.1, lo = 0, hi = 0.3 },
+  { name = "bus_efficiency", default = 0.917, start = 0.8, lo = 0.5, hi = 0.95 },
+  { name = "layer_overhead", default = 0, start = 30e-6, lo = 0, hi = 300e-6 },
+  { name = "contention", default = 0.052, start = 0.1, lo = 0, hi = 0.3 },
 }
 
 

@@ -138,6 +138,15 @@ local function reduce_bytes(o)
   return o.reduce_dtype == "fp32" and 4 or mem.bytes_per(o.precision).g
 end
 
+-- Bytes streamed per gradient element before its reduction, on the compute stream
+-- (plan_presets.terms, the gradient preparation): with grad_predivide (PyTorch 1.13's FSDP)
+-- an in-place division in the gradient's dtype (read and write), then the cast to fp32 when
+-- it is reduced wider than the backward computed it (read 2, write 4).
+function M.grad_prep_bytes(o)
+  local g, rg = mem.bytes_per(o.precision).g, reduce_bytes(o)
+  return (o.grad_predivide and 2 * g or 0) + (rg > g and g + rg or 0)
+end
+
 function M.dp_bytes(o, c, psi)
   local dz = c.dp * (c.cp or 1)
   if dz <= 1 then return 0 end
@@ -320,9 +329,13 @@ function M.step(m, gpu, o, c, r, lt, st)
   local act_pp = c.mb * (o.seq / cp) * m.hidden * mem.bytes_per(o.precision).p / (sp_pp and t or 1)
   local pp_cross = t * cp * d >= gpu.per_node
   local pp_link = pp_cross and gpu.network or gpu.nvlink
+  -- A blocking transfer holds both its ends: a middle stage's timeline carries four per
+  -- micro-batch (it receives the activation, sends its own, receives the gradient, sends its
+  -- own: plan_presets.terms.pp_blocking_transfers), the first and last stage two.
   r.t_pp_blocking = 0
   if o.pp_blocking and p > 1 then
-    r.t_pp_blocking = 2 * link_time(o, act_pp, pp_link, 1, pp_cross)
+    local transfers = p > 2 and TERMS.pp_blocking_transfers or 2
+    r.t_pp_blocking = transfers * link_time(o, act_pp, pp_link, 1, pp_cross)
     stage = stage + r.t_pp_blocking
   end
   r.stage_s = stage
@@ -342,7 +355,7 @@ function M.step(m, gpu, o, c, r, lt, st)
   local cross_dp = crosses(gpu, t, dz)
   local zero = c.zero or 0
   local exposed_dp = 0
-  r.t_dp = 0
+  r.t_dp, r.t_grad_prep = 0, 0
   if dz > 1 and zero >= 3 then
     -- ZeRO-3 / FSDP, layer by layer: every micro-batch gathers each layer's parameters before
     -- its forward and again before its backward, and reduce-scatters its gradients after: three
@@ -355,6 +368,8 @@ function M.step(m, gpu, o, c, r, lt, st)
     local gather = link_time(o, ring(dz) * bp.p * psi_layer, bw_dp, dz - 1, cross_dp)
     local scatter = link_time(o, ring(dz) * reduce_bytes(o) * psi_layer, bw_dp, dz - 1, cross_dp)
     r.t_dp = mb_count * layers * (2 * gather + scatter)
+    -- each micro-batch prepares every layer's whole unsharded gradient before its reduce-scatter
+    r.t_grad_prep = mb_count * layers * M.grad_prep_bytes(o) * psi_layer / (gpu.hbm_bw * gpu.memory)
     if o.dp_overlap == false then exposed_dp = r.t_dp
     else
       local f1, b1 = lt.fwd, lt.bwd + lt.rec
@@ -365,6 +380,7 @@ function M.step(m, gpu, o, c, r, lt, st)
     -- gradients are reduced in buckets (plan_presets.terms.dp_bucket_bytes), one call each:
     -- each call pays a tree's 2 log2 n steps and a launch
     local calls = math.max(1, math.ceil(reduce_bytes(o) * r.params_per_gpu / TERMS.dp_bucket_bytes))
+    r.t_grad_prep = M.grad_prep_bytes(o) * r.params_per_gpu / (gpu.hbm_bw * gpu.memory) -- once a step
     r.t_dp = link_time(o, r.bytes_dp, bw_dp, calls * 2 * math.log(dz, 2), cross_dp) + (calls - 1) * LAUNCH
     exposed_dp = r.t_dp
     if o.dp_overlap ~= false then
@@ -386,7 +402,7 @@ function M.step(m, gpu, o, c, r, lt, st)
   local shard = r.params_per_gpu / (((c.zero or 0) >= 1) and dz or 1)
   r.t_optimizer = shard * 32 / (gpu.hbm_bw * gpu.memory)
   r.t_layer_comm = lt.comm * st.middle * mb_count
-  r.step_s = pipe + r.t_pp + exposed_dp + r.t_contention + r.t_optimizer
+  r.step_s = pipe + r.t_pp + exposed_dp + r.t_contention + r.t_optimizer + r.t_grad_prep
   r.comm_exposed = r.t_layer_comm + r.t_pp + exposed_dp
   r.comm_share = r.comm_exposed / r.step_s
   local tokens = o.global_batch * (o.seq + 0.0)

@@ -1,9 +1,10 @@
--- Docstrings of lab.plan, the what-if planner (help(lab.plan.run)): lua/lab/plan.lua. m is a
--- model (preset name or table), o the plan's options, c a layout {dp=, tp=, pp=, ...}.
+-- Docstrings of lab.plan, the what-if planner (help(lab.plan.run)): lua/lab/plan.lua (the helpers:
+-- plan_helpers.lua). m is a model (preset name or table), o the plan's options, c a layout {dp=, tp=, ...}.
 return {
   run = "lab.plan.run{model=, gpus=, gpu=, global_batch=, seq=, ...} -> results: prints the ranked layouts (lab.plan{...} too)",
   cli = "lab.plan.cli(args) -> results: llmlab --plan's key=value arguments (none: usage and the presets)",
-  published = "lab.plan.published([format]) -> rows, fit: the planner against published runs, each fitted on the others",
+  published = "lab.plan.published([format]) -> rows, fit: the planner against published runs, each source fitted on the others"
+    .. " (rows: predicted, error, range lo to hi widened by q, why); format 'table' or 'markdown' prints them and a summary per source",
   enumerate = "lab.plan.enumerate(o) -> results, infeasible, model, gpu: every layout evaluated, best first",
   evaluate = "lab.plan.evaluate(m, gpu, o, c[, lt]) -> result: memory, time and MFU of one layout",
   explain = "lab.plan.explain(r, m, gpu, o): prints one configuration's arithmetic line by line",

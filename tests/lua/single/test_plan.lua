@@ -2,8 +2,10 @@
 --  * every run of lua/lab/plan_published.lua (76 rows from 12 sources) is predicted leave-one-
 --    source-out (lua/lab/plan_fit.lua: the free parameters fitted on the other sources):
 --    each row within 15% of its published figure or listed in loso_misses with its reason,
---    at least 90% within, no source all optimistic by more than 10% but the listed one, every
---    range holding its published figure; README.md's table shows exactly these numbers;
+--    at least 90% within, no source all optimistic by more than 10% but a listed one, every
+--    range (the weak assumption's answers widened by the planner's error on the other
+--    sources) holding its published figure with no band added, but the listed ones;
+--    README.md's table shows exactly these numbers;
 --  * an answer with an open assumption carries a range naming it; explain prints the terms;
 --  * FLOP counts equal the papers' closed forms (Megatron-LM eq. 3, Korthikanti eq. 7-8);
 --  * interleaved and uneven pipeline stages, recomputation and context parallelism are
@@ -65,28 +67,29 @@ T.test("no source whose rows are all optimistic by more than 10% (but the listed
   end
 end)
 
-T.test("ranges: a weak assumption spreads the answer, and the published figure lies in it", function()
-  local spread = 0
+T.test("ranges: each holds its published figure, strictly, but the listed ones", function()
+  -- a row's range is its answer under its weak assumption widened by the planner's error on
+  -- the other sources (plan_fit.lua, a 95% quantile): no band is added here
+  local spread, inside = 0, 0
   for _, row in ipairs(rows) do
     if row.feasible then
-      T.ok(row.lo <= row.predicted and row.predicted <= row.hi, "the answer lies in its own range")
-      if row.run.weak then
-        T.ok(type(row.why) == "string" and #row.why > 0, "the range names its assumption")
-        if row.hi > row.lo then spread = spread + 1 end
-      end
-      -- the range widened by the planner's validated error (15%) holds the published
-      -- figure, for every row not listed as a miss, and for the misses whose assumption
-      -- explains them
       local key = published.key(row.run)
-      local explained = published.loso_misses[key] and row.run.weak and row.lo <= row.run.published and row.run.published <= row.hi
-      if not published.loso_misses[key] or explained then
-        -- (|predicted / published - 1| <= 0.15 is published in [predicted / 1.15, predicted / 0.85])
-        T.ok(row.run.published >= row.lo / 1.15 and row.run.published <= row.hi / 0.85,
-          key .. ": the published figure lies in the range")
+      T.ok(row.lo <= row.predicted and row.predicted <= row.hi, key .. ": the answer lies in its own range")
+      T.ok(type(row.why) == "string" and #row.why > 0, key .. ": the range names what drives it")
+      if row.run.weak and row.hi_assumed > row.lo_assumed then spread = spread + 1 end
+      local holds = row.lo <= row.run.published and row.run.published <= row.hi
+      if holds then inside = inside + 1 end
+      local listed = published.range_misses[key] or published.loso_misses[key]
+      if listed then
+        T.ok(not holds, key .. " now lies in its range: take it out of plan_published.range_misses")
+      else
+        T.ok(holds, string.format("%s: published %s outside the range %s to %s", key, plan.show_metric(row.run.metric, row.run.published),
+          plan.show_metric(row.run.metric, row.lo), plan.show_metric(row.run.metric, row.hi)))
       end
     end
   end
   T.ok(spread >= 10, "weak assumptions spread at least 10 rows' answers, got " .. spread)
+  T.ok(inside >= 0.9 * #rows, string.format("%d of %d ranges hold their published figure (at least 90%%)", inside, #rows))
 end)
 
 T.test("the fit cannot see the source it predicts", function()
@@ -198,10 +201,11 @@ T.test("the terms the roofline does not see, one by one", function()
   -- short sequences and head dim 64 slower
   local f2 = time.attention_fraction(gpu, { attention_kernel = "fa2" }, 128, 1e9)
   T.near(f2, gpu.attention, 1e-6, "FlashAttention-2 at long sequences is the generation's fraction")
-  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, 0.6, 1e-6, "Triton 0.6x")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, 0.85, 1e-6, "Triton 0.85x on Hopper")
   T.near(time.attention_fraction(gpu, { attention_kernel = "fa3" }, 128, 1e9) / f2, 1.6, 1e-6, "FlashAttention-3 1.6x on H100")
   local a100 = time.with_defaults(lab.plan_presets.gpus["a100-80"])
   T.near(time.attention_fraction(a100, { attention_kernel = "fa3" }, 128, 1e9), a100.attention, 1e-6, "no FA3 on Ampere")
+  T.near(time.attention_fraction(a100, { attention_kernel = "triton" }, 128, 1e9) / a100.attention, 0.6, 1e-6, "Triton 0.6x on Ampere")
   T.near(time.attention_fraction(gpu, {}, 64, 1e9) / f2, 0.85, 1e-6, "head dim 64: 0.85")
   T.near(time.attention_fraction(gpu, {}, 128, 300) / f2, 0.5, 1e-6, "300 tokens: half (the knee)")
   -- FSDP: a layer's gather hides under the previous layer's compute only when shorter, and
@@ -226,6 +230,34 @@ T.test("the terms the roofline does not see, one by one", function()
     "ZeRO-3: two bf16 gathers and an fp32 reduce-scatter per micro-batch")
   T.near(plan.dp_bytes({ reduce_dtype = "fp32" }, { dp = 4, zero = 1 }, 1e6), 2 * 3 / 4 * 4 * 1e6, 1e-12, "all-reduce in fp32")
   T.near(plan.dp_bytes({}, { dp = 4, zero = 3, microbatches = 2 }, 1e6), 3 / 4 * 6 * 1e6 * 2, 1e-12, "bf16 by default")
+  -- and cast to fp32 first, per layer per micro-batch over the unsharded layer (read 2, write 4
+  -- bytes), on the compute stream: the step grows by exactly that
+  local qf = { seq = 2048, global_batch = 128, layer_overhead = 0, contention = 0 }
+  local bf = plan.evaluate(m, lab.plan_presets.gpus.h100, qf, lay)
+  qf.reduce_dtype = "fp32"
+  local f32 = plan.evaluate(m, lab.plan_presets.gpus.h100, qf, lay)
+  local h100 = time.with_defaults(lab.plan_presets.gpus.h100)
+  T.eq(bf.t_grad_prep, 0, "no cast when gradients are reduced in bf16")
+  T.near(f32.t_grad_prep, f32.microbatches * f32.params_per_gpu * 6 / (h100.hbm_bw * h100.memory), 1e-12,
+    "6 bytes per unsharded element per micro-batch")
+  T.near(f32.step_s - bf.step_s - (f32.t_dp_exposed - bf.t_dp_exposed), f32.t_grad_prep, 1e-9, "on the critical path")
+  -- PyTorch 1.13's FSDP divides each unsharded gradient in place first (read and write, bf16)
+  qf.grad_predivide = true
+  local div = plan.evaluate(m, lab.plan_presets.gpus.h100, qf, lay)
+  T.near(div.t_grad_prep, f32.t_grad_prep * (6 + 4) / 6, 1e-12, "grad_predivide: 4 bytes more per element")
+  -- a blocking pipeline engine: a middle stage holds four transfers per micro-batch (receive
+  -- and send, forward and backward), a two-stage pipeline two
+  local mt = lab.plan_presets.models["megatron-175b"]
+  local a8 = lab.plan_presets.gpus["a100-80"]
+  local pq = { seq = 2048, global_batch = 64, layer_overhead = 0, contention = 0, sequence_parallel = false, bus_efficiency = 0.8 }
+  local function pipe(pp, blocking)
+    pq.pp_blocking = blocking
+    return plan.evaluate(mt, a8, pq, { dp = 1, tp = 8, pp = pp, zero = 0, mb = 1, recompute = "full" })
+  end
+  local one = time.link_time(pq, 2048 * mt.hidden * 2, a8.network, 1, true)
+  T.near(pipe(8, true).t_pp_blocking, 4 * one, 1e-12, "pp 8: four transfers per micro-batch")
+  T.near(pipe(2, true).t_pp_blocking, 2 * one, 1e-12, "pp 2: two")
+  T.near(pipe(8, true).stage_s - pipe(8, false).stage_s, 4 * one, 1e-12, "each on the stage's time")
 end)
 
 -- README.md's table under `heading` shows each row's published and LOSO figures
