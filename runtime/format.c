@@ -3,44 +3,16 @@
 #include "format.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/cpu/convert.h"
+#include "strbuf.h"
 #include "transfer.h"
 
 #define EDGE 3
 #define SUMMARIZE_OVER 1000
-
-typedef struct {
-  char *buf;
-  size_t len, cap;
-  int ok;
-} sbuf;
-
-static void put(sbuf *s, const char *fmt, ...) {
-  if (!s->ok) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (s->len + (size_t)n + 1 > s->cap) {
-    size_t cap = (s->cap + (size_t)n + 1) * 2;
-    char *b = realloc(s->buf, cap);
-    if (!b) {
-      s->ok = 0;
-      return;
-    }
-    s->buf = b;
-    s->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(s->buf + s->len, s->cap - s->len, fmt, ap);
-  va_end(ap);
-  s->len += (size_t)n;
-}
 
 typedef struct {
   const lab_tensor *t;
@@ -107,35 +79,35 @@ static void widen(fmt_state *f, const char *p, void *ctx) {
   if (w > f->width) f->width = w;
 }
 
-static void print_rec(fmt_state *f, sbuf *s, int dim, int64_t *idx, int indent) {
+static void print_rec(fmt_state *f, lab_strbuf *s, int dim, int64_t *idx, int indent) {
   const lab_tensor *t = f->t;
   char b[64];
   if (dim == t->ndim) {
     elem_text(f, elem_ptr(t, idx), b, sizeof b);
-    put(s, "%*s", f->width, b);
+    lab_strbuf_printf(s, "%*s", f->width, b);
     return;
   }
-  put(s, "[");
+  lab_strbuf_printf(s, "[");
   int64_t n = t->shape[dim];
   for (int64_t i = 0; i < n; i++) {
     if (f->summarize && n > 2 * EDGE && i == EDGE) {
-      if (dim == t->ndim - 1) put(s, "...");
-      else put(s, "...");
+      if (dim == t->ndim - 1) lab_strbuf_printf(s, "...");
+      else lab_strbuf_printf(s, "...");
       i = n - EDGE;
-      put(s, dim == t->ndim - 1 ? ", " : ",\n%*s", indent + 1, "");
+      lab_strbuf_printf(s, dim == t->ndim - 1 ? ", " : ",\n%*s", indent + 1, "");
     }
     idx[dim] = i;
     print_rec(f, s, dim + 1, idx, indent + 1);
     if (i + 1 < n) {
-      if (dim == t->ndim - 1) put(s, ", ");
+      if (dim == t->ndim - 1) lab_strbuf_printf(s, ", ");
       else {
-        put(s, ",");
-        for (int k = dim; k < t->ndim - 1; k++) put(s, "\n");
-        put(s, "%*s", indent + 1, "");
+        lab_strbuf_printf(s, ",");
+        for (int k = dim; k < t->ndim - 1; k++) lab_strbuf_printf(s, "\n");
+        lab_strbuf_printf(s, "%*s", indent + 1, "");
       }
     }
   }
-  put(s, "]");
+  lab_strbuf_printf(s, "]");
 }
 
 static char *format_host(const lab_tensor *t, lab_device dev);
@@ -164,19 +136,19 @@ static char *format_host(const lab_tensor *t, lab_device dev) {
     else f.mode = 1;
   }
   if (lab_numel(t) > 0) scan(&f, 0, idx, widen, NULL);
-  sbuf s = {.ok = 1};
+  lab_strbuf s = {0};
   const char *prefix = "tensor(";
-  put(&s, "%s", prefix);
-  if (lab_numel(t) == 0) put(&s, "[]");
+  lab_strbuf_printf(&s, "%s", prefix);
+  if (lab_numel(t) == 0) lab_strbuf_printf(&s, "[]");
   else print_rec(&f, &s, 0, idx, (int)strlen(prefix));
   char shape[160];
-  put(&s, ", shape=%s, dtype=%s", lab_shape_str(t, shape, sizeof shape), lab_dtype_name(t->dtype));
+  lab_strbuf_printf(&s, ", shape=%s, dtype=%s", lab_shape_str(t, shape, sizeof shape), lab_dtype_name(t->dtype));
   char name[32];
-  if (dev.type != LAB_DEV_CPU) put(&s, ", device='%s'", lab_device_str(dev, name, sizeof name));
-  put(&s, ")");
-  if (!s.ok) {
-    free(s.buf);
+  if (dev.type != LAB_DEV_CPU) lab_strbuf_printf(&s, ", device='%s'", lab_device_str(dev, name, sizeof name));
+  lab_strbuf_printf(&s, ")");
+  if (s.oom) {
+    free(s.b);
     return NULL;
   }
-  return s.buf;
+  return s.b;
 }

@@ -204,21 +204,40 @@ static int grow(parser *ps, lab_json *v, size_t *cap, int with_keys) {
   return 0;
 }
 
+/* after a container's opening bracket: 1 when it is empty (its close taken), else 0 */
+static int empty_container(parser *ps, char close) {
+  skip_ws(ps);
+  if (ps->p < ps->end && *ps->p == close) {
+    ps->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* after an item of an array or object: 1 at its close, 0 at a comma (an item follows), -1 */
+static int after_item(parser *ps, char close, const char *kind) {
+  skip_ws(ps);
+  if (ps->p >= ps->end) return fail(ps, "unterminated %s", kind);
+  char c = *ps->p++;
+  if (c == close) return 1;
+  if (c != ',') {
+    ps->p--;
+    return fail(ps, "expected , or %c in an %s", close, kind);
+  }
+  return 0;
+}
+
 static int parse_array(parser *ps, lab_json *v, int depth) {
   size_t cap = 0;
   v->kind = LAB_JSON_ARRAY;
-  skip_ws(ps);
-  if (ps->p < ps->end && *ps->p == ']') { ps->p++; return 0; }
+  if (empty_container(ps, ']')) return 0;
   for (;;) {
     if (grow(ps, v, &cap, 0) != 0) return -1;
     memset(&v->items[v->len], 0, sizeof v->items[0]);
     v->len++;
     if (parse_value(ps, &v->items[v->len - 1], depth + 1) != 0) return -1;
-    skip_ws(ps);
-    if (ps->p >= ps->end) return fail(ps, "unterminated array");
-    char c = *ps->p++;
-    if (c == ']') return 0;
-    if (c != ',') { ps->p--; return fail(ps, "expected , or ] in an array"); }
+    int end = after_item(ps, ']', "array");
+    if (end != 0) return end < 0 ? -1 : 0;
   }
 }
 
@@ -255,8 +274,7 @@ static int sort_members(parser *ps, lab_json *v) {
 static int parse_object(parser *ps, lab_json *v, int depth) {
   size_t cap = 0;
   v->kind = LAB_JSON_OBJECT;
-  skip_ws(ps);
-  if (ps->p < ps->end && *ps->p == '}') { ps->p++; return 0; }
+  if (empty_container(ps, '}')) return 0;
   for (;;) {
     skip_ws(ps);
     if (ps->p >= ps->end || *ps->p != '"') return fail(ps, "expected a key string");
@@ -272,11 +290,8 @@ static int parse_object(parser *ps, lab_json *v, int depth) {
     if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expected : after a key");
     ps->p++;
     if (parse_value(ps, &v->items[v->len - 1], depth + 1) != 0) return -1;
-    skip_ws(ps);
-    if (ps->p >= ps->end) return fail(ps, "unterminated object");
-    char c = *ps->p++;
-    if (c == '}') return sort_members(ps, v);
-    if (c != ',') { ps->p--; return fail(ps, "expected , or } in an object"); }
+    int end = after_item(ps, '}', "object");
+    if (end != 0) return end < 0 ? -1 : sort_members(ps, v);
   }
 }
 

@@ -36,6 +36,7 @@
 #include "dist/control_relay.h"
 #include "dist/devcomm.h"
 #include "dist/dist.h"
+#include "dist/world.h"
 
 /* files */
 #include "ckpt_io.h"

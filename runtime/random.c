@@ -47,37 +47,33 @@ static lab_tensor *scratch_for(lab_tensor *t, lab_dtype st) {
   return fill(t, st, &s) < 0 ? NULL : s;
 }
 
+/* fills t with a's draws through a scratch of dtype st (t itself when it already is that
+ * and contiguous), taking per counter values of the stream for each element */
+static int generate(lab_tensor *t, lab_dtype st, lab_rand_args a, int64_t per) {
+  lab_tensor *s = scratch_for(t, st);
+  if (!s) return -1;
+  a.dt = st;
+  a.seed = rng_seed;
+  a.n = lab_numel(t);
+  a.offset = take(per * a.n);
+  a.out = lab_data(s);
+  lab_ops_of(s)->rand(&a);
+  return finish(t, s);
+}
+
 int lab_rand_(lab_tensor *t, double lo, double hi) {
   if (!lab_dtype_is_float(t->dtype)) return lab_fail("rand", "needs a floating-point tensor, got %s", lab_dtype_name(t->dtype));
   lab_dtype st = t->dtype == LAB_F64 ? LAB_F64 : LAB_F32;
-  lab_tensor *s = scratch_for(t, st);
-  if (!s) return -1;
-  int64_t n = lab_numel(t);
-  lab_rand_args a = {.kind = LAB_RAND_UNIFORM, .dt = st, .seed = rng_seed, .offset = take(st == LAB_F64 ? 2 * n : n),
-                     .out = lab_data(s), .n = n, .a = lo, .b = hi};
-  lab_ops_of(s)->rand(&a);
-  return finish(t, s);
+  return generate(t, st, (lab_rand_args){.kind = LAB_RAND_UNIFORM, .a = lo, .b = hi}, st == LAB_F64 ? 2 : 1);
 }
 
 int lab_randn_(lab_tensor *t, double mean, double std) {
   if (!lab_dtype_is_float(t->dtype)) return lab_fail("randn", "needs a floating-point tensor, got %s", lab_dtype_name(t->dtype));
   lab_dtype st = t->dtype == LAB_F64 ? LAB_F64 : LAB_F32;
-  lab_tensor *s = scratch_for(t, st);
-  if (!s) return -1;
-  int64_t n = lab_numel(t);
-  lab_rand_args a = {.kind = LAB_RAND_NORMAL, .dt = st, .seed = rng_seed, .offset = take(2 * n),
-                     .out = lab_data(s), .n = n, .a = mean, .b = std};
-  lab_ops_of(s)->rand(&a);
-  return finish(t, s);
+  return generate(t, st, (lab_rand_args){.kind = LAB_RAND_NORMAL, .a = mean, .b = std}, 2);
 }
 
 int lab_randint_(lab_tensor *t, int64_t lo, int64_t hi) {
   if (hi <= lo) return lab_fail("randint", "empty range [%lld, %lld)", (long long)lo, (long long)hi);
-  lab_tensor *s = scratch_for(t, LAB_I64);
-  if (!s) return -1;
-  int64_t n = lab_numel(t);
-  lab_rand_args a = {.kind = LAB_RAND_INT, .dt = LAB_I64, .seed = rng_seed, .offset = take(2 * n),
-                     .out = lab_data(s), .n = n, .lo = lo, .hi = hi};
-  lab_ops_of(s)->rand(&a);
-  return finish(t, s);
+  return generate(t, LAB_I64, (lab_rand_args){.kind = LAB_RAND_INT, .lo = lo, .hi = hi}, 2);
 }

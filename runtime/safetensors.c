@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "error.h"
+#include "strbuf.h"
 
 static const struct { const char *name; lab_dtype dt; } names[] = {
     {"F32", LAB_F32}, {"F64", LAB_F64}, {"I32", LAB_I32}, {"I64", LAB_I64},
@@ -211,45 +212,21 @@ done:
 
 /* ---- writing ---- */
 
-typedef struct {
-  char *b;
-  size_t n, cap;
-  int oom;
-} sbuf;
+static void adds(lab_strbuf *s, const char *p) { lab_strbuf_add(s, p, strlen(p)); }
 
-static void add(sbuf *s, const char *p, size_t n) {
-  if (s->oom) return;
-  if (s->n + n + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 256;
-    while (s->n + n + 1 > cap) cap *= 2;
-    char *b = realloc(s->b, cap);
-    if (!b) {
-      s->oom = 1;
-      return;
-    }
-    s->b = b;
-    s->cap = cap;
-  }
-  memcpy(s->b + s->n, p, n);
-  s->n += n;
-  s->b[s->n] = 0;
-}
-
-static void adds(sbuf *s, const char *p) { add(s, p, strlen(p)); }
-
-static void add_json_string(sbuf *s, const char *p) {
+static void add_json_string(lab_strbuf *s, const char *p) {
   adds(s, "\"");
   for (; *p; p++) {
     unsigned char c = (unsigned char)*p;
     if (c == '"' || c == '\\') {
       char e[2] = {'\\', (char)c};
-      add(s, e, 2);
+      lab_strbuf_add(s, e, 2);
     } else if (c < 0x20) {
       char e[8];
       snprintf(e, sizeof e, "\\u%04x", c);
       adds(s, e);
     } else {
-      add(s, (const char *)&c, 1);
+      lab_strbuf_add(s, (const char *)&c, 1);
     }
   }
   adds(s, "\"");
@@ -257,9 +234,9 @@ static void add_json_string(sbuf *s, const char *p) {
 
 int lab_st_build_header(const lab_st_tensor *ts, size_t n, const char *const *meta_keys,
                         const char *const *meta_values, size_t nmeta, char **header, size_t *header_len) {
-  sbuf s = {0};
+  lab_strbuf s = {0};
   char num[64];
-  add(&s, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
+  lab_strbuf_add(&s, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
   adds(&s, "{\"__metadata__\":{");
   for (size_t i = 0; i < nmeta; i++) {
     if (i) adds(&s, ",");

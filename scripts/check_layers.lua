@@ -16,7 +16,8 @@ local root = arg and arg[1] or "."
 local KNOWN = {
   -- one component since the CUDA plugin loader landed: device.c -> cuda/loader.h -> plugin.h
   -- -> dist/dist.h joins the tensor core (device, storage, tensor, iter, ewise, transfer) to dist/
-  "cycle: runtime/cuda/cuda_device runtime/cuda/loader runtime/cuda/plugin runtime/device runtime/dist/board runtime/dist/control runtime/dist/control_relay runtime/dist/control_settings runtime/dist/devcomm runtime/dist/dist runtime/dist/guard runtime/dist/held runtime/dist/mpi_backend runtime/dist/nccl runtime/dist/world runtime/ewise runtime/iter runtime/storage runtime/tensor runtime/transfer",
+  -- (world set-up, the board and the control channel left it: they read the rank from dist/place.h)
+  "cycle: runtime/cuda/cuda_device runtime/cuda/loader runtime/cuda/plugin runtime/device runtime/dist/devcomm runtime/dist/dist runtime/dist/guard runtime/dist/held runtime/dist/nccl runtime/ewise runtime/iter runtime/storage runtime/tensor runtime/transfer",
 }
 
 local function list_files(dirs)

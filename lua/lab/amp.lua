@@ -84,9 +84,7 @@ local function cast_parameters(model, dtype)
 end
 
 function amp.MixedPrecision(model, opts)
-  lab.nn.check_module(model, "amp.MixedPrecision")
-  errors.opts("amp.MixedPrecision", 2, opts)
-  opts = opts or {}
+  opts = errors.with_opts("amp.MixedPrecision", errors.module, opts, model)
   local dtype = opts.dtype or "bf16"
   if not FLOAT16[dtype] then
     error(string.format("rank %d: amp.MixedPrecision: dtype must be bf16 or f16, not %s", lab.dist.rank(),

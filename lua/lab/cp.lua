@@ -183,21 +183,22 @@ local function wait_all(hs) for _, h in ipairs(hs) do h:wait() end end
 
 cp.timing = { compute = 0, wait = 0 } -- seconds in block compute vs waiting for blocks
 
+-- what both attentions take: q, k, v [B, H, T/N, D] and opts (group, scale); returns opts
+-- (or {}), the group, its size and this rank in it, T/N and the scale (1/sqrt(D) unless given)
+local function attention_args(fname, q, k, v, opts)
+  opts = errors.with_opts(fname, errors.tensor, opts, q, k, v)
+  errors.group(fname, 4, opts.group, "opts.group: a process group")
+  local g = opts.group or lab.dist.world_group()
+  return opts, g, g:size(), g:rank(), q.shape[3], opts.scale or 1 / math.sqrt(q.shape[4])
+end
+
 -- Ring attention: q, k, v [B, H, T/N, D] of this rank (positions from cp.positions);
 -- opts: group, causal (true), zigzag (true), scale (1/sqrt(D)), impl ('flash' where the
 -- device has the kernel, or 'math'). Returns [B, H, T/N, D].
 function cp.ring_attention(q, k, v, opts)
-  errors.tensor("lab.cp.ring_attention", 1, q)
-  errors.tensor("lab.cp.ring_attention", 2, k)
-  errors.tensor("lab.cp.ring_attention", 3, v)
-  errors.opts("lab.cp.ring_attention", 4, opts)
-  opts = opts or {}
-  errors.group("lab.cp.ring_attention", 4, opts.group, "opts.group: a process group")
-  local g = opts.group or lab.dist.world_group()
-  local n, r = g:size(), g:rank()
+  local g, n, r, Tl, scale
+  opts, g, n, r, Tl, scale = attention_args("lab.cp.ring_attention", q, k, v, opts)
   local causal = opts.causal ~= false
-  local Tl = q.shape[3]
-  local scale = opts.scale or 1 / math.sqrt(q.shape[4])
   local pos = {}
   for j = 0, n - 1 do pos[j] = cp.positions(Tl * n, n, j, opts.zigzag) end
   local nxt, prv = (r + 1) % n, (r - 1 + n) % n
@@ -294,16 +295,8 @@ end
 -- All-gather attention (Llama 3): K and V of every rank gathered (differentiable: the
 -- backward reduce-scatters their gradients), then ordinary masked attention.
 function cp.allgather_attention(q, k, v, opts)
-  errors.tensor("lab.cp.allgather_attention", 1, q)
-  errors.tensor("lab.cp.allgather_attention", 2, k)
-  errors.tensor("lab.cp.allgather_attention", 3, v)
-  errors.opts("lab.cp.allgather_attention", 4, opts)
-  opts = opts or {}
-  errors.group("lab.cp.allgather_attention", 4, opts.group, "opts.group: a process group")
-  local g = opts.group or lab.dist.world_group()
-  local n, r = g:size(), g:rank()
-  local Tl = q.shape[3]
-  local scale = opts.scale or 1 / math.sqrt(q.shape[4])
+  local g, n, r, Tl, scale
+  opts, g, n, r, Tl, scale = attention_args("lab.cp.allgather_attention", q, k, v, opts)
   local kall = n > 1 and D.all_gather(k:contiguous(), { group = g, dim = 3 }) or k
   local vall = n > 1 and D.all_gather(v:contiguous(), { group = g, dim = 3 }) or v
   local s = q:matmul(kall:transpose(3, 4)) * scale

@@ -53,6 +53,25 @@ end
 function M.posint(fname, n, value, what)
   M.arg(math.type(value) == "integer" and value >= 1, fname, n, "a positive integer" .. (what and (" (" .. what .. ")") or ""), value)
 end
+-- a constructor's positive-integer sizes, as value, what pairs in argument order, then its
+-- options table (the argument after them); returns the options, {} when none were passed
+function M.sizes(fname, opts, ...)
+  local n = select("#", ...) // 2
+  for i = 1, n do
+    local value, what = select(2 * i - 1, ...)
+    M.posint(fname, i, value, what)
+  end
+  M.opts(fname, n + 1, opts)
+  return opts or {}
+end
+-- a function's leading arguments, each checked by check (M.tensor, M.module), then its
+-- options table; returns the options, {} when none were passed
+function M.with_opts(fname, check, opts, ...)
+  local n = select("#", ...)
+  for i = 1, n do check(fname, i, (select(i, ...))) end
+  M.opts(fname, n + 1, opts)
+  return opts or {}
+end
 function M.type(fname, n, value, ty, what)
   M.arg(type(value) == ty, fname, n, what or ("a " .. ty), value)
 end

@@ -38,11 +38,7 @@ moe.expert_slices = setmetatable({}, { __mode = "k" })
 local ExpertLinear = nn.class("ExpertLinear")
 moe.ExpertLinear = ExpertLinear
 function ExpertLinear:init(n_experts, n_in, n_out, opts)
-  errors.posint("ExpertLinear", 1, n_experts, "experts")
-  errors.posint("ExpertLinear", 2, n_in, "in features")
-  errors.posint("ExpertLinear", 3, n_out, "out features")
-  errors.opts("ExpertLinear", 4, opts)
-  opts = opts or {}
+  opts = errors.sizes("ExpertLinear", opts, n_experts, "experts", n_in, "in features", n_out, "out features")
   local bound = 1 / math.sqrt(n_in)
   self:param("weight", lab.empty(n_experts, n_in, n_out):uniform_(-bound, bound))
   if opts.bias ~= false then self:param("bias", lab.zeros(n_experts, 1, n_out)) end
@@ -67,9 +63,7 @@ moe.MoE = MoE
 -- activation ("gelu" | "swiglu"), groups (1), normalize (top_k > 1), group (EP group),
 -- aux_loss_coef (0.01), z_loss_coef (0.001)
 function MoE:init(d_model, opts)
-  errors.posint("MoE", 1, d_model, "d_model")
-  errors.opts("MoE", 2, opts)
-  opts = opts or {}
+  opts = errors.sizes("MoE", opts, d_model, "d_model")
   local E, k = opts.experts, opts.top_k or 1
   if math.type(E) ~= "integer" or E < 1 then rank_error("MoE: experts must be a positive integer, got %s", tostring(E)) end
   if math.type(k) ~= "integer" or k < 1 or k > E then rank_error("MoE: top_k must be an integer in 1..%d (experts), got %s", E, tostring(k)) end
@@ -382,9 +376,7 @@ end
 -- The last step's routing, summed over the model's MoE layers (and over `group`'s ranks
 -- when given): tokens per expert per layer, dropped, imbalance max/mean, aux loss (mean).
 function moe.stats(model, opts)
-  errors.module("lab.moe.stats", 1, model)
-  errors.opts("lab.moe.stats", 2, opts)
-  opts = opts or {}
+  opts = errors.with_opts("lab.moe.stats", errors.module, opts, model)
   local out = { layers = {}, dropped = 0, routed = 0 }
   for i, l in ipairs(moe.layers(model)) do
     local s = l.stats
@@ -413,10 +405,7 @@ end
 -- parallel ones (Megatron's marks) narrowed to this rank's slice of tp_group.
 -- opts: tp_group, rename(name) -> the full model's name.
 function moe.copy_from_full(model, full, opts)
-  errors.module("lab.moe.copy_from_full", 1, model)
-  errors.module("lab.moe.copy_from_full", 2, full)
-  errors.opts("lab.moe.copy_from_full", 3, opts)
-  opts = opts or {}
+  opts = errors.with_opts("lab.moe.copy_from_full", errors.module, opts, model, full)
   local src = {}
   for _, np in ipairs(full:named_parameters()) do src[np[1]] = np[2] end
   lab.no_grad(function()
@@ -452,9 +441,7 @@ end
 -- ranks holding the same experts) and divided by the number of dp_group ranks, since each
 -- expert saw the tokens of every EP rank. Either group may be nil (size 1).
 function moe.sync_gradients(model, opts)
-  errors.module("lab.moe.sync_gradients", 1, model)
-  errors.opts("lab.moe.sync_gradients", 2, opts)
-  opts = opts or {}
+  opts = errors.with_opts("lab.moe.sync_gradients", errors.module, opts, model)
   errors.group("lab.moe.sync_gradients", 2, opts.dp_group, "opts.dp_group: a process group")
   errors.group("lab.moe.sync_gradients", 2, opts.expert_dp_group, "opts.expert_dp_group: a process group")
   local dp = opts.dp_group and opts.dp_group:size() or 1

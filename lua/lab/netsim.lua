@@ -162,14 +162,20 @@ local function result(c, bytes, t, B, where, algo, n)
            bottleneck = where, algo = algo, ranks = n }
 end
 
+-- what both algorithms start from: the cluster (c or a spec for one), its GPU count, and
+-- NVLink as the bottleneck until a slower hop is found
+local function start(c, bytes)
+  c = as_cluster(c)
+  bytes_check(bytes)
+  return c, c.nodes * c.gpus_per_node, c.nvlink_GBps, string.format("NVLink (%.0f GB/s per GPU)", c.nvlink_GBps)
+end
+
 -- Ring all-reduce of `bytes` on cluster c (a table from M.cluster or a spec for it); seed picks the
 -- ECMP draws. Returns {time (s), algbw, busbw (GB/s), bottleneck_GBps, bottleneck (a sentence)}.
 function M.ring(c, bytes, seed)
-  c = as_cluster(c)
-  bytes_check(bytes)
-  local n = c.nodes * c.gpus_per_node
+  local n, B, where
+  c, n, B, where = start(c, bytes)
   if n == 1 then return result(c, bytes, 0, math.huge, "one GPU: nothing to send", "ring", 1) end
-  local B, where = c.nvlink_GBps, string.format("NVLink (%.0f GB/s per GPU)", c.nvlink_GBps)
   if c.nodes > 1 then
     local edges = {}
     for i = 1, c.nodes do edges[#edges + 1] = { i, i % c.nodes + 1 } end
@@ -185,11 +191,9 @@ end
 
 -- Tree all-reduce (binary tree over nodes, chain inside each node), as above.
 function M.tree(c, bytes, seed)
-  c = as_cluster(c)
-  bytes_check(bytes)
-  local n = c.nodes * c.gpus_per_node
+  local n, B, where
+  c, n, B, where = start(c, bytes)
   if n == 1 then return result(c, bytes, 0, math.huge, "one GPU: nothing to send", "tree", 1) end
-  local B, where = c.nvlink_GBps, string.format("NVLink (%.0f GB/s per GPU)", c.nvlink_GBps)
   local depth = 0
   if c.nodes > 1 then
     local edges = {}

@@ -144,6 +144,14 @@ function nn.check_module(m, op)
   end
 end
 
+-- a parameter, buffer or child under name: names keep their first registration's order
+local function register(self, name, kind, value)
+  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
+  self._kinds[name] = kind
+  self[name] = value
+  return value
+end
+
 -- registers a parameter: it requires grad and is accounted as parameter memory
 function Module:param(name, t)
   errors.arg(type(name) == "string", "Module:param", 1, "a name (string)", name)
@@ -152,19 +160,13 @@ function Module:param(name, t)
     t:requires_grad_(true)
     lab.mem.tag(t, "param")
   end
-  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
-  self._kinds[name] = "param"
-  self[name] = t
-  return t
+  return register(self, name, "param", t)
 end
 
 -- registers a buffer: saved in state_dict, not trained
 function Module:buffer(name, t)
   errors.arg(type(name) == "string", "Module:buffer", 1, "a name (string)", name)
-  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
-  self._kinds[name] = "buffer"
-  self[name] = t
-  return t
+  return register(self, name, "buffer", t)
 end
 
 -- true if `m` is `self` or contains it: a module inside itself makes every walk (printing,
@@ -187,10 +189,7 @@ function Module:add(name, m)
     error(string.format("rank %d: %s.add: a module cannot contain itself (cycle through '%s')", lab.dist.rank(),
       getmetatable(self).__name or "Module", tostring(name)), 0)
   end
-  if self._kinds[name] == nil then self._names[#self._names + 1] = name end
-  self._kinds[name] = "module"
-  self[name] = m
-  return m
+  return register(self, name, "module", m)
 end
 
 function Module:children()
@@ -347,10 +346,7 @@ end
 local Linear = nn.class("Linear")
 nn.Linear = Linear
 function Linear:init(n_in, n_out, opts)
-  errors.posint("Linear", 1, n_in, "in features")
-  errors.posint("Linear", 2, n_out, "out features")
-  errors.opts("Linear", 3, opts)
-  opts = opts or {}
+  opts = errors.sizes("Linear", opts, n_in, "in features", n_out, "out features")
   self.n_in, self.n_out = n_in, n_out
   local bound = 1 / math.sqrt(n_in)
   local dtype = opts.dtype or "f32"
@@ -370,10 +366,7 @@ function Linear:forward(x) return nn.linear(x, self.weight, self.bias) end
 local Embedding = nn.class("Embedding")
 nn.Embedding = Embedding
 function Embedding:init(num, dim, opts)
-  errors.posint("Embedding", 1, num, "number of embeddings")
-  errors.posint("Embedding", 2, dim, "embedding size")
-  errors.opts("Embedding", 3, opts)
-  opts = opts or {}
+  opts = errors.sizes("Embedding", opts, num, "number of embeddings", dim, "embedding size")
   self.num, self.dim = num, dim
   self:param("weight", lab.randn(num, dim, { dtype = opts.dtype or "f32" }))
 end
@@ -384,9 +377,7 @@ function Embedding:forward(ids) return lab.embedding(ids, self.weight) end
 local LayerNorm = nn.class("LayerNorm")
 nn.LayerNorm = LayerNorm
 function LayerNorm:init(dim, opts)
-  errors.posint("LayerNorm", 1, dim, "size")
-  errors.opts("LayerNorm", 2, opts)
-  opts = opts or {}
+  opts = errors.sizes("LayerNorm", opts, dim, "size")
   self.dim, self.eps = dim, opts.eps or 1e-5
   if opts.elementwise_affine ~= false then
     self:param("weight", lab.ones(dim))
@@ -399,9 +390,7 @@ function LayerNorm:forward(x) return lab.layer_norm(x, self.weight, self.bias, s
 local RMSNorm = nn.class("RMSNorm")
 nn.RMSNorm = RMSNorm
 function RMSNorm:init(dim, opts)
-  errors.posint("RMSNorm", 1, dim, "size")
-  errors.opts("RMSNorm", 2, opts)
-  opts = opts or {}
+  opts = errors.sizes("RMSNorm", opts, dim, "size")
   self.dim, self.eps = dim, opts.eps or 1e-6
   self:param("weight", lab.ones(dim))
 end

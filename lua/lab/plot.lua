@@ -128,21 +128,28 @@ function plot.line(data, opts)
   return draw(fname, "line", series, o)
 end
 
+-- a list of {name=, values={...}} (values: numbers or a tensor), as the drawers take it
+local function series_list(fname, given)
+  local series = {}
+  for i, s in ipairs(given) do
+    if type(s) ~= "table" or s.values == nil then errors.raise(fname, "series[%d] must be {name=, values={...}}", i) end
+    series[i] = { name = s.name and tostring(s.name), values = numbers(fname, s.values, string.format("series[%d].values", i)) }
+  end
+  return series
+end
+
 function plot.bar(data, opts)
   local fname = "lab.plot.bar"
   local o = check_opts(fname, "bar", opts)
   if type(data) ~= "table" or data.labels == nil then errors.raise(fname, "bad argument #1 ({labels={...}, values={...}} or {labels=, series={{name=, values=}}} expected)") end
   local labels = strings(fname, data.labels, "labels")
-  local series = {}
-  local given = data.series or { { values = data.values } }
-  for i, s in ipairs(given) do
-    if type(s) ~= "table" or s.values == nil then errors.raise(fname, "series[%d] must be {name=, values={...}}", i) end
-    local v = numbers(fname, s.values, string.format("series[%d].values", i))
+  local series = series_list(fname, data.series or { { values = data.values } })
+  for i, s in ipairs(series) do
+    local v = s.values
     if #v ~= #labels then errors.raise(fname, "series[%d] has %d values for %d labels", i, #v, #labels) end
     for k, x in ipairs(v) do
       if not (x >= 0 and x < math.huge) then errors.raise(fname, "series[%d].values[%d] is %s: bars show finite values >= 0", i, k, tostring(x)) end
     end
-    series[i] = { name = s.name and tostring(s.name), values = v }
   end
   if #series == 0 or #labels == 0 then errors.raise(fname, "nothing to draw (no labels or no series)") end
   return draw(fname, "bar", { labels = labels, series = series }, o)
@@ -160,11 +167,7 @@ function plot.hist(data, opts)
   elseif type(data) == "table" and data.values then
     series = { { name = data.name, values = numbers(fname, data.values, "values") } }
   elseif type(data) == "table" then
-    series = {}
-    for i, s in ipairs(data) do
-      if type(s) ~= "table" or s.values == nil then errors.raise(fname, "series[%d] must be {name=, values={...}}", i) end
-      series[i] = { name = s.name and tostring(s.name), values = numbers(fname, s.values, string.format("series[%d].values", i)) }
-    end
+    series = series_list(fname, data)
   else
     errors.raise(fname, "bad argument #1 (a list of numbers, a tensor, or a list of {name=, values=} expected, got %s)", type(data))
   end

@@ -203,4 +203,13 @@ function M.draw_legend(grid, row, rows, x0)
   end
 end
 
+-- a terminal chart's foot, under the x axis drawn at row r: the axis label (xlabel, if any)
+-- and the legend rows; returns the rendered grid
+function M.finish(g, ax, r, xlabel, lrows, colour)
+  r = r + 2
+  if xlabel then g:text(ax + 1, r, xlabel); r = r + 1 end
+  M.draw_legend(g, r, lrows, 1)
+  return g:render(colour)
+end
+
 return M

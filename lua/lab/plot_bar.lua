@@ -83,10 +83,7 @@ function M.term(data, o, st)
     end
   end
   axes.draw_x(g, ax, r, bw, vs, function(t) return ax + math.floor(cells(t) + 0.5) end, fmt)
-  r = r + 2
-  if o.xlabel then g:text(ax + 1, r, o.xlabel); r = r + 1 end
-  axes.draw_legend(g, r, lrows, 1)
-  return g:render(st.colour)
+  return axes.finish(g, ax, r, o.xlabel, lrows, st.colour)
 end
 
 function M.svg(data, o)

@@ -78,10 +78,7 @@ function M.term(rows, o, st)
   end
   local xs = axes.linear(t0, t1, math.max(pw // 10, 2), false, o.xfmt)
   axes.draw_x(g, ax, r, pw, xs, function(t) return ax + math.max(cell(t), 1) end, o.xfmt)
-  r = r + 2
-  if o.xlabel then g:text(ax + 1, r, o.xlabel); r = r + 1 end
-  axes.draw_legend(g, r, lrows, 1)
-  return g:render(st.colour)
+  return axes.finish(g, ax, r, o.xlabel, lrows, st.colour)
 end
 
 function M.svg(rows, o)

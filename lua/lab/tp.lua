@@ -104,21 +104,25 @@ local function check_divisible(what, n, p)
       lab.dist.rank(), what, n, p), 0) end
 end
 
+-- What both split layers start from: the group, the full layer they are cut from (opts.from,
+-- or a new nn.Linear: every rank draws the same one) and this rank's share [lo, lo + n - 1]
+-- of `size` (the dimension split), which must divide over the group.
+local function split_from(self, name, n_in, n_out, opts, what, size)
+  self.group, self.p, self.r = group_info(opts, name, 3)
+  check_divisible(name .. ": " .. what, size, self.p)
+  self.n_in, self.n_out, self.sequence_parallel = n_in, n_out, opts.sequence_parallel
+  local full = opts.from or nn.Linear(n_in, n_out, { bias = opts.bias, dtype = opts.dtype })
+  local n = size // self.p
+  return full, self.r * n + 1, n
+end
+
 -- y = x W^T + b with W [out, in] split by output rows
 local ColumnParallelLinear = nn.class("ColumnParallelLinear")
 tp.ColumnParallelLinear = ColumnParallelLinear
 function ColumnParallelLinear:init(n_in, n_out, opts)
-  errors.posint("ColumnParallelLinear", 1, n_in, "n_in")
-  errors.posint("ColumnParallelLinear", 2, n_out, "n_out")
-  errors.opts("ColumnParallelLinear", 3, opts)
-  opts = opts or {}
-  self.group, self.p, self.r = group_info(opts, "ColumnParallelLinear", 3)
-  check_divisible("ColumnParallelLinear: output size", n_out, self.p)
-  self.n_in, self.n_out, self.gather_output = n_in, n_out, opts.gather_output ~= false
-  self.sequence_parallel = opts.sequence_parallel
-  local full = opts.from or nn.Linear(n_in, n_out, { bias = opts.bias, dtype = opts.dtype })
-  local rows = n_out // self.p
-  local lo = self.r * rows + 1
+  opts = errors.sizes("ColumnParallelLinear", opts, n_in, "n_in", n_out, "n_out")
+  local full, lo, rows = split_from(self, "ColumnParallelLinear", n_in, n_out, opts, "output size", n_out)
+  self.gather_output = opts.gather_output ~= false
   mark_split(self:param("weight", full.weight:detach():slice(1, lo, lo + rows - 1):clone()), 1)
   if full.bias then mark_split(self:param("bias", full.bias:detach():slice(1, lo, lo + rows - 1):clone()), 1) end
 end
@@ -142,17 +146,9 @@ end
 local RowParallelLinear = nn.class("RowParallelLinear")
 tp.RowParallelLinear = RowParallelLinear
 function RowParallelLinear:init(n_in, n_out, opts)
-  errors.posint("RowParallelLinear", 1, n_in, "n_in")
-  errors.posint("RowParallelLinear", 2, n_out, "n_out")
-  errors.opts("RowParallelLinear", 3, opts)
-  opts = opts or {}
-  self.group, self.p, self.r = group_info(opts, "RowParallelLinear", 3)
-  check_divisible("RowParallelLinear: input size", n_in, self.p)
-  self.n_in, self.n_out, self.input_is_parallel = n_in, n_out, opts.input_is_parallel ~= false
-  self.sequence_parallel = opts.sequence_parallel
-  local full = opts.from or nn.Linear(n_in, n_out, { bias = opts.bias, dtype = opts.dtype })
-  local cols = n_in // self.p
-  local lo = self.r * cols + 1
+  opts = errors.sizes("RowParallelLinear", opts, n_in, "n_in", n_out, "n_out")
+  local full, lo, cols = split_from(self, "RowParallelLinear", n_in, n_out, opts, "input size", n_in)
+  self.input_is_parallel = opts.input_is_parallel ~= false
   mark_split(self:param("weight", full.weight:detach():slice(2, lo, lo + cols - 1):clone()), 2)
   if full.bias then
     self:param("bias", full.bias:detach():clone())
@@ -184,10 +180,7 @@ end
 local ParallelMLP = nn.class("ParallelMLP")
 tp.ParallelMLP = ParallelMLP
 function ParallelMLP:init(d_model, d_ff, opts)
-  errors.posint("ParallelMLP", 1, d_model, "d_model")
-  errors.posint("ParallelMLP", 2, d_ff, "d_ff")
-  errors.opts("ParallelMLP", 3, opts)
-  opts = opts or {}
+  opts = errors.sizes("ParallelMLP", opts, d_model, "d_model", d_ff, "d_ff")
   local from = opts.from or {}
   self:add("fc", ColumnParallelLinear(d_model, d_ff, { gather_output = false, from = from.fc, group = opts.group,
     grid = opts.grid, sequence_parallel = opts.sequence_parallel }))
@@ -253,10 +246,7 @@ end
 local VocabParallelEmbedding = nn.class("VocabParallelEmbedding")
 tp.VocabParallelEmbedding = VocabParallelEmbedding
 function VocabParallelEmbedding:init(vocab, dim, opts)
-  errors.posint("VocabParallelEmbedding", 1, vocab, "vocab")
-  errors.posint("VocabParallelEmbedding", 2, dim, "dim")
-  errors.opts("VocabParallelEmbedding", 3, opts)
-  opts = opts or {}
+  opts = errors.sizes("VocabParallelEmbedding", opts, vocab, "vocab", dim, "dim")
   self.group, self.p, self.r = group_info(opts, "VocabParallelEmbedding", 3)
   check_divisible("VocabParallelEmbedding: vocabulary", vocab, self.p)
   self.vocab, self.dim = vocab, dim

@@ -45,9 +45,7 @@ end
 -- opts: stage (1, 2, 3), lr, betas, eps, weight_decay (AdamW; not on 1-D parameters),
 -- clip (global-norm clipping), bucket_mb (25, stages 1-2), group
 function zero.wrap(model, opts)
-  lab.nn.check_module(model, "zero.wrap")
-  errors.opts("lab.zero.wrap", 2, opts)
-  opts = opts or {}
+  opts = errors.with_opts("lab.zero.wrap", errors.module, opts, model)
   errors.group("lab.zero.wrap", 2, opts.group, "opts.group: a process group")
   for _, k in ipairs({ "bucket_mb", "lr", "eps", "weight_decay", "clip" }) do
     errors.arg(opts[k] == nil or type(opts[k]) == "number", "lab.zero.wrap", 2, "opts." .. k .. ": a number", opts[k])

@@ -10,7 +10,6 @@
 
 #include "../interrupt.h"
 #include "control.h"
-#include "control_relay.h"
 
 #define LAB_BOARD_GROUPS 16 /* memberships counted per chunk */
 
@@ -44,13 +43,21 @@ static double watchdog_s;
 static int *world_of_local; /* world rank of each local slot */
 static int *by_rank;        /* slot indices in world-rank order (reports list ranks in order) */
 
-int lab_board_init(void) {
+static const char *(*relay_label)(int);
+static void (*relay_flush)(void);
+
+void lab_board_set_relay(const char *(*host_label)(int), void (*flush)(void)) {
+  relay_label = host_label;
+  relay_flush = flush;
+}
+
+int lab_board_init(int copies) {
   MPI_Comm node;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return -1;
   MPI_Comm_rank(node, &me);
   MPI_Comm_size(node, &nslots);
   nlocal = nslots;
-  nslots += lab_relay_copies(nlocal); /* slots for the ranks on other hosts */
+  nslots += copies; /* slots for the ranks on other hosts */
   MPI_Win win;
   slot *base = NULL;
   MPI_Aint size = me == 0 ? (MPI_Aint)(sizeof(slot) * (size_t)nslots) : 0;
@@ -106,7 +113,7 @@ char *lab_board_report(void) {
     slot s = slots[i];
     int st = s.state < 0 || s.state > 3 ? 0 : s.state;
     int wr = world_of_local ? world_of_local[i] : i;
-    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d%s: %s%s%s%s%s (for %.1f s)", wr, lab_relay_host_label(wr),
+    len += (size_t)snprintf(out + len, cap - len, "\n  rank %d%s: %s%s%s%s%s (for %.1f s)", wr, relay_label ? relay_label(wr) : "",
                             names[st], st == LAB_IN_COLLECTIVE ? " " : "", st == LAB_IN_COLLECTIVE ? s.what : "",
                             s.site[0] ? " at " : "", s.site, s.since > 0 ? now - s.since : 0.0);
     if (len >= cap) break;
@@ -123,7 +130,8 @@ int lab_board_interrupt_requested(void) {
 }
 
 void lab_board_clear_interrupt(void) {
-  if (slots && __atomic_exchange_n(&slots[0].interrupt, 0, __ATOMIC_ACQ_REL)) lab_relay_flush(); /* other hosts forget it too */
+  if (slots && __atomic_exchange_n(&slots[0].interrupt, 0, __ATOMIC_ACQ_REL) && relay_flush)
+    relay_flush(); /* other hosts forget it too */
 }
 
 /* ---- live output: where each rank's output goes while a chunk runs ---- */

@@ -12,8 +12,13 @@
 
 enum { LAB_IDLE = 0, LAB_RUNNING, LAB_IN_COLLECTIVE, LAB_PAUSED };
 
-/* set up over the ranks of this node (collective over them); 0 or -1 */
-int lab_board_init(void);
+/* set up over the ranks of this node (collective over them), with room for `copies` slots of
+ * ranks on other hosts (the relay's count: control_relay.h); 0 or -1 */
+int lab_board_init(int copies);
+/* the relay's part, which world set-up plugs in (the board lies below the relay that copies its
+ * slots): a rank's host label in reports (" (host2)"), and the wait, after a Ctrl-C is cleared,
+ * until every host has forgotten it. NULL: one host. */
+void lab_board_set_relay(const char *(*host_label)(int world_rank), void (*flush)(void));
 void lab_board_set(int state, const char *what, const char *site);
 /* "rank 1: in all_reduce(4 x f32) at stdin:1 for 31.0 s" lines for every rank (malloc'ed) */
 char *lab_board_report(void);

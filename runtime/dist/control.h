@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "clock.h" /* lab_now and the world's API, which every user of the channel also reads */
-#include "world.h"
+#include "clock.h" /* lab_now and this rank's place, which every user of the channel also reads */
+#include "place.h"
 
 
 /* Rank 0 sends *buf (len bytes); the others receive into a malloc'ed *buf. */

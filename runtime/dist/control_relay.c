@@ -21,7 +21,7 @@
 
 #include "board.h"
 #include "clock.h"
-#include "world.h"
+#include "place.h"
 
 #define POLL_NS 5000000L   /* 5 ms between polls: a Ctrl-C crosses hosts in ~10 ms; 200 wake-ups a second */
 #define MSG_MAX (1 << 20)  /* one message's bytes */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "control_relay.h"
-#include "world.h"
+#include "place.h"
 
 extern char **environ;
 

@@ -335,6 +335,11 @@ static void comm_add(double t0, double c0) {
   comm_cpu += lab_cpu_seconds() - c0;
 }
 
+/* after a backend call, back in Lua; a failed one (its wait given up) keeps showing the wait
+ * until the next line or call: the other waits' watchdogs fire a moment later, and their
+ * reports must show this rank in the collective, not running Lua (multinode, rank 0's report) */
+static void call_over(int rc) { if (rc >= 0) lab_board_set(LAB_RUNNING, "", call_site); }
+
 /* a request's own failure (a receive whose message does not fit) completes it with that error;
  * only a wait given up (Ctrl-C, watchdog, fail fast) poisons the group */
 typedef struct {
@@ -372,7 +377,7 @@ int lab_work_wait(lab_work *w) {
     lab_board_set(LAB_IN_COLLECTIVE, what, call_site);
     work_poll poll = {w, 0};
     rc = lab_guard_wait(w->group, "wait", test_work, &poll);
-    lab_board_set(LAB_RUNNING, "", call_site);
+    call_over(rc);
     comm_add(t0, c0);
     if (rc < 0) return -1;
     rc = poll.rc;
@@ -456,7 +461,7 @@ static int launch(lab_group *bg, lab_work **work, lab_tensor *k0, lab_tensor *k1
   int64_t abandoned = lab_dist_abandoned_count();
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = backend_post(bg, &c, work ? &bw : NULL);
-  lab_board_set(LAB_RUNNING, "", call_site);
+  call_over(rc);
   comm_add(t0, c0);
   if (rc < 0) return hold_if_abandoned(abandoned, k0, k1);
   if (work) return start(bg, bw, work, k0, k1, avg);
@@ -818,7 +823,7 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
   lab_group *bg = backend_group(g, path);
   int64_t abandoned = lab_dist_abandoned_count();
   int rc = bg ? bg->backend->all_to_all_v(bg, lab_data(in), sc, sd, lab_data(out), rc_, rd, in->dtype, work ? &bw : NULL) : -1;
-  lab_board_set(LAB_RUNNING, "", call_site);
+  call_over(rc);
   comm_add(t0, c0);
   free(v); /* the backend copied the counts it needs to keep */
   if (rc < 0) return hold_if_abandoned(abandoned, out, in);
@@ -866,7 +871,7 @@ int lab_barrier(lab_group *g) {
   double t0 = lab_now(), c0 = lab_cpu_seconds();
   lab_board_set(LAB_IN_COLLECTIVE, activity, call_site);
   int rc = g->backend->barrier(g);
-  lab_board_set(LAB_RUNNING, "", call_site);
+  call_over(rc);
   comm_add(t0, c0);
   return rc;
 }

@@ -3,7 +3,6 @@
 #include "world.h"
 
 #include <mpi.h>
-#include <unistd.h>
 
 #include "../device.h"
 #include "../error.h"
@@ -13,9 +12,8 @@
 #include "control_settings.h"
 #include "dist.h"
 #include "mpi_backend.h"
+#include "place.h"
 
-static int world_rank, world_size, local_rank, local_size = 1;
-static char host[256];
 static lab_group world_group;
 
 int lab_ctl_init(int *argc, char ***argv) {
@@ -24,6 +22,7 @@ int lab_ctl_init(int *argc, char ***argv) {
     return lab_fail("init", "MPI_Init failed");
   lab_relay_provided(provided); /* a job across hosts relays the board with a thread */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int world_rank, world_size, local_rank, local_size;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm node;
@@ -31,14 +30,15 @@ int lab_ctl_init(int *argc, char ***argv) {
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
-  gethostname(host, sizeof host - 1);
+  lab_place_set(world_rank, world_size, local_rank, local_size);
   lab_device_set_node_rank(local_rank);
 
   if (lab_ctl_open() < 0) return -1;
   world_group.world_size = world_size;
   if (lab_mpi_world_group(&world_group) < 0) return -1;
   lab_dist_register_world(&world_group);
-  lab_board_init();
+  lab_board_init(lab_relay_copies(local_size));
+  lab_board_set_relay(lab_relay_host_label, lab_relay_flush);
   lab_relay_start();
   lab_settings_check(); /* a setting that did not reach a host is named */
   return 0;
@@ -50,10 +50,3 @@ void lab_ctl_finalize(void) {
   if (!fin) lab_relay_stop();
   if (!fin) MPI_Finalize();
 }
-
-int lab_ctl_rank(void) { return world_rank; }
-int lab_ctl_size(void) { return world_size; }
-int lab_ctl_local_rank(void) { return local_rank; }
-int lab_ctl_local_size(void) { return local_size; }
-const char *lab_ctl_host(void) { return host; }
-void lab_ctl_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -19,6 +19,10 @@
 
 #include "../repl/repl_pty.h"
 
+/* Bounds on the answers to Ctrl-C and Ctrl-T (see ctrl_c), for a loaded 2-core machine. */
+#define ANSWER_BOUND_MS 750  /* the error or the traceback on screen */
+#define PROMPT_BOUND_MS 2000 /* the prompt after Ctrl-C: the ranks' recovery comes first */
+
 static const char *np = "4";
 static int last = 3, hosts = 2;
 static char last_label[64]; /* "rank 3 (host2)" as reports name the last rank ("rank 3" on one host) */
@@ -55,10 +59,18 @@ static void ctrl_c(session *s, const char *name, const char *ready, const char *
   double t0 = pty_now();
   type(s, "\x03");
   assert_true(expect(s, want, 10));
+  double err_ms = (pty_now() - t0) * 1e3; /* the rest is the ranks' clean-up before the prompt */
   assert_true(expect(s, "> ", 10));
   double ms = (pty_now() - t0) * 1e3;
-  fprintf(stderr, "Ctrl-C latency at %s ranks over %d hosts, %s: %.0f ms\n", np, hosts, name, ms);
-  assert_true(ms < 2000); /* 0.1 s typical (README); generous for a loaded 2-core CI machine */
+  fprintf(stderr, "Ctrl-C latency at %s ranks over %d hosts, %s: %.0f ms (the error on screen after %.0f ms)\n", np,
+          hosts, name, ms, err_ms);
+  /* The error: 9-84 ms on 2 hosts at load 12-15 on this 2-core machine, once 322 ms; a rank
+   * the relay failed to reach answers only with rank 0's "interrupt pending" (after 1 s) or
+   * never. The prompt: 30-650 ms on 2 hosts, once 1210 ms at load 15, nearly all of it in
+   * lab_dist_recover after the error (5-45 ms on 1 host); a recovery that hits its deadline
+   * takes 5 s. (README, "Running across machines".) */
+  assert_true(err_ms < ANSWER_BOUND_MS);
+  assert_true(ms < PROMPT_BOUND_MS);
 }
 
 static void interrupts(session *s) {
@@ -105,8 +117,9 @@ static void ctrl_t(session *s) {
   assert_true(expect(s, "^T every rank:", 10));
   assert_true(expectf(s, 10, "%s: running Lua", last_label));
   assert_true(expectf(s, 10, "rank %d stack traceback:", last));
-  fprintf(stderr, "Ctrl-T at %s ranks over %d hosts: the remote rank's traceback after %.0f ms\n", np, hosts,
-          (pty_now() - t0) * 1e3);
+  double ms = (pty_now() - t0) * 1e3;
+  fprintf(stderr, "Ctrl-T at %s ranks over %d hosts: the remote rank's traceback after %.0f ms\n", np, hosts, ms);
+  assert_true(ms < ANSWER_BOUND_MS); /* medians 18-60 ms, 137 ms the worst seen */
   type(s, "\x03");
   assert_true(expect(s, "> ", 10));
 }
@@ -121,6 +134,8 @@ static void watchdog(session *s) {
   double at = pty_now() - t0;
   assert_true(expectf(s, 5, "%s: running Lua", last_label));
   fprintf(stderr, "watchdog (3 s) report at %s ranks over %d hosts after %.0f ms\n", np, hosts, at * 1e3);
+  /* 3.0-3.14 s seen; rank 0's report missing, the waits report themselves only at 3 + 5 s */
+  assert_true(at < 4.5);
   /* every waiting rank, the remote ones too, gives up once the report has shown its wait (rank
    * 0 tells their hosts through the relay): one error for all of them, pointing at the report */
   assert_true(expectf(s, 20, "[0-%d] error: ", last - 1));
