@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../kernels/dtype.h"
+#include "../kernels/fused_ops.h" /* the fused kernels' signatures */
 #include "../kernels/ops.h" /* the enums and the launch descriptions every device takes */
 
 typedef enum { LAB_DEV_CPU = 0, LAB_DEV_SIM, LAB_DEV_CUDA, LAB_NDEVTYPES } lab_device_type;
@@ -41,40 +42,13 @@ typedef struct lab_device_ops {
   /* ---- kernels (pointers are memory of this device) ---- */
   void (*ewise)(const lab_ew_args *a);
   void (*reduce)(const lab_red_args *a);
-  /* out (outer, inner) = scale * sum over R of x (outer, R, inner) */
-  void (*sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale);
-  void (*softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log);
   int (*gemm)(const lab_gemm_args *a); /* -1 with lab_fail when the device cannot */
   void (*rand)(const lab_rand_args *a);
-  /* the fused NN kernels, with the signatures of kernels/cpu/nn.h */
-  void (*layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
-                         void *rstd, int64_t rows, int64_t D, double eps);
-  void (*layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                         const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D);
-  void (*rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
-                       double eps);
-  void (*rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                       void *dw, int64_t rows, int64_t D);
-  void (*act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
-  void (*act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
-  /* act_bwd over x [rows, cols] and db = dx's column sums in the same pass; NULL: the caller
-   * takes act_bwd and sum_middle */
-  void (*act_bwd_bias)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
-                       int64_t rows, int64_t cols);
-  int64_t (*xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
-                      int64_t C, int64_t ignore_index, double smoothing);
-  void (*xent_bwd)(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
-                   int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale);
-  void (*embedding_fwd)(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D);
-  void (*embedding_bwd)(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D);
-  void (*causal_mask)(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S);
-  void (*softmax_bwd_rows)(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale);
-  /* AdamW over `count` tensors at once (one parallel region); NULL: the caller loops adamw */
-  void (*adamw_multi)(lab_dtype ct, int count, void *const *p, const void *const *g, void *const *m,
-                      void *const *v, const int64_t *n, const double *wd, double lr, double b1, double b2,
-                      double eps, int64_t step);
-  void (*adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
-                double b2, double eps, double wd, int64_t step);
+  /* the fused kernels of kernels/fused_ops.h, each signature written there once; the optional
+   * ones (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
+#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_RET(R)(*name) params;
+  LAB_FUSED_ALL(LAB_DEVICE_ENTRY_)
+#undef LAB_DEVICE_ENTRY_
   /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.
    * flash_supports: 1 when the kernels take this dtype and these head dims (q/k: D, v: Dv).
    * The kernels return 0, or -1 with lab_fail. */

@@ -10,7 +10,6 @@
 #include "../kernels/cpu/flash_attention.h"
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/cpu/nn.h"
-#include "../kernels/cpu/optim.h"
 #include "../kernels/cpu/philox.h"
 #include "../kernels/cpu/reduce.h"
 #include "device.h"
@@ -175,25 +174,11 @@ static const lab_device_ops cpu_ops = {
     .synchronize = cpu_synchronize,
     .ewise = cpu_ewise,
     .reduce = cpu_reduce,
-    .sum_middle = lab_sum_middle,
-    .softmax_rows = lab_softmax_rows,
     .gemm = cpu_gemm,
     .rand = cpu_rand,
-    .layer_norm_fwd = lab_layer_norm_fwd,
-    .layer_norm_bwd = lab_layer_norm_bwd,
-    .rms_norm_fwd = lab_rms_norm_fwd,
-    .rms_norm_bwd = lab_rms_norm_bwd,
-    .act_fwd = lab_act_fwd,
-    .act_bwd = lab_act_bwd,
-    .act_bwd_bias = lab_act_bwd_bias,
-    .xent_fwd = lab_cross_entropy_fwd,
-    .xent_bwd = lab_cross_entropy_bwd,
-    .embedding_fwd = lab_embedding_fwd,
-    .embedding_bwd = lab_embedding_bwd,
-    .causal_mask = lab_causal_mask,
-    .softmax_bwd_rows = lab_softmax_bwd_rows,
-    .adamw = lab_adamw_kernel,
-    .adamw_multi = lab_adamw_multi_kernel,
+#define CPU_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cpu,
+    LAB_FUSED_ALL(CPU_ENTRY_) /* kernels/fused_ops.h: every fused kernel, the optional ones too */
+#undef CPU_ENTRY_
     .flash_supports = cpu_flash_supports,
     .flash_fwd = cpu_flash_fwd,
     .flash_bwd = cpu_flash_bwd,

@@ -223,13 +223,6 @@ static void sim_reduce(const lab_red_args *a) {
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
   CPU->reduce(&k);
 }
-static void sim_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
-                           double scale) {
-  CPU->sum_middle(ct, K(x), K(out), outer, R, inner, scale);
-}
-static void sim_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
-  CPU->softmax_rows(ct, K(x), K(out), rows, n, log);
-}
 static int sim_gemm(const lab_gemm_args *a) {
   lab_gemm_args k = *a;
   k.a = K(a->a);
@@ -242,55 +235,15 @@ static void sim_rand(const lab_rand_args *a) {
   k.out = K(a->out);
   CPU->rand(&k);
 }
-static void sim_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
-                               void *rstd, int64_t rows, int64_t D, double eps) {
-  CPU->layer_norm_fwd(ct, K(x), K(w), K(b), K(y), K(mean), K(rstd), rows, D, eps);
-}
-static void sim_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                               const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
-  CPU->layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D);
-}
-static void sim_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
-                             int64_t D, double eps) {
-  CPU->rms_norm_fwd(ct, K(x), K(w), K(y), K(rstd), rows, D, eps);
-}
-static void sim_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                             void *dw, int64_t rows, int64_t D) {
-  CPU->rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D);
-}
-static void sim_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
-  CPU->act_fwd(ct, kind, K(x), K(y), n);
-}
-static void sim_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
-  CPU->act_bwd(ct, kind, K(g), K(x), K(dx), n);
-}
-
-static int64_t sim_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
-                            int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
-  return CPU->xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index, smoothing);
-}
-static void sim_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
-                         int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale) {
-  CPU->xent_bwd(ct, K(logits), K(target), K(lse), K(dlogits), N, C, ignore_index, smoothing, scale);
-}
-static void sim_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
-                              int64_t D) {
-  CPU->embedding_fwd(ct, K(weight), K(idx), K(out), n, D);
-}
-static void sim_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n,
-                              int64_t D) {
-  CPU->embedding_bwd(ct, K(g), K(idx), K(dweight), n, D);
-}
-static void sim_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S) {
-  CPU->causal_mask(ct, K(scores), batches, T, S);
-}
-static void sim_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale) {
-  CPU->softmax_bwd_rows(ct, K(P), K(dP), rows, S, scale);
-}
-static void sim_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
-                      double b2, double eps, double wd, int64_t step) {
-  CPU->adamw(ct, K(p), K(g), K(m), K(v), n, lr, b1, b2, eps, wd, step);
-}
+/* the fused kernels (kernels/fused_ops.h): the cpu's, every pointer on the kernel view */
+#define LAB_P(p) K(p)
+#define CALL_V_(call) call;
+#define CALL_I64_(call) return call;
+#define SIM_(name, R, cpu, cat, op, anchor, work, params, args) \
+  static LAB_FUSED_RET(R) sim_##name params { CALL_##R##_(CPU->name args) }
+LAB_FUSED_REQUIRED(SIM_)
+#undef SIM_
+#undef LAB_P
 
 /* the argument block with every pointer on the kernel view */
 static lab_flash_args flash_view(const lab_flash_args *a) {
@@ -334,25 +287,13 @@ static lab_device_ops sim_ops = {
     .synchronize = sim_synchronize,
     .ewise = sim_ewise,
     .reduce = sim_reduce,
-    .sum_middle = sim_sum_middle,
-    .softmax_rows = sim_softmax_rows,
     .gemm = sim_gemm,
     .rand = sim_rand,
-    .layer_norm_fwd = sim_layer_norm_fwd,
-    .layer_norm_bwd = sim_layer_norm_bwd,
-    .rms_norm_fwd = sim_rms_norm_fwd,
-    .rms_norm_bwd = sim_rms_norm_bwd,
-    .act_fwd = sim_act_fwd,
-    .act_bwd = sim_act_bwd,
-    /* no act_bwd_bias nor adamw_multi: the sim lane runs the fallbacks cuda takes (act_bwd +
-     * sum_middle, adamw per tensor) */
-    .xent_fwd = sim_xent_fwd,
-    .xent_bwd = sim_xent_bwd,
-    .embedding_fwd = sim_embedding_fwd,
-    .embedding_bwd = sim_embedding_bwd,
-    .causal_mask = sim_causal_mask,
-    .softmax_bwd_rows = sim_softmax_bwd_rows,
-    .adamw = sim_adamw,
+    /* kernels/fused_ops.h's required entries; no optional ones (act_bwd_bias, adamw_multi): the
+     * sim lane runs the fallbacks cuda takes (act_bwd + sum_middle, adamw per tensor) */
+#define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = sim_##name,
+    LAB_FUSED_REQUIRED(ENTRY_)
+#undef ENTRY_
     .flash_supports = sim_flash_supports,
     .flash_fwd = sim_flash_fwd,
     .flash_bwd = sim_flash_bwd,

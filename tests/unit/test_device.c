@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "runtime/error.h"
+#include "runtime/kprof.h"
 #include "runtime/ewise.h"
 #include "runtime/transfer.h"
 
@@ -110,6 +111,38 @@ static void test_sim_arena_reuses_and_merges_ranges(void **state) {
   ops->free(0, a, 3 * 4096);
 }
 
+/* Every table has every fused kernel its list in kernels/fused_ops.h promises (the tables are
+ * generated from the lists; this catches an entry dropped or left NULL by one device), and while
+ * the kernel profiler is on, each of the cpu's is its timing wrapper. */
+static void check_table(const lab_device_ops *ops, const lab_device_ops *plain, int optional) {
+  assert_non_null(ops);
+  const char *table = ops->name;
+  int missing = 0, unwrapped = 0;
+#define CHECK_(name, R, cpu, cat, op, anchor, work, params, args)                                 \
+  if (!ops->name) print_error("the %s table has no %s\n", table, #name), missing++;               \
+  else if (plain && ops->name == plain->name) print_error("%s is not timed\n", #name), unwrapped++;
+  LAB_FUSED_REQUIRED(CHECK_)
+  if (optional) {
+    LAB_FUSED_OPTIONAL(CHECK_)
+  }
+#undef CHECK_
+  assert_int_equal(missing, 0);
+  assert_int_equal(unwrapped, 0);
+}
+
+static void test_every_table_has_every_fused_kernel(void **state) {
+  (void)state;
+  check_table(lab_device_ops_of(LAB_DEV_CPU), NULL, 1);
+  check_table(lab_device_ops_of(LAB_DEV_SIM), NULL, 0);
+  const lab_device_ops *cuda = lab_device_ops_of(LAB_DEV_CUDA); /* the plugin, where it loads */
+  if (cuda) check_table(cuda, NULL, 0);
+  const lab_device_ops *plain = lab_device_ops_of(LAB_DEV_CPU);
+  lab_kprof_enable(1);
+  check_table(lab_device_ops_of(LAB_DEV_CPU), plain, 1);
+  lab_kprof_enable(0);
+  assert_ptr_equal(lab_device_ops_of(LAB_DEV_CPU), plain);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_reads_of_sim_memory_fault),
@@ -117,6 +150,7 @@ int main(void) {
       cmocka_unit_test(test_mixing_devices_names_both),
       cmocka_unit_test(test_each_device_keeps_its_account),
       cmocka_unit_test(test_sim_arena_reuses_and_merges_ranges),
+      cmocka_unit_test(test_every_table_has_every_fused_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
