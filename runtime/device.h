@@ -58,17 +58,25 @@ typedef struct lab_device_ops {
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
 } lab_device_ops;
 
-/* The table of a device type; NULL when that type is not compiled in (or, for cuda, its plugin
- * cannot be loaded here). */
+/* The registry. Each device registers itself from its own code when the program is loaded (a
+ * constructor: the cpu its table, the sim and cuda an opener), so this file names none of them:
+ * lab_device_ops_of calls a type's opener at the first use of that type (the sim reads its
+ * settings then; cuda's opener is runtime/cuda/loader.c's, which opens the plugin) and keeps
+ * the table. NULL when that type is not compiled in, or its opener gives none (why() says why).
+ * lab_device_register replaces a type's table (the kernel profiler swaps the cpu's). */
+typedef const lab_device_ops *(*lab_device_opener)(void);
 const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
+void lab_device_provide(lab_device_type type, lab_device_opener open, const char *(*why)(void));
+/* why the type's opener gave no table ("" when it did or has not been asked) */
+const char *lab_device_why(lab_device_type type);
 const lab_device_ops *lab_cpu_device_ops(void);
 const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
 /* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
  * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
 long lab_sim_host_syncs(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
- * it through lab_device_ops_of, which opens the plugin */
+ * it through lab_device_ops_of, whose opener opens the plugin */
 const lab_device_ops *lab_cuda_device_ops(void);
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */

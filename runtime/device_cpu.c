@@ -186,3 +186,6 @@ static const lab_device_ops cpu_ops = {
 };
 
 const lab_device_ops *lab_cpu_device_ops(void) { return &cpu_ops; }
+
+/* registered when the program is loaded (device.h): every process has a cpu */
+__attribute__((constructor)) static void cpu_register(void) { lab_device_register(LAB_DEV_CPU, &cpu_ops); }

@@ -347,3 +347,7 @@ const lab_device_ops *lab_sim_device_ops(void) {
 #endif
   return &sim_ops;
 }
+
+/* registered when the program is loaded (device.h); the table is made at the first use of the
+ * sim, when its settings (LLMLAB_SIMT, LLMLAB_SIMRT) are read */
+__attribute__((constructor)) static void sim_register(void) { lab_device_provide(LAB_DEV_SIM, lab_sim_device_ops, NULL); }
