@@ -27,9 +27,13 @@ typedef struct lab_device_ops {
   const char *name;
   /* number of devices of this type present (0: none) */
   int (*count)(void);
-  /* ---- memory (bytes on device `index`) ---- */
+  /* ---- memory (bytes on device `index`): each device's allocator caches freed blocks its own
+   * way (the cpu and the sim arena in runtime/block_cache.h, cuda in its caching allocator) and
+   * gives the cache back itself before it reports out of memory ---- */
   void *(*alloc)(int index, size_t nbytes); /* NULL when out of memory */
   void (*free)(int index, void *p, size_t nbytes);
+  size_t (*cached_bytes)(int index); /* freed bytes kept for reuse; NULL: none kept */
+  void (*empty_cache)(int index);    /* gives them back; NULL: none kept */
   int (*to_host)(int index, void *dst, const void *src, size_t n);
   int (*from_host)(int index, void *dst, const void *src, size_t n);
   int (*copy)(int index, void *dst, const void *src, size_t n); /* regions may overlap */

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block_cache.h"
 #include "device.h"
 #include "device_sim.h"
 #include "error.h"
@@ -123,11 +124,6 @@ static void *arena_alloc(size_t nbytes, int note) {
   return NULL;
 }
 
-static void *sim_alloc(int index, size_t nbytes) {
-  (void)index;
-  return arena_alloc(nbytes, 1);
-}
-
 static void arena_free(void *ptr, size_t nbytes, int note) {
   if (!ptr) return;
 #ifdef LLMLAB_HAVE_SIMT
@@ -163,10 +159,17 @@ static void arena_free(void *ptr, size_t nbytes, int note) {
   else free_list = r;
 }
 
-static void sim_free(int index, void *ptr, size_t nbytes) {
-  (void)index;
-  arena_free(ptr, nbytes, 1);
-}
+static void *arena_raw_alloc(size_t nbytes) { return arena_alloc(nbytes, 1); }
+static void arena_raw_free(void *p, size_t nbytes) { arena_free(p, nbytes, 1); }
+/* the direct table's freed blocks kept for reuse (up to 1 GiB), as the cpu's: the simrt table
+ * caches in runtime/cuda's caching allocator instead */
+static lab_block_cache cache = {.min = 1, .limit = (size_t)1 << 30, .raw_alloc = arena_raw_alloc,
+                                .raw_free = arena_raw_free};
+
+static void *sim_alloc(int index, size_t nbytes) { return (void)index, lab_bc_alloc(&cache, nbytes); }
+static void sim_free(int index, void *p, size_t nbytes) { (void)index, lab_bc_free(&cache, p, nbytes); }
+static size_t sim_cached_bytes(int index) { return (void)index, cache.bytes; }
+static void sim_empty_cache(int index) { (void)index, lab_bc_empty(&cache); }
 
 void *lab_sim_arena_alloc(size_t nbytes, int note) { return arena_alloc(nbytes, note); }
 void lab_sim_arena_free(void *p, size_t nbytes, int note) { arena_free(p, nbytes, note); }
@@ -280,6 +283,8 @@ static lab_device_ops sim_ops = {
     .describe = sim_describe,
     .alloc = sim_alloc,
     .free = sim_free,
+    .cached_bytes = sim_cached_bytes,
+    .empty_cache = sim_empty_cache,
     .to_host = sim_to_host,
     .from_host = sim_move,
     .copy = sim_move,

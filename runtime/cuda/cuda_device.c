@@ -148,6 +148,19 @@ static void cuda_free(int index, void *p, size_t n) {
   if (g) lab_ca_free(g->alloc, p);
 }
 
+/* the caching allocator's segments less its blocks in use: what empty_cache gives back */
+static size_t cuda_cached_bytes(int index) {
+  if (index < 0 || index >= MAX_GPUS || !gpus[index].ready) return 0;
+  lab_ca_stats st = lab_ca_get_stats(gpus[index].alloc);
+  return (size_t)(st.reserved - st.allocated);
+}
+/* after the stream's work: a segment given back may still be read by a queued kernel */
+static void cuda_empty_cache(int index) {
+  if (index < 0 || index >= MAX_GPUS || !gpus[index].ready) return;
+  cudaStreamSynchronize(gpus[index].stream);
+  lab_ca_empty_cache(gpus[index].alloc);
+}
+
 static int launch_blocking(void) {
   static int v = -1;
   if (v < 0) {
@@ -507,6 +520,8 @@ static const lab_device_ops cuda_ops = {
     .gemm_half = 1,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .cached_bytes = cuda_cached_bytes,
+    .empty_cache = cuda_empty_cache,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .copy = cuda_copy,
