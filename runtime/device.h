@@ -62,6 +62,15 @@ typedef struct lab_device_ops {
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
 } lab_device_ops;
 
+/* A table's memory and launch entries from functions named prefix_entry (a device whose copy
+ * serves two entries #defines the other name to it), so every table lists them the same way:
+ *   static const lab_device_ops ops = {.name = "x", LAB_DEVICE_MEMORY(x) LAB_DEVICE_LAUNCHES(x) ...}; */
+#define LAB_DEVICE_MEMORY(p)                                                                             \
+  .count = p##_count, .alloc = p##_alloc, .free = p##_free, .cached_bytes = p##_cached_bytes,             \
+  .empty_cache = p##_empty_cache, .to_host = p##_to_host, .from_host = p##_from_host, .copy = p##_copy,   \
+  .memset = p##_memset, .synchronize = p##_synchronize,
+#define LAB_DEVICE_LAUNCHES(p) .ewise = p##_ewise, .reduce = p##_reduce, .gemm = p##_gemm, .rand = p##_rand,
+
 /* The registry. Each device registers itself from its own code when the program is loaded (a
  * constructor: the cpu its table, the sim and cuda an opener), so this file names none of them:
  * lab_device_ops_of calls a type's opener at the first use of that type (the sim reads its

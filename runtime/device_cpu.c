@@ -37,6 +37,9 @@ static void *cpu_alloc(int index, size_t nbytes) { return (void)index, lab_bc_al
 static void cpu_free(int index, void *p, size_t nbytes) { (void)index, lab_bc_free(&cache, p, nbytes); }
 static size_t cpu_cached_bytes(int index) { return (void)index, cache.bytes; }
 static void cpu_empty_cache(int index) { (void)index, lab_bc_empty(&cache); }
+/* host memory: moving bytes in or out is a copy */
+#define cpu_to_host cpu_copy
+#define cpu_from_host cpu_copy
 static int cpu_copy(int index, void *dst, const void *src, size_t n) {
   (void)index;
   if (n) memmove(dst, src, n);
@@ -173,20 +176,8 @@ static int cpu_flash_bwd(const lab_flash_args *a) {
 
 static const lab_device_ops cpu_ops = {
     .name = "cpu",
-    .count = cpu_count,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .cached_bytes = cpu_cached_bytes,
-    .empty_cache = cpu_empty_cache,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
-    .copy = cpu_copy,
-    .memset = cpu_memset,
-    .synchronize = cpu_synchronize,
-    .ewise = cpu_ewise,
-    .reduce = cpu_reduce,
-    .gemm = cpu_gemm,
-    .rand = cpu_rand,
+    LAB_DEVICE_MEMORY(cpu) /* device.h */
+    LAB_DEVICE_LAUNCHES(cpu)
 #define CPU_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cpu,
     LAB_FUSED_ALL(CPU_ENTRY_) /* kernels/fused_ops.h: every fused kernel, the optional ones too */
 #undef CPU_ENTRY_

@@ -178,6 +178,9 @@ size_t lab_sim_arena_bytes(void) { return ARENA_RESERVE; }
 
 /* ---- moving bytes: the only way in or out ---- */
 
+/* both directions and device-to-device: one move on the kernel view */
+#define sim_from_host sim_move
+#define sim_copy sim_move
 static int sim_move(int index, void *dst, const void *src, size_t n) {
   (void)index;
 #ifdef LLMLAB_HAVE_SIMT
@@ -248,8 +251,8 @@ LAB_FUSED_REQUIRED(SIM_)
 #undef SIM_
 #undef LAB_P
 
-/* the argument block with every pointer on the kernel view */
-static lab_flash_args flash_view(const lab_flash_args *a) {
+/* the argument block with every pointer on the kernel view (device_sim.h) */
+lab_flash_args lab_sim_flash_view(const lab_flash_args *a) {
   lab_flash_args k = *a;
   k.q = K(a->q), k.k = K(a->k), k.v = K(a->v), k.o = K(a->o), k.dout = K(a->dout);
   k.out = K(a->out), k.lse = K(a->lse), k.dq = K(a->dq), k.dk = K(a->dk), k.dv = K(a->dv), k.work = K(a->work);
@@ -257,11 +260,11 @@ static lab_flash_args flash_view(const lab_flash_args *a) {
 }
 static int sim_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) { return CPU->flash_supports(dt, D, Dv); }
 static int sim_flash_fwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   return CPU->flash_fwd(&k);
 }
 static int sim_flash_bwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   return CPU->flash_bwd(&k);
 }
 
@@ -279,21 +282,9 @@ static const char *sim_describe_cpu(void) { return "sim device: the cpu kernels 
 
 static lab_device_ops sim_ops = {
     .name = "sim",
-    .count = sim_count,
     .describe = sim_describe,
-    .alloc = sim_alloc,
-    .free = sim_free,
-    .cached_bytes = sim_cached_bytes,
-    .empty_cache = sim_empty_cache,
-    .to_host = sim_to_host,
-    .from_host = sim_move,
-    .copy = sim_move,
-    .memset = sim_memset,
-    .synchronize = sim_synchronize,
-    .ewise = sim_ewise,
-    .reduce = sim_reduce,
-    .gemm = sim_gemm,
-    .rand = sim_rand,
+    LAB_DEVICE_MEMORY(sim) /* device.h */
+    LAB_DEVICE_LAUNCHES(sim)
     /* kernels/fused_ops.h's required entries; no optional ones (act_bwd_bias, adamw_multi): the
      * sim lane runs the fallbacks cuda takes (act_bwd + sum_middle, adamw per tensor) */
 #define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = sim_##name,

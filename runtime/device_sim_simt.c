@@ -60,6 +60,16 @@ static void rand_(const lab_rand_args *a) {
   k.out = K(a->out);
   report("rand", lab_simcu_rand(&k, NULL));
 }
+static int64_t simt_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
+                        int64_t C, int64_t ignore_index, double smoothing) {
+  static void *count; /* device scratch for the row count, as the cuda device keeps one */
+  if (!count && !(count = lab_sim_device_ops()->alloc(0, 8))) return 0;
+  if (report("cross_entropy", lab_simcu_xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index,
+                                                 smoothing, K(count), NULL)))
+    return 0;
+  lab_sim_note_host_sync(); /* the cuda device waits for this count */
+  return *(int64_t *)K(count);
+}
 /* the fused kernels (kernels/fused_ops.h), generated from their one signature: every pointer on
  * the kernel view, scratch from the arena where the list gives a size */
 #define LAB_P(p) K(p)
@@ -77,23 +87,6 @@ LAB_FUSED_WORK(LAUNCH_WORK_)
 #undef LAUNCH_
 #undef LAUNCH_WORK_
 #undef LAB_P
-static int64_t simt_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
-                        int64_t C, int64_t ignore_index, double smoothing) {
-  static void *count; /* device scratch for the row count, as the cuda device keeps one */
-  if (!count && !(count = lab_sim_device_ops()->alloc(0, 8))) return 0;
-  if (report("cross_entropy", lab_simcu_xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index,
-                                                 smoothing, K(count), NULL)))
-    return 0;
-  lab_sim_note_host_sync(); /* the cuda device waits for this count */
-  return *(int64_t *)K(count);
-}
-
-static lab_flash_args flash_view(const lab_flash_args *a) {
-  lab_flash_args k = *a;
-  k.q = K(a->q), k.k = K(a->k), k.v = K(a->v), k.o = K(a->o), k.dout = K(a->dout);
-  k.out = K(a->out), k.lse = K(a->lse), k.dq = K(a->dq), k.dk = K(a->dk), k.dv = K(a->dv), k.work = K(a->work);
-  return k;
-}
 static int flash_result(const char *what, int e) {
   if (e == 716) /* cudaErrorMisalignedAddress, as cuda_device.c says it */
     return lab_fail("sdpa", "flash %s on sim needs 16-byte aligned q, k, v (a view that starts inside a row?): "
@@ -125,12 +118,12 @@ static int flash_supports(lab_dtype dt, int64_t D, int64_t Dv) {
   return lab_simcu_flash_supports(dt, D, Dv) || lab_cpu_device_ops()->flash_supports(dt, D, Dv);
 }
 static int flash_fwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   if (!interpreted(a, &k, 0)) return lab_cpu_device_ops()->flash_fwd(&k);
   return flash_result("forward", lab_simcu_flash_fwd(&k, NULL));
 }
 static int flash_bwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   if (!interpreted(a, &k, 1)) return lab_cpu_device_ops()->flash_bwd(&k);
   return flash_result("backward", lab_simcu_flash_bwd(&k, NULL));
 }

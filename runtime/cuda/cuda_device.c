@@ -515,22 +515,10 @@ static int cu_gemm(const lab_gemm_args *a) {
 
 static const lab_device_ops cuda_ops = {
     .name = "cuda",
-    .count = cuda_count,
     .describe = cuda_describe,
     .gemm_half = 1,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .cached_bytes = cuda_cached_bytes,
-    .empty_cache = cuda_empty_cache,
-    .to_host = cuda_to_host,
-    .from_host = cuda_from_host,
-    .copy = cuda_copy,
-    .memset = cuda_memset,
-    .synchronize = cuda_synchronize,
-    .ewise = cu_ewise,
-    .reduce = cu_reduce,
-    .gemm = cu_gemm,
-    .rand = cu_rand,
+    LAB_DEVICE_MEMORY(cuda) /* device.h */
+    LAB_DEVICE_LAUNCHES(cu)
 #define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cu_##name,
     LAB_FUSED_REQUIRED(ENTRY_) /* kernels/fused_ops.h; no optional ones */
 #undef ENTRY_

@@ -10,6 +10,7 @@
 
 #include "../../kernels/simt/launch_sim.h"
 #include "../../kernels/simt/simt.h"
+#include "../device_sim.h" /* lab_sim_flash_view */
 #include "shim/cuda_runtime.h"
 #include "simrt_internal.h"
 
@@ -72,17 +73,11 @@ int lab_simrt_cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *targe
                          NULL));
 }
 int lab_simrt_cu_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) { return lab_simcu_flash_supports(dt, D, Dv); }
-static lab_flash_args flash_view(const lab_flash_args *a) {
-  lab_flash_args k = *a;
-  k.q = K(a->q), k.k = K(a->k), k.v = K(a->v), k.o = K(a->o), k.dout = K(a->dout);
-  k.out = K(a->out), k.lse = K(a->lse), k.dq = K(a->dq), k.dk = K(a->dk), k.dv = K(a->dv), k.work = K(a->work);
-  return k;
-}
 int lab_simrt_cu_flash_fwd(const lab_flash_args *a, cudaStream_t s) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   RUN(lab_simcu_flash_fwd(&k, NULL));
 }
 int lab_simrt_cu_flash_bwd(const lab_flash_args *a, cudaStream_t s) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   RUN(lab_simcu_flash_bwd(&k, NULL));
 }
