@@ -81,12 +81,11 @@ lab_tensor *ll_check_tensor(lua_State *L, int idx) {
  * would do, so the cost stays proportional to the work. */
 static void gc_pressure(lua_State *L) {
   static int64_t live_after_gc;
-  const lab_mem_account *m = lab_mem_get();
   int64_t budget = live_after_gc > (64 << 20) ? live_after_gc : (64 << 20);
-  if (m->allocated_since_mark > budget) {
+  if (lab_mem_allocated_since_mark() > budget) { /* every device's bytes */
     lua_gc(L, LUA_GCCOLLECT);
     lab_mem_mark();
-    live_after_gc = m->current_total;
+    live_after_gc = lab_mem_live_bytes();
   }
 }
 

@@ -1,27 +1,38 @@
-/* The registry of device tables and the names of devices. The cpu and sim tables are always
- * present; cuda's comes from its plugin, opened the first time a caller asks for it
- * (runtime/cuda/loader.h), so callers never test for a device with #ifdef and llmlab starts
- * without loading CUDA. */
+/* The registry of device tables and the names of devices. The devices register themselves
+ * (device.h): the cpu's table and the sim's opener are always there, cuda's opener where the
+ * engine has its loader (runtime/cuda/loader.c), which opens the plugin the first time a
+ * caller asks for cuda. So callers never test for a device with #ifdef, llmlab starts without
+ * loading CUDA, and this file includes no device's header. */
 #include "device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/loader.h"
 #include "error.h"
 
 static const char *type_names[LAB_NDEVTYPES] = {"cpu", "sim", "cuda"};
 static const lab_device_ops *tables[LAB_NDEVTYPES];
+static lab_device_opener openers[LAB_NDEVTYPES];
+static const char *(*whys[LAB_NDEVTYPES])(void);
 
 void lab_device_register(lab_device_type type, const lab_device_ops *ops) { tables[type] = ops; }
 
+void lab_device_provide(lab_device_type type, lab_device_opener open, const char *(*why)(void)) {
+  openers[type] = open;
+  whys[type] = why;
+}
+
 const lab_device_ops *lab_device_ops_of(lab_device_type type) {
   if ((unsigned)type >= LAB_NDEVTYPES) return NULL;
-  if (type == LAB_DEV_CPU && !tables[type]) tables[type] = lab_cpu_device_ops();
-  if (type == LAB_DEV_SIM && !tables[type]) tables[type] = lab_sim_device_ops();
-  if (type == LAB_DEV_CUDA && !tables[type]) tables[type] = lab_cuda_load(); /* NULL: not built or not loadable */
+  if (!tables[type] && openers[type]) tables[type] = openers[type](); /* NULL: not loadable here */
   return tables[type];
+}
+
+const char *lab_device_why(lab_device_type type) {
+  if ((unsigned)type >= LAB_NDEVTYPES) return "";
+  if (!openers[type] && !tables[type]) return "not compiled in";
+  return whys[type] ? whys[type]() : "";
 }
 
 static lab_device default_device;
@@ -33,7 +44,7 @@ void lab_set_default_device(lab_device d) { default_device = d; }
 const char *lab_cuda_status(void) {
   static char buf[1600];
   const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_CUDA), *sim = lab_device_ops_of(LAB_DEV_SIM);
-  snprintf(buf, sizeof buf, "%s\n%s", !ops ? lab_cuda_why() : (ops->describe ? ops->describe() : "CUDA compiled in"),
+  snprintf(buf, sizeof buf, "%s\n%s", !ops ? lab_device_why(LAB_DEV_CUDA) : (ops->describe ? ops->describe() : "CUDA compiled in"),
            sim && sim->describe ? sim->describe() : "sim device");
   return buf;
 }
@@ -71,7 +82,7 @@ int lab_device_parse(const char *op, const char *s, lab_device *out) {
   const lab_device_ops *ops = lab_device_ops_of((lab_device_type)type);
   if (!ops) {
     if (type == LAB_DEV_CUDA)
-      return lab_fail(op, "device '%s': CUDA is not usable: %s (see llmlab --version)", s, lab_cuda_why());
+      return lab_fail(op, "device '%s': CUDA is not usable: %s (see llmlab --version)", s, lab_device_why(LAB_DEV_CUDA));
     return lab_fail(op, "device '%s' is not available in this build", s);
   }
   int count = ops->count();

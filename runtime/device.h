@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../kernels/dtype.h"
+#include "../kernels/fused_ops.h" /* the fused kernels' signatures */
 #include "../kernels/ops.h" /* the enums and the launch descriptions every device takes */
 
 typedef enum { LAB_DEV_CPU = 0, LAB_DEV_SIM, LAB_DEV_CUDA, LAB_NDEVTYPES } lab_device_type;
@@ -26,9 +27,13 @@ typedef struct lab_device_ops {
   const char *name;
   /* number of devices of this type present (0: none) */
   int (*count)(void);
-  /* ---- memory (bytes on device `index`) ---- */
+  /* ---- memory (bytes on device `index`): each device's allocator caches freed blocks its own
+   * way (the cpu and the sim arena in runtime/block_cache.h, cuda in its caching allocator) and
+   * gives the cache back itself before it reports out of memory ---- */
   void *(*alloc)(int index, size_t nbytes); /* NULL when out of memory */
   void (*free)(int index, void *p, size_t nbytes);
+  size_t (*cached_bytes)(int index); /* freed bytes kept for reuse; NULL: none kept */
+  void (*empty_cache)(int index);    /* gives them back; NULL: none kept */
   int (*to_host)(int index, void *dst, const void *src, size_t n);
   int (*from_host)(int index, void *dst, const void *src, size_t n);
   int (*copy)(int index, void *dst, const void *src, size_t n); /* regions may overlap */
@@ -41,40 +46,13 @@ typedef struct lab_device_ops {
   /* ---- kernels (pointers are memory of this device) ---- */
   void (*ewise)(const lab_ew_args *a);
   void (*reduce)(const lab_red_args *a);
-  /* out (outer, inner) = scale * sum over R of x (outer, R, inner) */
-  void (*sum_middle)(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner, double scale);
-  void (*softmax_rows)(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log);
   int (*gemm)(const lab_gemm_args *a); /* -1 with lab_fail when the device cannot */
   void (*rand)(const lab_rand_args *a);
-  /* the fused NN kernels, with the signatures of kernels/cpu/nn.h */
-  void (*layer_norm_fwd)(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
-                         void *rstd, int64_t rows, int64_t D, double eps);
-  void (*layer_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                         const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D);
-  void (*rms_norm_fwd)(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
-                       double eps);
-  void (*rms_norm_bwd)(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                       void *dw, int64_t rows, int64_t D);
-  void (*act_fwd)(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n);
-  void (*act_bwd)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n);
-  /* act_bwd over x [rows, cols] and db = dx's column sums in the same pass; NULL: the caller
-   * takes act_bwd and sum_middle */
-  void (*act_bwd_bias)(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, void *db,
-                       int64_t rows, int64_t cols);
-  int64_t (*xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
-                      int64_t C, int64_t ignore_index, double smoothing);
-  void (*xent_bwd)(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
-                   int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale);
-  void (*embedding_fwd)(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D);
-  void (*embedding_bwd)(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D);
-  void (*causal_mask)(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S);
-  void (*softmax_bwd_rows)(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale);
-  /* AdamW over `count` tensors at once (one parallel region); NULL: the caller loops adamw */
-  void (*adamw_multi)(lab_dtype ct, int count, void *const *p, const void *const *g, void *const *m,
-                      void *const *v, const int64_t *n, const double *wd, double lr, double b1, double b2,
-                      double eps, int64_t step);
-  void (*adamw)(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
-                double b2, double eps, double wd, int64_t step);
+  /* the fused kernels of kernels/fused_ops.h, each signature written there once; the optional
+   * ones (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
+#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_RET(R)(*name) params;
+  LAB_FUSED_ALL(LAB_DEVICE_ENTRY_)
+#undef LAB_DEVICE_ENTRY_
   /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.
    * flash_supports: 1 when the kernels take this dtype and these head dims (q/k: D, v: Dv).
    * The kernels return 0, or -1 with lab_fail. */
@@ -84,17 +62,34 @@ typedef struct lab_device_ops {
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
 } lab_device_ops;
 
-/* The table of a device type; NULL when that type is not compiled in (or, for cuda, its plugin
- * cannot be loaded here). */
+/* A table's memory and launch entries from functions named prefix_entry (a device whose copy
+ * serves two entries #defines the other name to it), so every table lists them the same way:
+ *   static const lab_device_ops ops = {.name = "x", LAB_DEVICE_MEMORY(x) LAB_DEVICE_LAUNCHES(x) ...}; */
+#define LAB_DEVICE_MEMORY(p)                                                                             \
+  .count = p##_count, .alloc = p##_alloc, .free = p##_free, .cached_bytes = p##_cached_bytes,             \
+  .empty_cache = p##_empty_cache, .to_host = p##_to_host, .from_host = p##_from_host, .copy = p##_copy,   \
+  .memset = p##_memset, .synchronize = p##_synchronize,
+#define LAB_DEVICE_LAUNCHES(p) .ewise = p##_ewise, .reduce = p##_reduce, .gemm = p##_gemm, .rand = p##_rand,
+
+/* The registry. Each device registers itself from its own code when the program is loaded (a
+ * constructor: the cpu its table, the sim and cuda an opener), so this file names none of them:
+ * lab_device_ops_of calls a type's opener at the first use of that type (the sim reads its
+ * settings then; cuda's opener is runtime/cuda/loader.c's, which opens the plugin) and keeps
+ * the table. NULL when that type is not compiled in, or its opener gives none (why() says why).
+ * lab_device_register replaces a type's table (the kernel profiler swaps the cpu's). */
+typedef const lab_device_ops *(*lab_device_opener)(void);
 const lab_device_ops *lab_device_ops_of(lab_device_type type);
 void lab_device_register(lab_device_type type, const lab_device_ops *ops);
+void lab_device_provide(lab_device_type type, lab_device_opener open, const char *(*why)(void));
+/* why the type's opener gave no table ("" when it did or has not been asked) */
+const char *lab_device_why(lab_device_type type);
 const lab_device_ops *lab_cpu_device_ops(void);
 const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testing device */
 /* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
  * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
 long lab_sim_host_syncs(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
- * it through lab_device_ops_of, which opens the plugin */
+ * it through lab_device_ops_of, whose opener opens the plugin */
 const lab_device_ops *lab_cuda_device_ops(void);
 
 /* "cpu", "sim:0", "cuda:1" into buf (PyTorch's spelling) */

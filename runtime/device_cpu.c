@@ -1,6 +1,6 @@
 /* The cpu device: host memory and the kernels of kernels/cpu, the reference every other
  * device is tested against. Strided launches walk their geometry with the row iterator
- * (runtime/iter.c), loading operands into compute-type blocks for the contiguous kernels. */
+ * (runtime/cpu_rows.c), loading operands into compute-type blocks for the contiguous kernels. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,25 +10,36 @@
 #include "../kernels/cpu/flash_attention.h"
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/cpu/nn.h"
-#include "../kernels/cpu/optim.h"
 #include "../kernels/cpu/philox.h"
 #include "../kernels/cpu/reduce.h"
+#include "block_cache.h"
 #include "device.h"
 #include "error.h"
 #include "interrupt.h"
-#include "iter.h"
+#include "cpu_rows.h"
 
 /* ---- memory ---- */
 
 static int cpu_count(void) { return 1; }
-static void *cpu_alloc(int index, size_t nbytes) {
-  (void)index;
-  return aligned_alloc(64, nbytes); /* nbytes is a multiple of 64 (storage.c rounds) */
-}
-static void cpu_free(int index, void *p, size_t nbytes) {
-  (void)index, (void)nbytes;
+
+/* nbytes is a multiple of 64 (storage.c rounds): 64-byte aligned, so BLAS and vector loops get
+ * whole cache lines */
+static void *raw_alloc(size_t nbytes) { return aligned_alloc(64, nbytes); }
+static void raw_free(void *p, size_t nbytes) {
+  (void)nbytes;
   free(p);
 }
+/* freed blocks of 4 KiB and more kept for reuse, up to 1 GiB (smaller ones: malloc's own bins
+ * do this well) */
+static lab_block_cache cache = {.min = 4096, .limit = (size_t)1 << 30, .raw_alloc = raw_alloc, .raw_free = raw_free};
+
+static void *cpu_alloc(int index, size_t nbytes) { return (void)index, lab_bc_alloc(&cache, nbytes); }
+static void cpu_free(int index, void *p, size_t nbytes) { (void)index, lab_bc_free(&cache, p, nbytes); }
+static size_t cpu_cached_bytes(int index) { return (void)index, cache.bytes; }
+static void cpu_empty_cache(int index) { (void)index, lab_bc_empty(&cache); }
+/* host memory: moving bytes in or out is a copy */
+#define cpu_to_host cpu_copy
+#define cpu_from_host cpu_copy
 static int cpu_copy(int index, void *dst, const void *src, size_t n) {
   (void)index;
   if (n) memmove(dst, src, n);
@@ -60,7 +71,7 @@ static const void *operand(const lab_ew_args *c, int k, char *p, int64_t stride,
 
 static void ew_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
   const lab_ew_args *c = vctx;
-  _Alignas(64) char bufs[LAB_ITER_MAX_OPS][BLOCK * 8];
+  _Alignas(64) char bufs[LAB_DEV_MAX_OPS][BLOCK * 8];
   size_t es = lab_dtype_size(c->ct);
   int nin = c->g.nops - 1;
   for (int64_t off = 0; off < n; off += BLOCK) {
@@ -82,7 +93,7 @@ static void ew_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
   }
 }
 
-static void cpu_ewise(const lab_ew_args *a) { lab_iter_run(&a->g, ew_row, (void *)a); }
+static void cpu_ewise(const lab_ew_args *a) { lab_rows_run(&a->g, ew_row, (void *)a); }
 
 /* ---- reductions: each output element walks its line of the input, loaded into a
  * contiguous buffer in the compute type for the row kernels ---- */
@@ -122,7 +133,7 @@ static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) 
   free(buf);
 }
 
-static void cpu_reduce(const lab_red_args *a) { lab_iter_run(&a->g, red_row, (void *)a); }
+static void cpu_reduce(const lab_red_args *a) { lab_rows_run(&a->g, red_row, (void *)a); }
 
 /* ---- matrix products: one BLAS call per product of a batch (kernels/cpu/gemm.c) ---- */
 
@@ -165,35 +176,11 @@ static int cpu_flash_bwd(const lab_flash_args *a) {
 
 static const lab_device_ops cpu_ops = {
     .name = "cpu",
-    .count = cpu_count,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
-    .copy = cpu_copy,
-    .memset = cpu_memset,
-    .synchronize = cpu_synchronize,
-    .ewise = cpu_ewise,
-    .reduce = cpu_reduce,
-    .sum_middle = lab_sum_middle,
-    .softmax_rows = lab_softmax_rows,
-    .gemm = cpu_gemm,
-    .rand = cpu_rand,
-    .layer_norm_fwd = lab_layer_norm_fwd,
-    .layer_norm_bwd = lab_layer_norm_bwd,
-    .rms_norm_fwd = lab_rms_norm_fwd,
-    .rms_norm_bwd = lab_rms_norm_bwd,
-    .act_fwd = lab_act_fwd,
-    .act_bwd = lab_act_bwd,
-    .act_bwd_bias = lab_act_bwd_bias,
-    .xent_fwd = lab_cross_entropy_fwd,
-    .xent_bwd = lab_cross_entropy_bwd,
-    .embedding_fwd = lab_embedding_fwd,
-    .embedding_bwd = lab_embedding_bwd,
-    .causal_mask = lab_causal_mask,
-    .softmax_bwd_rows = lab_softmax_bwd_rows,
-    .adamw = lab_adamw_kernel,
-    .adamw_multi = lab_adamw_multi_kernel,
+    LAB_DEVICE_MEMORY(cpu) /* device.h */
+    LAB_DEVICE_LAUNCHES(cpu)
+#define CPU_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cpu,
+    LAB_FUSED_ALL(CPU_ENTRY_) /* kernels/fused_ops.h: every fused kernel, the optional ones too */
+#undef CPU_ENTRY_
     .flash_supports = cpu_flash_supports,
     .flash_fwd = cpu_flash_fwd,
     .flash_bwd = cpu_flash_bwd,
@@ -201,3 +188,6 @@ static const lab_device_ops cpu_ops = {
 };
 
 const lab_device_ops *lab_cpu_device_ops(void) { return &cpu_ops; }
+
+/* registered when the program is loaded (device.h): every process has a cpu */
+__attribute__((constructor)) static void cpu_register(void) { lab_device_register(LAB_DEV_CPU, &cpu_ops); }

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block_cache.h"
 #include "device.h"
 #include "device_sim.h"
 #include "error.h"
@@ -123,11 +124,6 @@ static void *arena_alloc(size_t nbytes, int note) {
   return NULL;
 }
 
-static void *sim_alloc(int index, size_t nbytes) {
-  (void)index;
-  return arena_alloc(nbytes, 1);
-}
-
 static void arena_free(void *ptr, size_t nbytes, int note) {
   if (!ptr) return;
 #ifdef LLMLAB_HAVE_SIMT
@@ -163,10 +159,17 @@ static void arena_free(void *ptr, size_t nbytes, int note) {
   else free_list = r;
 }
 
-static void sim_free(int index, void *ptr, size_t nbytes) {
-  (void)index;
-  arena_free(ptr, nbytes, 1);
-}
+static void *arena_raw_alloc(size_t nbytes) { return arena_alloc(nbytes, 1); }
+static void arena_raw_free(void *p, size_t nbytes) { arena_free(p, nbytes, 1); }
+/* the direct table's freed blocks kept for reuse (up to 1 GiB), as the cpu's: the simrt table
+ * caches in runtime/cuda's caching allocator instead */
+static lab_block_cache cache = {.min = 1, .limit = (size_t)1 << 30, .raw_alloc = arena_raw_alloc,
+                                .raw_free = arena_raw_free};
+
+static void *sim_alloc(int index, size_t nbytes) { return (void)index, lab_bc_alloc(&cache, nbytes); }
+static void sim_free(int index, void *p, size_t nbytes) { (void)index, lab_bc_free(&cache, p, nbytes); }
+static size_t sim_cached_bytes(int index) { return (void)index, cache.bytes; }
+static void sim_empty_cache(int index) { (void)index, lab_bc_empty(&cache); }
 
 void *lab_sim_arena_alloc(size_t nbytes, int note) { return arena_alloc(nbytes, note); }
 void lab_sim_arena_free(void *p, size_t nbytes, int note) { arena_free(p, nbytes, note); }
@@ -175,6 +178,9 @@ size_t lab_sim_arena_bytes(void) { return ARENA_RESERVE; }
 
 /* ---- moving bytes: the only way in or out ---- */
 
+/* both directions and device-to-device: one move on the kernel view */
+#define sim_from_host sim_move
+#define sim_copy sim_move
 static int sim_move(int index, void *dst, const void *src, size_t n) {
   (void)index;
 #ifdef LLMLAB_HAVE_SIMT
@@ -223,13 +229,6 @@ static void sim_reduce(const lab_red_args *a) {
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
   CPU->reduce(&k);
 }
-static void sim_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
-                           double scale) {
-  CPU->sum_middle(ct, K(x), K(out), outer, R, inner, scale);
-}
-static void sim_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
-  CPU->softmax_rows(ct, K(x), K(out), rows, n, log);
-}
 static int sim_gemm(const lab_gemm_args *a) {
   lab_gemm_args k = *a;
   k.a = K(a->a);
@@ -242,58 +241,18 @@ static void sim_rand(const lab_rand_args *a) {
   k.out = K(a->out);
   CPU->rand(&k);
 }
-static void sim_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
-                               void *rstd, int64_t rows, int64_t D, double eps) {
-  CPU->layer_norm_fwd(ct, K(x), K(w), K(b), K(y), K(mean), K(rstd), rows, D, eps);
-}
-static void sim_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                               const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
-  CPU->layer_norm_bwd(ct, K(g), K(x), K(w), K(mean), K(rstd), K(dx), K(dw), K(db), rows, D);
-}
-static void sim_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows,
-                             int64_t D, double eps) {
-  CPU->rms_norm_fwd(ct, K(x), K(w), K(y), K(rstd), rows, D, eps);
-}
-static void sim_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                             void *dw, int64_t rows, int64_t D) {
-  CPU->rms_norm_bwd(ct, K(g), K(x), K(w), K(rstd), K(dx), K(dw), rows, D);
-}
-static void sim_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
-  CPU->act_fwd(ct, kind, K(x), K(y), n);
-}
-static void sim_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
-  CPU->act_bwd(ct, kind, K(g), K(x), K(dx), n);
-}
+/* the fused kernels (kernels/fused_ops.h): the cpu's, every pointer on the kernel view */
+#define LAB_P(p) K(p)
+#define CALL_V_(call) call;
+#define CALL_I64_(call) return call;
+#define SIM_(name, R, cpu, cat, op, anchor, work, params, args) \
+  static LAB_FUSED_RET(R) sim_##name params { CALL_##R##_(CPU->name args) }
+LAB_FUSED_REQUIRED(SIM_)
+#undef SIM_
+#undef LAB_P
 
-static int64_t sim_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse,
-                            int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
-  return CPU->xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index, smoothing);
-}
-static void sim_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
-                         int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale) {
-  CPU->xent_bwd(ct, K(logits), K(target), K(lse), K(dlogits), N, C, ignore_index, smoothing, scale);
-}
-static void sim_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n,
-                              int64_t D) {
-  CPU->embedding_fwd(ct, K(weight), K(idx), K(out), n, D);
-}
-static void sim_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n,
-                              int64_t D) {
-  CPU->embedding_bwd(ct, K(g), K(idx), K(dweight), n, D);
-}
-static void sim_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t S) {
-  CPU->causal_mask(ct, K(scores), batches, T, S);
-}
-static void sim_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t S, double scale) {
-  CPU->softmax_bwd_rows(ct, K(P), K(dP), rows, S, scale);
-}
-static void sim_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1,
-                      double b2, double eps, double wd, int64_t step) {
-  CPU->adamw(ct, K(p), K(g), K(m), K(v), n, lr, b1, b2, eps, wd, step);
-}
-
-/* the argument block with every pointer on the kernel view */
-static lab_flash_args flash_view(const lab_flash_args *a) {
+/* the argument block with every pointer on the kernel view (device_sim.h) */
+lab_flash_args lab_sim_flash_view(const lab_flash_args *a) {
   lab_flash_args k = *a;
   k.q = K(a->q), k.k = K(a->k), k.v = K(a->v), k.o = K(a->o), k.dout = K(a->dout);
   k.out = K(a->out), k.lse = K(a->lse), k.dq = K(a->dq), k.dk = K(a->dk), k.dv = K(a->dv), k.work = K(a->work);
@@ -301,11 +260,11 @@ static lab_flash_args flash_view(const lab_flash_args *a) {
 }
 static int sim_flash_supports(lab_dtype dt, int64_t D, int64_t Dv) { return CPU->flash_supports(dt, D, Dv); }
 static int sim_flash_fwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   return CPU->flash_fwd(&k);
 }
 static int sim_flash_bwd(const lab_flash_args *a) {
-  lab_flash_args k = flash_view(a);
+  lab_flash_args k = lab_sim_flash_view(a);
   return CPU->flash_bwd(&k);
 }
 
@@ -323,36 +282,14 @@ static const char *sim_describe_cpu(void) { return "sim device: the cpu kernels 
 
 static lab_device_ops sim_ops = {
     .name = "sim",
-    .count = sim_count,
     .describe = sim_describe,
-    .alloc = sim_alloc,
-    .free = sim_free,
-    .to_host = sim_to_host,
-    .from_host = sim_move,
-    .copy = sim_move,
-    .memset = sim_memset,
-    .synchronize = sim_synchronize,
-    .ewise = sim_ewise,
-    .reduce = sim_reduce,
-    .sum_middle = sim_sum_middle,
-    .softmax_rows = sim_softmax_rows,
-    .gemm = sim_gemm,
-    .rand = sim_rand,
-    .layer_norm_fwd = sim_layer_norm_fwd,
-    .layer_norm_bwd = sim_layer_norm_bwd,
-    .rms_norm_fwd = sim_rms_norm_fwd,
-    .rms_norm_bwd = sim_rms_norm_bwd,
-    .act_fwd = sim_act_fwd,
-    .act_bwd = sim_act_bwd,
-    /* no act_bwd_bias nor adamw_multi: the sim lane runs the fallbacks cuda takes (act_bwd +
-     * sum_middle, adamw per tensor) */
-    .xent_fwd = sim_xent_fwd,
-    .xent_bwd = sim_xent_bwd,
-    .embedding_fwd = sim_embedding_fwd,
-    .embedding_bwd = sim_embedding_bwd,
-    .causal_mask = sim_causal_mask,
-    .softmax_bwd_rows = sim_softmax_bwd_rows,
-    .adamw = sim_adamw,
+    LAB_DEVICE_MEMORY(sim) /* device.h */
+    LAB_DEVICE_LAUNCHES(sim)
+    /* kernels/fused_ops.h's required entries; no optional ones (act_bwd_bias, adamw_multi): the
+     * sim lane runs the fallbacks cuda takes (act_bwd + sum_middle, adamw per tensor) */
+#define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = sim_##name,
+    LAB_FUSED_REQUIRED(ENTRY_)
+#undef ENTRY_
     .flash_supports = sim_flash_supports,
     .flash_fwd = sim_flash_fwd,
     .flash_bwd = sim_flash_bwd,
@@ -406,3 +343,7 @@ const lab_device_ops *lab_sim_device_ops(void) {
 #endif
   return &sim_ops;
 }
+
+/* registered when the program is loaded (device.h); the table is made at the first use of the
+ * sim, when its settings (LLMLAB_SIMT, LLMLAB_SIMRT) are read */
+__attribute__((constructor)) static void sim_register(void) { lab_device_provide(LAB_DEV_SIM, lab_sim_device_ops, NULL); }

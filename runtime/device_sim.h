@@ -12,6 +12,8 @@ int lab_sim_take_error(void);
 void *lab_sim_arena_alloc(size_t nbytes, int note);
 void lab_sim_arena_free(void *p, size_t nbytes, int note);
 void *lab_sim_kview(const void *p);
+/* a FlashAttention launch's arguments with every pointer on the kernel view */
+lab_flash_args lab_sim_flash_view(const lab_flash_args *a);
 size_t lab_sim_arena_bytes(void);
 /* runtime/cuda/cuda_device.c compiled against runtime/simrt (the sim's table when the build has
  * the SIMT interpreter) */

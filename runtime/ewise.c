@@ -21,9 +21,7 @@ const char *lab_unary_name(lab_unary_op op) {
   return n[op];
 }
 
-/* Launches c over out and inputs, all broadcast to out's shape, on out's device. Inputs on
- * another device must be cpu scalars (lab_common_device checked that): they are moved. */
-static int ew_run(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
+int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   lab_tensor *ops[LAB_ITER_MAX_OPS] = {out}, *moved[LAB_ITER_MAX_OPS] = {0};
   lab_device dev = lab_device_of(out);
   int rc = 0;
@@ -72,7 +70,7 @@ static int check_inplace_device(const char *op, lab_tensor *a, int n, lab_tensor
 
 static int is_comparison(lab_binary_op op) { return op >= LAB_EQ && op <= LAB_GE; }
 
-static int check_inplace_shape(const char *op, lab_tensor *a, lab_tensor *b) {
+int lab_check_inplace_shape(const char *op, lab_tensor *a, lab_tensor *b) {
   int nd;
   int64_t shape[LAB_MAX_DIMS];
   if (lab_broadcast_shapes(op, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) < 0) return -1;
@@ -129,7 +127,7 @@ lab_tensor *lab_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int out_d
   lab_tensor *out = new_broadcast_out(lab_binary_name(op), odt, 2, in);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_BINARY, .op = op, .ct = binary_compute_type(op, promoted)};
-  if (ew_run(&c, out, 2, in) < 0) {
+  if (lab_ew_launch(&c, out, 2, in) < 0) {
     lab_tensor_release(out);
     return NULL;
   }
@@ -137,7 +135,7 @@ lab_tensor *lab_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int out_d
 }
 
 int lab_binary_(lab_binary_op op, lab_tensor *a, lab_tensor *b) {
-  if (check_inplace_shape(lab_binary_name(op), a, b) < 0 || check_inplace_device(lab_binary_name(op), a, 1, &b) < 0)
+  if (lab_check_inplace_shape(lab_binary_name(op), a, b) < 0 || check_inplace_device(lab_binary_name(op), a, 1, &b) < 0)
     return -1;
   lab_dtype promoted = lab_promote(a->dtype, b->dtype);
   if (!lab_dtype_is_float(a->dtype) && lab_dtype_is_float(promoted))
@@ -146,7 +144,7 @@ int lab_binary_(lab_binary_op op, lab_tensor *a, lab_tensor *b) {
   if (check_integer_operand(op, promoted, binary_compute_type(op, promoted), b) < 0) return -1;
   lab_tensor *in[2] = {a, b};
   lab_ew_args c = {.kind = LAB_EW_BINARY, .op = op, .ct = binary_compute_type(op, promoted)};
-  return ew_run(&c, a, 2, in);
+  return lab_ew_launch(&c, a, 2, in);
 }
 
 static lab_dtype unary_out_type(lab_unary_op op, lab_dtype t) {
@@ -159,7 +157,7 @@ lab_tensor *lab_unary(lab_unary_op op, lab_tensor *a) {
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), odt, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_UNARY, .op = op, .ct = lab_compute_type(odt)};
-  ew_run(&c, out, 1, &a);
+  lab_ew_launch(&c, out, 1, &a);
   return out;
 }
 
@@ -168,7 +166,7 @@ int lab_unary_(lab_unary_op op, lab_tensor *a) {
     return lab_fail(lab_unary_name(op), "in-place result is float and cannot be stored in a %s tensor",
                     lab_dtype_name(a->dtype));
   lab_ew_args c = {.kind = LAB_EW_UNARY, .op = op, .ct = lab_compute_type(a->dtype)};
-  return ew_run(&c, a, 1, &a);
+  return lab_ew_launch(&c, a, 1, &a);
 }
 
 /* An integer tensor's bounds are integers its dtype can hold (PyTorch: "value cannot be
@@ -195,14 +193,14 @@ lab_tensor *lab_clamp(lab_tensor *a, double lo, int has_lo, double hi, int has_h
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), a->dtype, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
-  ew_run(&c, out, 1, &a);
+  lab_ew_launch(&c, out, 1, &a);
   return out;
 }
 
 int lab_clamp_(lab_tensor *a, double lo, int has_lo, double hi, int has_hi) {
   if (check_clamp_bounds("clamp_", a->dtype, lo, has_lo, hi, has_hi) < 0) return -1;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
-  return ew_run(&c, a, 1, &a);
+  return lab_ew_launch(&c, a, 1, &a);
 }
 
 lab_tensor *lab_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
@@ -211,33 +209,11 @@ lab_tensor *lab_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   lab_tensor *out = new_broadcast_out("where", odt, 3, in);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_WHERE, .ct = lab_compute_type(odt)};
-  if (ew_run(&c, out, 3, in) < 0) {
+  if (lab_ew_launch(&c, out, 3, in) < 0) {
     lab_tensor_release(out);
     return NULL;
   }
   return out;
-}
-
-/* Copies between devices too (as PyTorch's copy_): src is first moved to dst's device. */
-int lab_copy_(lab_tensor *dst, lab_tensor *src) {
-  if (check_inplace_shape("copy_", dst, src) < 0) return -1;
-  lab_device dev = lab_device_of(dst);
-  if (!lab_device_eq(lab_device_of(src), dev)) {
-    lab_tensor *moved = lab_to_device(src, dev);
-    int rc = moved ? lab_copy_(dst, moved) : -1;
-    lab_tensor_release(moved);
-    return rc;
-  }
-  /* the compute type must hold every value of both: i64 for integers, f64 for f64 */
-  lab_dtype ct = lab_compute_type(lab_promote(dst->dtype, src->dtype));
-  if (dst->dtype == src->dtype && lab_is_contiguous(dst) && lab_is_contiguous(src) &&
-      lab_numel(dst) == lab_numel(src)) {
-    if (lab_nbytes(dst) == 0) return 0;
-    return lab_device_ops_of(dev.type)->copy(dev.index, lab_data(dst), lab_data(src), lab_nbytes(dst));
-  }
-  if (dst->dtype == src->dtype && dst->dtype != LAB_F64 && lab_dtype_size(dst->dtype) == 2) ct = LAB_F32;
-  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = ct};
-  return ew_run(&c, dst, 1, &src);
 }
 
 int lab_fill_(lab_tensor *t, double value) {

@@ -1,6 +1,7 @@
-/* Walking several same-shaped strided operands together, one inner row at a time. Dims that
- * are contiguous in every operand are merged first, so a contiguous tensor is one row and
- * a transposed one is a loop of rows. Rows are split across the OpenMP threads. */
+/* The geometry of a strided launch from its tensors: several same-shaped strided operands
+ * broadcast to one shape, and dims that are contiguous in every operand merged, so a
+ * contiguous tensor is one row and a transposed one is a loop of rows. The device walks it
+ * (the cpu: runtime/cpu_rows.h). */
 #ifndef LAB_RUNTIME_ITER_H
 #define LAB_RUNTIME_ITER_H
 
@@ -12,13 +13,7 @@
 /* the geometry a device launch receives (runtime/device.h) */
 typedef lab_geometry lab_iter;
 
-/* ptrs[i] points at operand i's first element of the row, strides[i] is its step in bytes */
-typedef void (*lab_row_fn)(void *ctx, char **ptrs, const int64_t *strides, int64_t n);
-
 /* Operands are broadcast to `shape` (ndim dims): each must broadcast to it. */
 void lab_iter_init(lab_iter *it, int ndim, const int64_t *shape, int nops, lab_tensor **ops);
-int64_t lab_iter_numel(const lab_iter *it);
-/* Calls fn over every row; parallel unless the work is small. */
-void lab_iter_run(const lab_iter *it, lab_row_fn fn, void *ctx);
 
 #endif

@@ -9,7 +9,7 @@ typedef struct {
   int64_t step;
 } lab_adamw_opts;
 
-/* One AdamW step over p with gradient g and moments m, v (kernels/cpu/optim.h has the math):
+/* One AdamW step over p with gradient g and moments m, v (kernels/fused_ops.h has the math):
  * all contiguous, same size, same dtype (f32 or f64), on one device. */
 int lab_adamw_(lab_tensor *p, lab_tensor *g, lab_tensor *m, lab_tensor *v, const lab_adamw_opts *o);
 /* The step over `count` parameters (weight decay wd[i] for parameter i; o->weight_decay is not

@@ -1,8 +1,8 @@
 /* Reference-counted tensor storage on a device, with a memory account per device: every
  * allocation carries a tag (param, grad, optimizer state, activation, comm buffer, other) and
  * the device's account keeps current and peak bytes per tag, so memory reports are measured,
- * not estimated. The bytes come from the device's allocator (runtime/device.h) through a
- * per-device block cache. */
+ * not estimated. The bytes come from the device's allocator (runtime/device.h), which caches
+ * freed blocks itself; a device's bytes are charged to its own account only. */
 #ifndef LAB_RUNTIME_STORAGE_H
 #define LAB_RUNTIME_STORAGE_H
 
@@ -43,17 +43,21 @@ typedef struct {
   int64_t current[LAB_MEM_NTAGS];
   int64_t peak[LAB_MEM_NTAGS];
   int64_t current_total, peak_total;
-  int64_t allocated_since_mark; /* bytes allocated since lab_mem_mark(): drives Lua's GC */
+  int64_t allocated_since_mark; /* bytes allocated on this device since lab_mem_mark() */
 } lab_mem_account;
 
-/* The cpu's account; allocated_since_mark counts the bytes allocated on every device. */
+/* The cpu's account. */
 const lab_mem_account *lab_mem_get(void);
 const lab_mem_account *lab_mem_get_device(lab_device dev);
 const char *lab_mem_tag_name(lab_mem_tag tag);
 void lab_mem_mark(void);
+/* Every device's bytes allocated since lab_mem_mark(), and every device's bytes in use: what
+ * steps Lua's collector (lua/l_util.c), which does not see tensor bytes. */
+int64_t lab_mem_allocated_since_mark(void);
+int64_t lab_mem_live_bytes(void);
 void lab_mem_reset_peak(void);
-/* Freed blocks kept for reuse (not counted as tensor memory), and giving them back (every
- * device's cache). */
+/* Freed blocks the device's allocator keeps for reuse (not counted as tensor memory), and
+ * giving them back (every device allocated on). */
 size_t lab_mem_cached_bytes(void);
 size_t lab_mem_cached_bytes_on(lab_device dev);
 void lab_mem_empty_cache(void);

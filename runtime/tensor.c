@@ -409,38 +409,6 @@ lab_tensor *lab_squeeze(lab_tensor *t, int dim) {
 
 lab_tensor *lab_alias(lab_tensor *t) { return view_of(t, t->ndim, t->shape, t->stride, t->offset); }
 
-lab_tensor *lab_contiguous(lab_tensor *t) {
-  if (lab_is_contiguous(t)) {
-    lab_tensor_retain(t);
-    return t;
-  }
-  return lab_clone(t);
-}
-
-lab_tensor *lab_clone(lab_tensor *t) {
-  lab_tensor *c = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim, t->shape);
-  if (!c) return NULL;
-  if (lab_copy_(c, t) < 0) {
-    lab_tensor_release(c);
-    return NULL;
-  }
-  return c;
-}
-
-lab_tensor *lab_to_dtype(lab_tensor *t, lab_dtype dt) {
-  if (t->dtype == dt) {
-    lab_tensor_retain(t);
-    return t;
-  }
-  lab_tensor *c = lab_tensor_empty_on(lab_device_of(t), dt, t->ndim, t->shape);
-  if (!c) return NULL;
-  if (lab_copy_(c, t) < 0) {
-    lab_tensor_release(c);
-    return NULL;
-  }
-  return c;
-}
-
 int lab_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
                          int *nout, int64_t *out) {
   int n = na > nb ? na : nb;

@@ -69,10 +69,10 @@ lab_tensor *lab_select(lab_tensor *t, int dim, int64_t index);
 lab_tensor *lab_expand(lab_tensor *t, int ndim, const int64_t *shape); /* -1 keeps a size */
 lab_tensor *lab_unsqueeze(lab_tensor *t, int dim);
 lab_tensor *lab_squeeze(lab_tensor *t, int dim); /* dim < 0: every size-1 dim */
-lab_tensor *lab_contiguous(lab_tensor *t);       /* t itself (retained) when contiguous */
+lab_tensor *lab_contiguous(lab_tensor *t);       /* t itself (retained) when contiguous (copy.c) */
 lab_tensor *lab_alias(lab_tensor *t);            /* a new header, same storage and layout */
 
-/* copies */
+/* copies (runtime/copy.c) */
 int lab_copy_(lab_tensor *dst, lab_tensor *src); /* broadcasts src, converts dtype */
 lab_tensor *lab_clone(lab_tensor *t);
 lab_tensor *lab_to_dtype(lab_tensor *t, lab_dtype dt); /* t itself when already dt */

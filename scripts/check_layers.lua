@@ -14,10 +14,11 @@ local root = arg and arg[1] or "."
 
 -- What remains, each entry the exact finding text. Remove an entry when its finding is gone.
 local KNOWN = {
-  -- one component since the CUDA plugin loader landed: device.c -> cuda/loader.h -> plugin.h
-  -- -> dist/dist.h joins the tensor core (device, storage, tensor, iter, ewise, transfer) to dist/
-  -- (world set-up, the board and the control channel left it: they read the rank from dist/place.h)
-  "cycle: runtime/cuda/cuda_device runtime/cuda/loader runtime/cuda/plugin runtime/device runtime/dist/devcomm runtime/dist/dist runtime/dist/guard runtime/dist/held runtime/dist/nccl runtime/ewise runtime/iter runtime/storage runtime/tensor runtime/transfer",
+  -- dist/'s own cycle, with the CUDA loader in it: dist/devcomm -> cuda/loader -> cuda/plugin ->
+  -- dist/dist.h (the nccl plugin's table names lab_group). The tensor core left it when devices
+  -- began to register themselves; world set-up, the board and the control channel when they
+  -- began to read the rank's place from dist/place.h.
+  "cycle: runtime/cuda/loader runtime/cuda/plugin runtime/dist/devcomm runtime/dist/dist runtime/dist/guard runtime/dist/nccl",
 }
 
 local function list_files(dirs)

@@ -1,6 +1,6 @@
 /* Fused AdamW. Doing the whole update in one loop reads and writes each of p, m, v once,
  * where the composed tensor ops would make a dozen passes and temporaries. */
-#include "optim.h"
+#include "nn.h" /* the AdamW kernels' signatures (kernels/fused_ops.h gives the update) */
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /* Row reductions and row softmax. Softmax subtracts the row max first so exp never
  * overflows, and log-softmax is computed as x - max - log(sum exp) for the same reason. */
 #include "reduce.h"
+
+#include "nn.h" /* lab_sum_middle, lab_softmax_rows */
 #include "fastmath.h"
 
 #include <math.h>

@@ -15,13 +15,7 @@ int64_t lab_row_argext(lab_dtype ct, const void *x, int64_t n, int want_max);
 double lab_row_var(lab_dtype ct, const void *x, int64_t n, double correction);
 /* (sum |x|^p)^(1/p); p = INFINITY gives max |x|. */
 double lab_row_norm(lab_dtype ct, const void *x, int64_t n, double p);
-/* out[j] = sum_r x[o, r, j] over a contiguous (outer, R, inner) block, for each o: the
- * reduction over a middle dim (bias gradients, batch sums) done as vector adds of whole
- * rows instead of strided walks. out is (outer, inner); accumulates in double. */
-void lab_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
-                    double scale);
-
-/* Softmax (or log-softmax) of `rows` contiguous rows of length n, in place allowed. */
-void lab_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log);
+/* lab_sum_middle (a middle dim's sum as vector adds of whole rows, accumulated in double) and
+ * lab_softmax_rows are fused kernels: declared in nn.h from kernels/fused_ops.h */
 
 #endif

@@ -148,6 +148,19 @@ static void cuda_free(int index, void *p, size_t n) {
   if (g) lab_ca_free(g->alloc, p);
 }
 
+/* the caching allocator's segments less its blocks in use: what empty_cache gives back */
+static size_t cuda_cached_bytes(int index) {
+  if (index < 0 || index >= MAX_GPUS || !gpus[index].ready) return 0;
+  lab_ca_stats st = lab_ca_get_stats(gpus[index].alloc);
+  return (size_t)(st.reserved - st.allocated);
+}
+/* after the stream's work: a segment given back may still be read by a queued kernel */
+static void cuda_empty_cache(int index) {
+  if (index < 0 || index >= MAX_GPUS || !gpus[index].ready) return;
+  cudaStreamSynchronize(gpus[index].stream);
+  lab_ca_empty_cache(gpus[index].alloc);
+}
+
 static int launch_blocking(void) {
   static int v = -1;
   if (v < 0) {
@@ -244,18 +257,11 @@ static int report_on(gpu *g, int index, const char *op, int e) {
   return fail_cuda(op, (cudaError_t)e);
 }
 
-/* RUN(p, "op", launcher(..., S)): the launcher on p's device and stream */
-#define RUN(p, op, call)                                                                                           \
-  do {                                                                                                             \
-    int index_;                                                                                                    \
-    gpu *g_ = on((p), &index_);                                                                                    \
-    if (g_) {                                                                                                      \
-      cudaStream_t S = g_->stream;                                                                                 \
-      report_on(g_, index_, op, (call));                                                                           \
-    }                                                                                                              \
-  } while (0)
-
-static void cu_ewise(const lab_ew_args *a) { RUN(a->g.data[0], "ewise", lab_cu_ewise(a, S)); }
+static void cu_ewise(const lab_ew_args *a) {
+  int index;
+  gpu *g = on(a->g.data[0], &index);
+  if (g) report_on(g, index, "ewise", lab_cu_ewise(a, g->stream));
+}
 /* Sums and norms of a few long lines, and long middle sums, run over many blocks with scratch
  * from the stream's own pool (freed on the stream: reuse is ordered after the kernels). */
 static void cu_reduce(const lab_red_args *a) {
@@ -268,54 +274,36 @@ static void cu_reduce(const lab_red_args *a) {
   report_on(g, index, "reduce", lab_cu_reduce(&k, g->stream));
   if (k.work) lab_ca_free(g->alloc, k.work);
 }
-static void cu_sum_middle(lab_dtype ct, const void *x, void *out, int64_t outer, int64_t R, int64_t inner,
-                          double scale) {
+static void cu_rand(const lab_rand_args *a) {
   int index;
-  gpu *g = on(x, &index);
-  if (!g) return;
-  size_t wb = lab_cu_sum_middle_work_bytes(outer, R, inner);
-  void *work = wb ? lab_ca_malloc(g->alloc, wb, g->stream) : NULL;
-  report_on(g, index, "sum", lab_cu_sum_middle(ct, x, out, outer, R, inner, scale, work, g->stream));
-  if (work) lab_ca_free(g->alloc, work);
+  gpu *g = on(a->out, &index);
+  if (g) report_on(g, index, "rand", lab_cu_rand(a, g->stream));
 }
-static void cu_softmax_rows(lab_dtype ct, const void *x, void *out, int64_t rows, int64_t n, int log) {
-  RUN(x, "softmax", lab_cu_softmax_rows(ct, x, out, rows, n, log, S));
-}
-static void cu_rand(const lab_rand_args *a) { RUN(a->out, "rand", lab_cu_rand(a, S)); }
-static void cu_layer_norm_fwd(lab_dtype ct, const void *x, const void *w, const void *b, void *y, void *mean,
-                              void *rstd, int64_t rows, int64_t D, double eps) {
-  RUN(x, "layer_norm", lab_cu_layer_norm_fwd(ct, x, w, b, y, mean, rstd, rows, D, eps, S));
-}
-static void cu_layer_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *mean,
-                              const void *rstd, void *dx, void *dw, void *db, int64_t rows, int64_t D) {
-  int index;
-  gpu *gp = on(x, &index);
-  if (!gp) return;
-  size_t wb = dw || db ? lab_cu_norm_bwd_work_bytes(rows, D) : 0;
-  void *work = wb ? lab_ca_malloc(gp->alloc, wb, gp->stream) : NULL;
-  report_on(gp, index, "layer_norm", lab_cu_layer_norm_bwd(ct, g, x, w, mean, rstd, dx, dw, db, rows, D, work, gp->stream));
-  if (work) lab_ca_free(gp->alloc, work);
-}
-static void cu_rms_norm_fwd(lab_dtype ct, const void *x, const void *w, void *y, void *rstd, int64_t rows, int64_t D,
-                            double eps) {
-  RUN(x, "rms_norm", lab_cu_rms_norm_fwd(ct, x, w, y, rstd, rows, D, eps, S));
-}
-static void cu_rms_norm_bwd(lab_dtype ct, const void *g, const void *x, const void *w, const void *rstd, void *dx,
-                            void *dw, int64_t rows, int64_t D) {
-  int index;
-  gpu *gp = on(x, &index);
-  if (!gp) return;
-  size_t wb = dw ? lab_cu_norm_bwd_work_bytes(rows, D) : 0;
-  void *work = wb ? lab_ca_malloc(gp->alloc, wb, gp->stream) : NULL;
-  report_on(gp, index, "rms_norm", lab_cu_rms_norm_bwd(ct, g, x, w, rstd, dx, dw, rows, D, work, gp->stream));
-  if (work) lab_ca_free(gp->alloc, work);
-}
-static void cu_act_fwd(lab_dtype ct, lab_act_kind kind, const void *x, void *y, int64_t n) {
-  RUN(x, "activation", lab_cu_act_fwd(ct, kind, x, y, n, S));
-}
-static void cu_act_bwd(lab_dtype ct, lab_act_kind kind, const void *g, const void *x, void *dx, int64_t n) {
-  RUN(x, "activation", lab_cu_act_bwd(ct, kind, g, x, dx, n, S));
-}
+/* The fused kernels of kernels/fused_ops.h, generated from their one signature: the launcher
+ * on the anchor's device and stream, with scratch from the stream's own pool where the list
+ * gives a size (freed on the stream: reuse is ordered after the kernel). */
+#define LAB_P(p) p
+#define LAUNCH_(name, R, cpu, cat, op, anchor, work, params, args)                                    \
+  static void cu_##name params {                                                                     \
+    int index_;                                                                                      \
+    gpu *gpu_ = on(anchor, &index_);                                                                 \
+    if (gpu_) report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, gpu_->stream));             \
+  }
+#define LAUNCH_WORK_(name, R, cpu, cat, op, anchor, work, params, args)                               \
+  static void cu_##name params {                                                                     \
+    int index_;                                                                                      \
+    gpu *gpu_ = on(anchor, &index_);                                                                 \
+    if (!gpu_) return;                                                                               \
+    size_t bytes_ = work;                                                                            \
+    void *work_ = bytes_ ? lab_ca_malloc(gpu_->alloc, bytes_, gpu_->stream) : NULL;                  \
+    report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, work_, gpu_->stream));                \
+    if (work_) lab_ca_free(gpu_->alloc, work_);                                                      \
+  }
+LAB_FUSED_LAUNCH(LAUNCH_)
+LAB_FUSED_WORK(LAUNCH_WORK_)
+#undef LAUNCH_
+#undef LAUNCH_WORK_
+#undef LAB_P
 static int64_t cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                            int64_t C, int64_t ignore_index, double smoothing) {
   int index;
@@ -333,27 +321,6 @@ static int64_t cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *targ
   if (e != cudaSuccess) report_on(g, index, "cross_entropy", (int)e);
   return count;
 }
-static void cu_xent_bwd(lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits,
-                        int64_t N, int64_t C, int64_t ignore_index, double smoothing, double scale) {
-  RUN(logits, "cross_entropy", lab_cu_xent_bwd(ct, logits, target, lse, dlogits, N, C, ignore_index, smoothing, scale, S));
-}
-static void cu_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D) {
-  RUN(weight, "embedding", lab_cu_embedding_fwd(ct, weight, idx, out, n, D, S));
-}
-static void cu_embedding_bwd(lab_dtype ct, const void *g, const int64_t *idx, void *dweight, int64_t n, int64_t D) {
-  RUN(dweight, "embedding", lab_cu_embedding_bwd(ct, g, idx, dweight, n, D, S));
-}
-static void cu_causal_mask(lab_dtype ct, void *scores, int64_t batches, int64_t T, int64_t Sk) {
-  RUN(scores, "sdpa", lab_cu_causal_mask(ct, scores, batches, T, Sk, S));
-}
-static void cu_softmax_bwd_rows(lab_dtype ct, const void *P, void *dP, int64_t rows, int64_t Sk, double scale) {
-  RUN(P, "sdpa", lab_cu_softmax_bwd_rows(ct, P, dP, rows, Sk, scale, S));
-}
-static void cu_adamw(lab_dtype ct, void *p, const void *g, void *m, void *v, int64_t n, double lr, double b1, double b2,
-                     double eps, double wd, int64_t step) {
-  RUN(p, "adamw", lab_cu_adamw(ct, p, g, m, v, n, lr, b1, b2, eps, wd, step, S));
-}
-
 /* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64 or 128 */
 static int cu_flash_result(gpu *g, int index, const char *what, int e) {
   if (e == cudaErrorMisalignedAddress)
@@ -548,35 +515,13 @@ static int cu_gemm(const lab_gemm_args *a) {
 
 static const lab_device_ops cuda_ops = {
     .name = "cuda",
-    .count = cuda_count,
     .describe = cuda_describe,
     .gemm_half = 1,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .to_host = cuda_to_host,
-    .from_host = cuda_from_host,
-    .copy = cuda_copy,
-    .memset = cuda_memset,
-    .synchronize = cuda_synchronize,
-    .ewise = cu_ewise,
-    .reduce = cu_reduce,
-    .sum_middle = cu_sum_middle,
-    .softmax_rows = cu_softmax_rows,
-    .gemm = cu_gemm,
-    .rand = cu_rand,
-    .layer_norm_fwd = cu_layer_norm_fwd,
-    .layer_norm_bwd = cu_layer_norm_bwd,
-    .rms_norm_fwd = cu_rms_norm_fwd,
-    .rms_norm_bwd = cu_rms_norm_bwd,
-    .act_fwd = cu_act_fwd,
-    .act_bwd = cu_act_bwd,
-    .xent_fwd = cu_xent_fwd,
-    .xent_bwd = cu_xent_bwd,
-    .embedding_fwd = cu_embedding_fwd,
-    .embedding_bwd = cu_embedding_bwd,
-    .causal_mask = cu_causal_mask,
-    .softmax_bwd_rows = cu_softmax_bwd_rows,
-    .adamw = cu_adamw,
+    LAB_DEVICE_MEMORY(cuda) /* device.h */
+    LAB_DEVICE_LAUNCHES(cu)
+#define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cu_##name,
+    LAB_FUSED_REQUIRED(ENTRY_) /* kernels/fused_ops.h; no optional ones */
+#undef ENTRY_
     .flash_supports = lab_cu_flash_supports,
     .flash_fwd = cu_flash_fwd,
     .flash_bwd = cu_flash_bwd,

@@ -171,6 +171,10 @@ const lab_nccl_plugin *lab_nccl_load(void) {
 }
 
 const char *lab_cuda_why(void) { return cuda_why; }
+
+/* cuda's opener, registered when the program is loaded (device.h): the plugin is opened at the
+ * first use of cuda, never at start */
+__attribute__((constructor)) static void cuda_register(void) { lab_device_provide(LAB_DEV_CUDA, lab_cuda_load, lab_cuda_why); }
 const char *lab_nccl_why(void) { return nccl_why; }
 int lab_cuda_loaded(void) { return cuda_plugin != NULL; }
 

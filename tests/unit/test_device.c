@@ -10,7 +10,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "runtime/device_sim.h"
 #include "runtime/error.h"
+#include "runtime/kprof.h"
 #include "runtime/ewise.h"
 #include "runtime/transfer.h"
 
@@ -80,9 +82,14 @@ static void test_mixing_devices_names_both(void **state) {
 static void test_each_device_keeps_its_account(void **state) {
   (void)state;
   int64_t cpu0 = lab_mem_get_device(lab_cpu())->current_total, sim0 = lab_mem_get_device(SIM)->current_total;
+  lab_mem_mark();
   lab_tensor *s = lab_tensor_zeros_on(SIM, LAB_F64, 1, (int64_t[]){1000});
   assert_int_equal(lab_mem_get_device(SIM)->current_total - sim0, 8000);
   assert_int_equal(lab_mem_get_device(lab_cpu())->current_total, cpu0);
+  /* charged to the sim alone, allocation counts too (the cpu's account counted every device's
+   * bytes as allocated since the mark) */
+  assert_int_equal(lab_mem_get_device(SIM)->allocated_since_mark, 8000);
+  assert_int_equal(lab_mem_get_device(lab_cpu())->allocated_since_mark, 0);
   lab_storage_set_tag(s->storage, LAB_MEM_OPTIM);
   assert_true(lab_mem_get_device(SIM)->current[LAB_MEM_OPTIM] >= 8000);
   lab_tensor_release(s);
@@ -94,20 +101,53 @@ static void test_each_device_keeps_its_account(void **state) {
 
 static void test_sim_arena_reuses_and_merges_ranges(void **state) {
   (void)state;
-  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_SIM);
-  char *a = ops->alloc(0, 4096), *b = ops->alloc(0, 4096), *c = ops->alloc(0, 4096);
+  /* the arena itself (device_sim.h), under every table's allocator: the direct table keeps a
+   * block cache on top of it, the simrt one the caching allocator */
+  char *a = lab_sim_arena_alloc(4096, 1), *b = lab_sim_arena_alloc(4096, 1), *c = lab_sim_arena_alloc(4096, 1);
   /* where the build has the SIMT interpreter, each allocation is followed by a guard gap
    * (memcheck's: an overrun lands in no allocation), so neighbours sit one stride apart */
   ptrdiff_t stride = b - a;
   assert_true(stride >= 4096 && stride <= 4096 + 512);
   assert_ptr_equal(c, b + stride);
-  ops->free(0, b, 4096);
-  assert_ptr_equal(ops->alloc(0, 4096), b); /* first fit takes the hole back */
-  ops->free(0, a, 4096);
-  ops->free(0, c, 4096);
-  ops->free(0, b, 4096); /* the three merge into one range... */
-  assert_ptr_equal(ops->alloc(0, 3 * 4096), a); /* ...that holds a block of all three */
-  ops->free(0, a, 3 * 4096);
+  lab_sim_arena_free(b, 4096, 1);
+  assert_ptr_equal(lab_sim_arena_alloc(4096, 1), b); /* first fit takes the hole back */
+  lab_sim_arena_free(a, 4096, 1);
+  lab_sim_arena_free(c, 4096, 1);
+  lab_sim_arena_free(b, 4096, 1); /* the three merge into one range... */
+  assert_ptr_equal(lab_sim_arena_alloc(3 * 4096, 1), a); /* ...that holds a block of all three */
+  lab_sim_arena_free(a, 3 * 4096, 1);
+}
+
+/* Every table has every fused kernel its list in kernels/fused_ops.h promises (the tables are
+ * generated from the lists; this catches an entry dropped or left NULL by one device), and while
+ * the kernel profiler is on, each of the cpu's is its timing wrapper. */
+static void check_table(const lab_device_ops *ops, const lab_device_ops *plain, int optional) {
+  assert_non_null(ops);
+  const char *table = ops->name;
+  int missing = 0, unwrapped = 0;
+#define CHECK_(name, R, cpu, cat, op, anchor, work, params, args)                                 \
+  if (!ops->name) print_error("the %s table has no %s\n", table, #name), missing++;               \
+  else if (plain && ops->name == plain->name) print_error("%s is not timed\n", #name), unwrapped++;
+  LAB_FUSED_REQUIRED(CHECK_)
+  if (optional) {
+    LAB_FUSED_OPTIONAL(CHECK_)
+  }
+#undef CHECK_
+  assert_int_equal(missing, 0);
+  assert_int_equal(unwrapped, 0);
+}
+
+static void test_every_table_has_every_fused_kernel(void **state) {
+  (void)state;
+  check_table(lab_device_ops_of(LAB_DEV_CPU), NULL, 1);
+  check_table(lab_device_ops_of(LAB_DEV_SIM), NULL, 0);
+  const lab_device_ops *cuda = lab_device_ops_of(LAB_DEV_CUDA); /* the plugin, where it loads */
+  if (cuda) check_table(cuda, NULL, 0);
+  const lab_device_ops *plain = lab_device_ops_of(LAB_DEV_CPU);
+  lab_kprof_enable(1);
+  check_table(lab_device_ops_of(LAB_DEV_CPU), plain, 1);
+  lab_kprof_enable(0);
+  assert_ptr_equal(lab_device_ops_of(LAB_DEV_CPU), plain);
 }
 
 int main(void) {
@@ -117,6 +157,7 @@ int main(void) {
       cmocka_unit_test(test_mixing_devices_names_both),
       cmocka_unit_test(test_each_device_keeps_its_account),
       cmocka_unit_test(test_sim_arena_reuses_and_merges_ranges),
+      cmocka_unit_test(test_every_table_has_every_fused_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,7 +61,8 @@ typedef struct CUevent_st *cudaEvent_t;
 #define cudaEventDefault 0x0
 #define cudaEventDisableTiming 0x2
 
-/* the cuda device's exported names, for the sim compile */
+/* the cuda device's exported names, for the sim compile (the fused kernels' launchers are
+ * lab_simrt_cu_* through LAB_CU, kernels/cuda/launch.h, since LAB_SIMRT is defined above) */
 #define lab_cuda_compute_stream lab_simrt_compute_stream
 #define lab_cuda_device_ops lab_simrt_cuda_device_ops
 #define lab_ca_new lab_simrt_ca_new
@@ -69,28 +70,12 @@ typedef struct CUevent_st *cudaEvent_t;
 #define lab_ca_free lab_simrt_ca_free
 #define lab_cu_ewise lab_simrt_cu_ewise
 #define lab_cu_reduce lab_simrt_cu_reduce
-#define lab_cu_sum_middle lab_simrt_cu_sum_middle
 #define lab_cu_reduce_work_bytes lab_simrt_cu_reduce_work_bytes
-#define lab_cu_sum_middle_work_bytes lab_simrt_cu_sum_middle_work_bytes
-#define lab_cu_norm_bwd_work_bytes lab_simrt_cu_norm_bwd_work_bytes
-#define lab_cu_softmax_rows lab_simrt_cu_softmax_rows
 #define lab_cu_rand lab_simrt_cu_rand
-#define lab_cu_layer_norm_fwd lab_simrt_cu_layer_norm_fwd
-#define lab_cu_layer_norm_bwd lab_simrt_cu_layer_norm_bwd
-#define lab_cu_rms_norm_fwd lab_simrt_cu_rms_norm_fwd
-#define lab_cu_rms_norm_bwd lab_simrt_cu_rms_norm_bwd
-#define lab_cu_act_fwd lab_simrt_cu_act_fwd
-#define lab_cu_act_bwd lab_simrt_cu_act_bwd
 #define lab_cu_xent_fwd lab_simrt_cu_xent_fwd
-#define lab_cu_xent_bwd lab_simrt_cu_xent_bwd
-#define lab_cu_embedding_fwd lab_simrt_cu_embedding_fwd
-#define lab_cu_embedding_bwd lab_simrt_cu_embedding_bwd
-#define lab_cu_causal_mask lab_simrt_cu_causal_mask
-#define lab_cu_softmax_bwd_rows lab_simrt_cu_softmax_bwd_rows
 #define lab_cu_flash_supports lab_simrt_cu_flash_supports
 #define lab_cu_flash_fwd lab_simrt_cu_flash_fwd
 #define lab_cu_flash_bwd lab_simrt_cu_flash_bwd
-#define lab_cu_adamw lab_simrt_cu_adamw
 
 /* the runtime subset: each cudaX is lab_simrt_cudaX */
 #define cudaRuntimeGetVersion lab_simrt_cudaRuntimeGetVersion
