@@ -19,12 +19,21 @@ static inline lab_tensor *ag_ref(lab_tensor *t) {
 lab_tensor *ag_drop(lab_tensor *out);
 /* attaches n to out (rc from the saves: -1 drops both) */
 lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc);
-/* stores t's ndim at i[at] and shape at i[at+1..] */
-void ag_store_shape(lab_node *n, int at, const lab_tensor *t);
+/* The node's op context as the op's struct: `xent_ctx *c = ag_ctx(n);`. AG_CTX_FITS(T)
+ * beside the struct fails the build when it outgrows the node's room. */
+static inline void *ag_ctx(lab_node *n) { return n->op_ctx.bytes; }
+#define AG_CTX_FITS(T) _Static_assert(sizeof(T) <= LAB_NODE_CTX_BYTES, #T " must fit in lab_node.op_ctx")
+
+/* A shape recorded for backward (an input's, to sum a broadcast gradient back to it). */
+typedef struct {
+  int ndim;
+  int64_t dims[LAB_MAX_DIMS];
+} ag_shape;
+ag_shape ag_shape_of(const lab_tensor *t);
 /* r converted to dtype (consumes r) */
 lab_tensor *ag_cast(lab_tensor *r, int dtype);
 /* r summed to the input's shape and cast to its dtype (consumes r) */
-lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, int ndim, const int64_t *shape);
+lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, const ag_shape *shape);
 /* (x op other) or, with other NULL, (x op scalar); consumes x */
 lab_tensor *ag_chain(lab_tensor *x, lab_binary_op op, lab_tensor *other, double scalar);
 /* x op scalar, x kept */
