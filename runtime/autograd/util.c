@@ -1,6 +1,7 @@
 /* Helpers for writing backward functions compactly. */
 #include <string.h>
 
+#include "../reduce.h"
 #include "util.h"
 
 lab_tensor *ag_drop(lab_tensor *out) {
@@ -68,4 +69,22 @@ lab_tensor *ag_sign(lab_tensor *x) {
   lab_tensor_release(pos);
   lab_tensor_release(neg);
   return sign;
+}
+
+lab_tensor *lab_sum_to_shape(lab_tensor *g, int ndim, const int64_t *shape) {
+  lab_tensor_retain(g);
+  /* leading dims that the operand did not have */
+  while (g->ndim > ndim) {
+    lab_tensor *s = lab_reduction(LAB_R_SUM, g, 0, 0, 0);
+    lab_tensor_release(g);
+    if (!(g = s)) return NULL;
+  }
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1 && g->shape[d] != 1) {
+      lab_tensor *s = lab_reduction(LAB_R_SUM, g, d, 1, 0);
+      lab_tensor_release(g);
+      if (!(g = s)) return NULL;
+    }
+  }
+  return g;
 }
