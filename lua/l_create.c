@@ -367,11 +367,6 @@ void ll_register_creation(lua_State *L) {
     lua_setfield(L, -2, f->name);
   }
   /* the in-place random fills are tensor methods */
-  luaL_getmetatable(L, LAB_TENSOR_MT);
-  lua_getfield(L, -1, "methods");
-  lua_pushcfunction(L, m_uniform_);
-  lua_setfield(L, -2, "uniform_");
-  lua_pushcfunction(L, m_normal_);
-  lua_setfield(L, -2, "normal_");
-  lua_pop(L, 2);
+  static const luaL_Reg methods[] = {{"uniform_", m_uniform_}, {"normal_", m_normal_}, {NULL, NULL}};
+  ll_add_tensor_methods(L, methods);
 }

@@ -527,19 +527,11 @@ static const luaL_Reg methods[] = {
     {"fill_", m_fill_},         {"zero_", m_zero_},         {NULL, NULL}};
 
 void ll_register_tensor(lua_State *L) {
+  static const luaL_Reg meta[] = {{"__gc", t_gc},         {"__close", t_gc},       {"__tostring", t_tostring},
+                                  {"__index", t_index},   {"__newindex", t_newindex}, {"__len", t_len},
+                                  {NULL, NULL}};
   luaL_newmetatable(L, LAB_TENSOR_MT);
-  lua_pushcfunction(L, t_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, t_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, t_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, t_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, t_newindex);
-  lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, t_len);
-  lua_setfield(L, -2, "__len");
+  luaL_setfuncs(L, meta, 0);
   lua_pushliteral(L, "Tensor");
   lua_setfield(L, -2, "__name");
   lua_newtable(L);

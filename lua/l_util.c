@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lab_lua.h"
@@ -14,6 +15,35 @@ lua_State *ll_main_state(lua_State *L) {
   lua_State *main = lua_tothread(L, -1);
   lua_pop(L, 1);
   return main;
+}
+
+void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods) {
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 2);
+}
+
+int ll_pcall_runtime(lua_State *L, int nargs, int nresults, const char *op) {
+  if (lua_pcall(L, nargs, nresults, 0) == LUA_OK) return 0;
+  lab_fail(op, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return -1;
+}
+
+ll_fn_ref *ll_fn_ref_new(lua_State *L, int idx) {
+  ll_fn_ref *r = malloc(sizeof *r);
+  if (!r) return NULL;
+  r->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
+  lua_pushvalue(L, idx);
+  r->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return r;
+}
+
+void ll_fn_ref_free(void *p) {
+  ll_fn_ref *r = p;
+  luaL_unref(r->L, LUA_REGISTRYINDEX, r->ref);
+  free(r);
 }
 
 int ll_error(lua_State *L, const char *fmt, ...) {
