@@ -50,7 +50,7 @@ struct lab_node {
   lab_tensor *saved[LAB_NODE_SAVED]; /* released after backward unless retained */
   /* The op's context, as PyTorch's ctx: a struct of named fields (xent_ctx, norm_ctx, ...)
    * declared beside the op, filled by its forward and read by its backward through
-   * ag_ctx() (util.h). Stored in the node, so recording allocates nothing more. */
+   * AG_CTX(n, T) (util.h). Stored in the node, so recording allocates nothing more. */
   union {
     int64_t align_i;
     double align_d;

@@ -44,10 +44,9 @@ enum { MATH_Q, MATH_K, MATH_V, MATH_P }; /* saved: q, k, v (compute type), the p
 typedef struct {
   double scale;
 } math_ctx;
-AG_CTX_FITS(math_ctx);
 
 static int math_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const math_ctx *c = ag_ctx(n);
+  const math_ctx *c = AG_CTX(n, math_ctx);
   lab_tensor *q = n->saved[MATH_Q], *k = n->saved[MATH_K], *v = n->saved[MATH_V], *P = n->saved[MATH_P];
   lab_tensor *gc = lab_to_dtype(g, q->dtype);
   if (!gc) return -1;
@@ -85,18 +84,15 @@ static lab_tensor *math_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int ca
   lab_tensor *in[3] = {q, k, v};
   if (out && lab_ag_needed(3, in)) {
     lab_node *n = lab_node_new(op, math_bw, 3, in);
-    if (!n) out = ag_drop(out);
-    else {
-      *(math_ctx *)ag_ctx(n) = (math_ctx){.scale = scale};
-      int rc = lab_node_save(n, MATH_Q, qc) | lab_node_save(n, MATH_K, kc) | lab_node_save(n, MATH_V, vc) |
-               lab_node_save(n, MATH_P, P);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, math_ctx) = (math_ctx){.scale = scale};
+      rc = lab_node_save(n, MATH_Q, qc) | lab_node_save(n, MATH_K, kc) | lab_node_save(n, MATH_V, vc) |
+           lab_node_save(n, MATH_P, P);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(qc);
-  lab_tensor_release(kc);
-  lab_tensor_release(vc);
-  lab_tensor_release(P);
+  ag_release_all(4, (lab_tensor *[]){qc, kc, vc, P});
   return out;
 }
 
@@ -183,10 +179,9 @@ typedef struct {
   flash_problem p;
   int strided; /* the device took the tensors in their layouts */
 } flash_ctx;
-AG_CTX_FITS(flash_ctx);
 
 static int flash_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const flash_ctx *c = ag_ctx(n);
+  const flash_ctx *c = AG_CTX(n, flash_ctx);
   lab_tensor *q = n->saved[FLASH_Q], *k = n->saved[FLASH_K], *v = n->saved[FLASH_V], *o = n->saved[FLASH_OUT];
   lab_tensor *lse = n->saved[FLASH_LSE];
   lab_dtype dt = c->p.dt;
@@ -252,18 +247,15 @@ static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int c
   lab_tensor *in[3] = {q, k, v};
   if (out && lab_ag_needed(3, in)) {
     lab_node *n = lab_node_new("sdpa_flash", flash_bw, 3, in);
-    if (!n) out = ag_drop(out);
-    else {
-      *(flash_ctx *)ag_ctx(n) = (flash_ctx){.p = p, .strided = strided};
-      int rc = lab_node_save(n, FLASH_Q, qc) | lab_node_save(n, FLASH_K, kc) | lab_node_save(n, FLASH_V, vc) |
-               lab_node_save(n, FLASH_OUT, out) | lab_node_save(n, FLASH_LSE, lse);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, flash_ctx) = (flash_ctx){.p = p, .strided = strided};
+      rc = lab_node_save(n, FLASH_Q, qc) | lab_node_save(n, FLASH_K, kc) | lab_node_save(n, FLASH_V, vc) |
+           lab_node_save(n, FLASH_OUT, out) | lab_node_save(n, FLASH_LSE, lse);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(qc);
-  lab_tensor_release(kc);
-  lab_tensor_release(vc);
-  lab_tensor_release(lse);
+  ag_release_all(4, (lab_tensor *[]){qc, kc, vc, lse});
   return out;
 }
 

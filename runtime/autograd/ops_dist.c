@@ -96,10 +96,9 @@ typedef struct {
   dist_backward bw;
   int dim;
 } dist_ctx;
-AG_CTX_FITS(dist_ctx);
 
 static int dist_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const dist_ctx *c = ag_ctx(n);
+  const dist_ctx *c = AG_CTX(n, dist_ctx);
   lab_group *grp = n->ctx;
   int dim = c->dim;
   lab_tensor *r = NULL;
@@ -124,7 +123,7 @@ static lab_tensor *record(const char *name, lab_tensor *x, lab_tensor *out, lab_
   n->ctx = g;
   lab_dist_group_retain(g);
   n->free_ctx = group_unref;
-  *(dist_ctx *)ag_ctx(n) = (dist_ctx){.bw = bw, .dim = dim};
+  *AG_CTX(n, dist_ctx) = (dist_ctx){.bw = bw, .dim = dim};
   return ag_finish(n, out, 0);
 }
 

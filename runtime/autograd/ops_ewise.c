@@ -14,10 +14,9 @@ typedef struct {
   lab_binary_op op;
   ag_shape a_shape, b_shape; /* each gradient is summed back over what was broadcast */
 } binary_ctx;
-AG_CTX_FITS(binary_ctx);
 
 static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const binary_ctx *c = ag_ctx(n);
+  const binary_ctx *c = AG_CTX(n, binary_ctx);
   lab_binary_op op = c->op;
   lab_tensor *a = n->saved[BIN_A], *b = n->saved[BIN_B], *y = n->saved[BIN_Y];
   lab_tensor *ga = NULL, *gb = NULL;
@@ -51,10 +50,8 @@ static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     }
     if (wb) {
       lab_tensor *la = lab_unary(LAB_LOG, a);
-      lab_tensor *gy = la ? lab_binary(LAB_MUL, g, y, -1) : NULL;
-      gb = gy ? lab_binary(LAB_MUL, gy, la, -1) : NULL;
+      gb = la ? ag_chain(lab_binary(LAB_MUL, g, y, -1), LAB_MUL, la, 0) : NULL;
       lab_tensor_release(la);
-      lab_tensor_release(gy);
     }
     break;
   case LAB_REMAINDER: /* y = a - floor(a/b) b: da = g, db = -g floor(a/b) = -g (a - y) / b */
@@ -112,7 +109,7 @@ lab_tensor *lab_ad_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int ou
   if ((op >= LAB_EQ && op <= LAB_GE) || op == LAB_FLOOR_DIV) return out;
   lab_node *n = lab_node_new(lab_binary_name(op), binary_bw, 2, in);
   if (!n) return ag_drop(out);
-  *(binary_ctx *)ag_ctx(n) = (binary_ctx){.op = op, .a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
+  *AG_CTX(n, binary_ctx) = (binary_ctx){.op = op, .a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
   int rc = 0;
   if (op == LAB_MUL || op == LAB_POW || op == LAB_MAXIMUM || op == LAB_MINIMUM || op == LAB_REMAINDER) {
     rc |= lab_node_save(n, BIN_A, a);
@@ -127,10 +124,9 @@ enum { UN_X, UN_Y }; /* saved: the input or the output, whichever the derivative
 typedef struct {
   lab_unary_op op;
 } unary_ctx;
-AG_CTX_FITS(unary_ctx);
 
 static int unary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_unary_op op = ((const unary_ctx *)ag_ctx(n))->op;
+  lab_unary_op op = AG_CTX(n, unary_ctx)->op;
   lab_tensor *x = n->saved[UN_X], *y = n->saved[UN_Y], *r = NULL;
   switch (op) {
   case LAB_NEG: r = lab_unary(LAB_NEG, g); break;
@@ -177,7 +173,7 @@ lab_tensor *lab_ad_unary(lab_unary_op op, lab_tensor *a) {
   if (!out || !lab_ag_needed(1, &a)) return out;
   lab_node *n = lab_node_new(lab_unary_name(op), unary_bw, 1, &a);
   if (!n) return ag_drop(out);
-  *(unary_ctx *)ag_ctx(n) = (unary_ctx){.op = op};
+  *AG_CTX(n, unary_ctx) = (unary_ctx){.op = op};
   int rc = 0;
   if (op == LAB_ABS || op == LAB_LOG) rc |= lab_node_save(n, UN_X, a);
   if (op == LAB_EXP || op == LAB_SQRT || op == LAB_RSQRT || op == LAB_TANH || op == LAB_SIGMOID)
@@ -190,10 +186,9 @@ typedef struct {
   int has[2];      /* a lower bound, an upper bound */
   double bound[2]; /* lo, hi */
 } clamp_ctx;
-AG_CTX_FITS(clamp_ctx);
 
 static int clamp_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const clamp_ctx *c = ag_ctx(n);
+  const clamp_ctx *c = AG_CTX(n, clamp_ctx);
   lab_tensor *x = n->saved[0];
   lab_tensor *mask = lab_tensor_full_on(lab_device_of(x), g->dtype, x->ndim, x->shape, 1.0);
   if (!mask) return -1;
@@ -217,7 +212,7 @@ lab_tensor *lab_ad_clamp(lab_tensor *a, double lo, int has_lo, double hi, int ha
   if (!out || !lab_ag_needed(1, &a)) return out;
   lab_node *n = lab_node_new("clamp", clamp_bw, 1, &a);
   if (!n) return ag_drop(out);
-  *(clamp_ctx *)ag_ctx(n) = (clamp_ctx){.has = {has_lo, has_hi}, .bound = {lo, hi}};
+  *AG_CTX(n, clamp_ctx) = (clamp_ctx){.has = {has_lo, has_hi}, .bound = {lo, hi}};
   return ag_finish(n, out, lab_node_save(n, 0, a));
 }
 
@@ -225,10 +220,9 @@ lab_tensor *lab_ad_clamp(lab_tensor *a, double lo, int has_lo, double hi, int ha
 typedef struct {
   ag_shape a_shape, b_shape;
 } where_ctx;
-AG_CTX_FITS(where_ctx);
 
 static int where_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const where_ctx *wc = ag_ctx(n);
+  const where_ctx *wc = AG_CTX(n, where_ctx);
   lab_tensor *c = n->saved[0];
   lab_tensor *zero = lab_tensor_scalar(g->dtype, 0);
   if (!zero) return -1;
@@ -250,6 +244,6 @@ lab_tensor *lab_ad_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   if (!out || !lab_ag_needed(3, in)) return out;
   lab_node *n = lab_node_new("where", where_bw, 3, in);
   if (!n) return ag_drop(out);
-  *(where_ctx *)ag_ctx(n) = (where_ctx){.a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
+  *AG_CTX(n, where_ctx) = (where_ctx){.a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
   return ag_finish(n, out, lab_node_save(n, 0, cond));
 }

@@ -38,12 +38,11 @@ typedef struct {
   ag_shape x_shape;     /* x as it came, for dx */
   lab_act_kind kind;    /* the activation (linear_act) */
 } linear_ctx;
-AG_CTX_FITS(linear_ctx);
 
 /* dx, dW and db from gc, the contiguous gradient of x W^T + b [M, N]; db: the bias gradient
  * when already taken (consumed), NULL to take it here as gc's column sums */
 static int linear_grads(lab_node *n, lab_tensor *gc, lab_tensor *db, lab_tensor **gin) {
-  const linear_ctx *c = ag_ctx(n);
+  const linear_ctx *c = AG_CTX(n, linear_ctx);
   int64_t M = c->M, K = c->K, N = c->N;
   lab_device dev = lab_device_of(gc);
   lab_dtype ct = gc->dtype;
@@ -89,7 +88,7 @@ static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
 
 /* the activation's backward first: dpre = g act'(pre), with db in the same pass */
 static int linear_act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const linear_ctx *c = ag_ctx(n);
+  const linear_ctx *c = AG_CTX(n, linear_ctx);
   lab_tensor *gc = grad_in(n, g), *pre = n->saved[LIN_PRE];
   if (!gc) return -1;
   int64_t M = c->M, N = c->N;
@@ -174,23 +173,18 @@ static lab_tensor *linear(lab_tensor *x, lab_tensor *w, lab_tensor *b, int act, 
   int nin = b ? 3 : 2;
   if (rc == 0 && lab_ag_needed(nin, in)) {
     lab_node *n = lab_node_new(op, act ? linear_act_bw : linear_bw, nin, in);
-    if (!n) {
-      y = ag_drop(y);
-    } else {
-      *(linear_ctx *)ag_ctx(n) = (linear_ctx){.M = M, .K = K, .N = N, .x_shape = ag_shape_of(x), .kind = kind};
-      int src = 0;
+    int src = 0;
+    if (n) {
+      *AG_CTX(n, linear_ctx) = (linear_ctx){.M = M, .K = K, .N = N, .x_shape = ag_shape_of(x), .kind = kind};
       if (ag_wants(n, 1)) src |= lab_node_save(n, LIN_X, xc);
       if (ag_wants(n, 0)) src |= lab_node_save(n, LIN_W, wc);
       if (act) src |= lab_node_save(n, LIN_PRE, pre);
-      y = ag_finish(n, y, src);
     }
+    y = ag_finish(n, y, src);
   } else if (rc < 0) {
-    lab_tensor_release(y);
-    y = NULL;
+    y = ag_drop(y);
   }
-  lab_tensor_release(pre);
-  lab_tensor_release(xc);
-  lab_tensor_release(wc);
+  ag_release_all(3, (lab_tensor *[]){pre, xc, wc});
   return y;
 }
 

@@ -64,10 +64,9 @@ enum { EMB_IDS }; /* saved: the ids (i64, contiguous) */
 typedef struct {
   int64_t weight_shape[2]; /* [vocab, dim] */
 } embedding_ctx;
-AG_CTX_FITS(embedding_ctx);
 
 static int embedding_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const embedding_ctx *c = ag_ctx(n);
+  const embedding_ctx *c = AG_CTX(n, embedding_ctx);
   lab_tensor *ids = n->saved[EMB_IDS];
   lab_tensor *gc = ct_of(g);
   lab_tensor *dw = gc ? lab_tensor_zeros_on(lab_device_of(gc), gc->dtype, 2, c->weight_shape) : NULL;
@@ -112,7 +111,7 @@ lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
     lab_tensor_release(ids);
     return ag_drop(out);
   }
-  *(embedding_ctx *)ag_ctx(n) = (embedding_ctx){.weight_shape = {weight->shape[0], weight->shape[1]}};
+  *AG_CTX(n, embedding_ctx) = (embedding_ctx){.weight_shape = {weight->shape[0], weight->shape[1]}};
   int rc = lab_node_save(n, EMB_IDS, ids);
   lab_tensor_release(ids);
   return ag_finish(n, out, rc);
@@ -126,10 +125,9 @@ typedef struct {
   int64_t rows, D; /* x as [rows, D] */
   int rms;         /* RMS norm (no mean, no bias) */
 } norm_ctx;
-AG_CTX_FITS(norm_ctx);
 
 static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const norm_ctx *c = ag_ctx(n);
+  const norm_ctx *c = AG_CTX(n, norm_ctx);
   lab_tensor *x = n->saved[NORM_X], *w = n->saved[NORM_W], *mean = n->saved[NORM_MEAN], *rstd = n->saved[NORM_RSTD];
   int64_t rows = c->rows, D = c->D;
   int rms = c->rms;
@@ -193,21 +191,15 @@ static lab_tensor *norm(const char *op, lab_tensor *x, lab_tensor *w, lab_tensor
   int nin = rms ? 2 : 3;
   if (out && lab_ag_needed(nin, in)) {
     lab_node *n = lab_node_new(op, norm_bw, nin, in);
-    if (!n) {
-      out = ag_drop(out);
-    } else {
-      *(norm_ctx *)ag_ctx(n) = (norm_ctx){.rows = rows, .D = D, .rms = rms};
-      int rc = lab_node_save(n, NORM_X, xc) | lab_node_save(n, NORM_MEAN, mean) | lab_node_save(n, NORM_RSTD, rstd);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, norm_ctx) = (norm_ctx){.rows = rows, .D = D, .rms = rms};
+      rc = lab_node_save(n, NORM_X, xc) | lab_node_save(n, NORM_MEAN, mean) | lab_node_save(n, NORM_RSTD, rstd);
       if (wc) rc |= lab_node_save(n, NORM_W, wc);
-      out = ag_finish(n, out, rc);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(xc);
-  lab_tensor_release(wc);
-  lab_tensor_release(bc);
-  lab_tensor_release(y);
-  lab_tensor_release(mean);
-  lab_tensor_release(rstd);
+  ag_release_all(6, (lab_tensor *[]){xc, wc, bc, y, mean, rstd});
   return out;
 }
 
@@ -223,10 +215,9 @@ enum { ACT_X }; /* saved: x in the compute type */
 typedef struct {
   lab_act_kind kind;
 } act_ctx;
-AG_CTX_FITS(act_ctx);
 
 static int act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const act_ctx *c = ag_ctx(n);
+  const act_ctx *c = AG_CTX(n, act_ctx);
   lab_tensor *x = n->saved[ACT_X];
   lab_tensor *gc = lab_to_dtype(g, x->dtype), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
@@ -246,11 +237,8 @@ static lab_tensor *activation(const char *op, lab_tensor *x, lab_act_kind kind) 
   lab_tensor_release(y);
   if (out && lab_ag_needed(1, &x)) {
     lab_node *n = lab_node_new(op, act_bw, 1, &x);
-    if (!n) out = ag_drop(out);
-    else {
-      *(act_ctx *)ag_ctx(n) = (act_ctx){.kind = kind};
-      out = ag_finish(n, out, lab_node_save(n, ACT_X, xc));
-    }
+    if (n) *AG_CTX(n, act_ctx) = (act_ctx){.kind = kind};
+    out = ag_finish(n, out, n ? lab_node_save(n, ACT_X, xc) : 0);
   }
   lab_tensor_release(xc);
   return out;
@@ -308,10 +296,9 @@ typedef struct {
   double label_smoothing;
   ag_shape logits_shape; /* before the fold to [N, C] */
 } xent_ctx;
-AG_CTX_FITS(xent_ctx);
 
 static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const xent_ctx *c = ag_ctx(n);
+  const xent_ctx *c = AG_CTX(n, xent_ctx);
   lab_tensor *x = n->saved[XENT_LOGITS];
   int64_t N = c->N, C = c->C;
   double gv;
@@ -371,17 +358,14 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
   }
   if (out && lab_ag_needed(1, &logits)) {
     lab_node *n = lab_node_new(op, xent_bw, 1, &logits);
-    if (!n) out = ag_drop(out);
-    else {
-      *(xent_ctx *)ag_ctx(n) = (xent_ctx){.N = N, .C = C, .ignore_index = ignore_index, .count = count,
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, xent_ctx) = (xent_ctx){.N = N, .C = C, .ignore_index = ignore_index, .count = count,
                                           .label_smoothing = label_smoothing, .logits_shape = ag_shape_of(logits)};
-      int rc = lab_node_save(n, XENT_LOGITS, xc) | lab_node_save(n, XENT_TARGETS, tg) | lab_node_save(n, XENT_LSE, lse);
-      out = ag_finish(n, out, rc);
+      rc = lab_node_save(n, XENT_LOGITS, xc) | lab_node_save(n, XENT_TARGETS, tg) | lab_node_save(n, XENT_LSE, lse);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(tg);
-  lab_tensor_release(xc);
-  lab_tensor_release(loss);
-  lab_tensor_release(lse);
+  ag_release_all(4, (lab_tensor *[]){tg, xc, loss, lse});
   return out;
 }

@@ -16,7 +16,6 @@ typedef struct {
   lab_reduce_op op; /* reductions */
   double param;     /* var's correction, norm's p */
 } reduce_ctx;
-AG_CTX_FITS(reduce_ctx);
 
 /* g reshaped with the reduced dim kept (size 1) so it broadcasts over the input */
 static lab_tensor *keep_dim(lab_tensor *g, const reduce_ctx *c) {
@@ -29,7 +28,7 @@ static lab_tensor *keep_dim(lab_tensor *g, const reduce_ctx *c) {
 enum { RED_X, RED_Y }; /* saved: the input and the output, when the gradient reads them */
 
 static int reduce_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const reduce_ctx *c = ag_ctx(n);
+  const reduce_ctx *c = AG_CTX(n, reduce_ctx);
   lab_reduce_op op = c->op;
   lab_tensor *x = n->saved[RED_X], *y = n->saved[RED_Y];
   int nd = c->in.ndim;
@@ -77,9 +76,7 @@ static int reduce_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   }
   case LAB_R_PROD: { /* y / x (inputs with zeros are not handled specially) */
     lab_tensor *yk = keep_dim(y, c);
-    lab_tensor *t = yk ? lab_binary(LAB_DIV, yk, x, -1) : NULL;
-    r = t ? lab_binary(LAB_MUL, t, gk, -1) : NULL;
-    lab_tensor_release(t);
+    r = yk ? ag_chain(lab_binary(LAB_DIV, yk, x, -1), LAB_MUL, gk, 0) : NULL;
     lab_tensor_release(yk);
     break;
   }
@@ -94,7 +91,7 @@ static int reduce_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
 }
 
 static reduce_ctx *store_reduce(lab_node *n, const lab_tensor *t, int dim, int keepdim) {
-  reduce_ctx *c = ag_ctx(n);
+  reduce_ctx *c = AG_CTX(n, reduce_ctx);
   *c = (reduce_ctx){.in = ag_shape_of(t), .dim = t->ndim == 0 ? -1 : dim, .keepdim = keepdim};
   return c;
 }
@@ -120,7 +117,7 @@ lab_tensor *lab_ad_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepd
 enum { EXT_X, EXT_VALUES, EXT_INDICES };
 
 static int ext_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const reduce_ctx *c = ag_ctx(n);
+  const reduce_ctx *c = AG_CTX(n, reduce_ctx);
   lab_tensor *x = n->saved[EXT_X], *v = n->saved[EXT_VALUES];
   int nd = c->in.ndim, dim = c->dim;
   lab_tensor *vk = keep_dim(v, c), *gk = keep_dim(g, c);
@@ -176,10 +173,9 @@ typedef struct {
   int dim;
   int log; /* log_softmax */
 } softmax_ctx;
-AG_CTX_FITS(softmax_ctx);
 
 static int softmax_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const softmax_ctx *c = ag_ctx(n);
+  const softmax_ctx *c = AG_CTX(n, softmax_ctx);
   lab_tensor *y = n->saved[0];
   int dim = c->dim;
   lab_tensor *r = NULL;
@@ -209,7 +205,7 @@ lab_tensor *lab_ad_softmax(lab_tensor *t, int dim, int log) {
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new(log ? "log_softmax" : "softmax", softmax_bw, 1, &t);
   if (!n) return ag_drop(out);
-  *(softmax_ctx *)ag_ctx(n) = (softmax_ctx){.dim = dim, .log = log};
+  *AG_CTX(n, softmax_ctx) = (softmax_ctx){.dim = dim, .log = log};
   return ag_finish(n, out, lab_node_save(n, 0, out));
 }
 
@@ -220,10 +216,9 @@ enum { MM_A, MM_B };
 typedef struct {
   ag_shape a_shape, b_shape;
 } matmul_ctx;
-AG_CTX_FITS(matmul_ctx);
 
 static int matmul_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const matmul_ctx *c = ag_ctx(n);
+  const matmul_ctx *c = AG_CTX(n, matmul_ctx);
   lab_tensor *a = n->saved[MM_A], *b = n->saved[MM_B];
   if (ag_wants(n, 0)) {
     lab_tensor *bt = lab_transpose(b, b->ndim - 2, b->ndim - 1);
@@ -246,7 +241,7 @@ static lab_tensor *matmul_nd(lab_tensor *a, lab_tensor *b) {
   if (!out || !lab_ag_needed(2, in)) return out;
   lab_node *n = lab_node_new("matmul", matmul_bw, 2, in);
   if (!n) return ag_drop(out);
-  *(matmul_ctx *)ag_ctx(n) = (matmul_ctx){.a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
+  *AG_CTX(n, matmul_ctx) = (matmul_ctx){.a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
   int rc = 0;
   if (ag_wants(n, 1)) rc |= lab_node_save(n, MM_A, a);
   if (ag_wants(n, 0)) rc |= lab_node_save(n, MM_B, b);

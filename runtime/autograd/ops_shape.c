@@ -14,10 +14,9 @@
 typedef struct {
   ag_shape in;
 } shape_ctx;
-AG_CTX_FITS(shape_ctx);
 
 static int reshape_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const shape_ctx *c = ag_ctx(n);
+  const shape_ctx *c = AG_CTX(n, shape_ctx);
   lab_tensor *r = lab_reshape(g, c->in.ndim, c->in.dims);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -27,7 +26,7 @@ static lab_tensor *record_reshape(const char *name, lab_tensor *t, lab_tensor *o
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new(name, reshape_bw, 1, &t);
   if (!n) return ag_drop(out);
-  *(shape_ctx *)ag_ctx(n) = (shape_ctx){.in = ag_shape_of(t)};
+  *AG_CTX(n, shape_ctx) = (shape_ctx){.in = ag_shape_of(t)};
   return ag_finish(n, out, 0);
 }
 
@@ -44,10 +43,9 @@ lab_tensor *lab_ad_squeeze(lab_tensor *t, int dim) { return record_reshape("sque
 typedef struct {
   int perm[LAB_MAX_DIMS];
 } permute_ctx;
-AG_CTX_FITS(permute_ctx);
 
 static int permute_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  const permute_ctx *c = ag_ctx(n);
+  const permute_ctx *c = AG_CTX(n, permute_ctx);
   int inv[LAB_MAX_DIMS];
   for (int d = 0; d < g->ndim; d++) inv[c->perm[d]] = d;
   lab_tensor *r = lab_permute(g, inv);
@@ -59,7 +57,7 @@ static lab_tensor *record_permute(lab_tensor *t, lab_tensor *out, const int *per
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("permute", permute_bw, 1, &t);
   if (!n) return ag_drop(out);
-  permute_ctx *c = ag_ctx(n);
+  permute_ctx *c = AG_CTX(n, permute_ctx);
   for (int d = 0; d < t->ndim; d++) c->perm[d] = perm[d];
   return ag_finish(n, out, 0);
 }
@@ -90,7 +88,6 @@ typedef struct {
   int dim;
   int64_t start, length; /* length -1: select the index `start` */
 } slice_ctx;
-AG_CTX_FITS(slice_ctx);
 
 /* the slice of t (a tensor of the input's shape) that the node's output was */
 static lab_tensor *slice_of(const slice_ctx *c, lab_tensor *t) {
@@ -98,7 +95,7 @@ static lab_tensor *slice_of(const slice_ctx *c, lab_tensor *t) {
 }
 
 static int slice_into_pending(lab_node *n, lab_tensor *g) {
-  const slice_ctx *c = ag_ctx(n);
+  const slice_ctx *c = AG_CTX(n, slice_ctx);
   lab_node *to = n->next[0].node;
   lab_tensor *p = to ? to->pending : NULL;
   /* contiguous: a gradient that is a broadcast view (stride 0) has elements sharing memory
@@ -118,7 +115,7 @@ static int slice_into_pending(lab_node *n, lab_tensor *g) {
 static int slice_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   int done = slice_into_pending(n, g);
   if (done != 0) return done < 0 ? -1 : 0;
-  const slice_ctx *c = ag_ctx(n);
+  const slice_ctx *c = AG_CTX(n, slice_ctx);
   lab_tensor *z = lab_tensor_zeros_on(lab_device_of(g), (lab_dtype)n->in_dtype[0], c->in.ndim, c->in.dims);
   if (!z) return -1;
   lab_tensor *slot = slice_of(c, z);
@@ -136,7 +133,7 @@ static lab_tensor *record_slice(const char *name, lab_tensor *t, lab_tensor *out
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new(name, slice_bw, 1, &t);
   if (!n) return ag_drop(out);
-  *(slice_ctx *)ag_ctx(n) = (slice_ctx){.in = ag_shape_of(t), .dim = dim, .start = start, .length = len};
+  *AG_CTX(n, slice_ctx) = (slice_ctx){.in = ag_shape_of(t), .dim = dim, .start = start, .length = len};
   return ag_finish(n, out, 0);
 }
 
@@ -149,7 +146,7 @@ lab_tensor *lab_ad_select(lab_tensor *t, int dim, int64_t index) {
 
 /* expand: sum the gradient back over the expanded dims */
 static int expand_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  gin[0] = ag_to_input(n, 0, ag_ref(g), &((const shape_ctx *)ag_ctx(n))->in);
+  gin[0] = ag_to_input(n, 0, ag_ref(g), &AG_CTX(n, shape_ctx)->in);
   return gin[0] ? 0 : -1;
 }
 
@@ -158,7 +155,7 @@ lab_tensor *lab_ad_expand(lab_tensor *t, int ndim, const int64_t *shape) {
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("expand", expand_bw, 1, &t);
   if (!n) return ag_drop(out);
-  *(shape_ctx *)ag_ctx(n) = (shape_ctx){.in = ag_shape_of(t)};
+  *AG_CTX(n, shape_ctx) = (shape_ctx){.in = ag_shape_of(t)};
   return ag_finish(n, out, 0);
 }
 
@@ -189,10 +186,9 @@ lab_tensor *lab_ad_to_dtype(lab_tensor *t, lab_dtype dt) {
 typedef struct {
   lab_device from;
 } to_device_ctx;
-AG_CTX_FITS(to_device_ctx);
 
 static int to_device_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *back = lab_to_device(g, ((const to_device_ctx *)ag_ctx(n))->from);
+  lab_tensor *back = lab_to_device(g, AG_CTX(n, to_device_ctx)->from);
   gin[0] = back ? ag_cast(back, n->in_dtype[0]) : NULL;
   return gin[0] ? 0 : -1;
 }
@@ -204,7 +200,7 @@ lab_tensor *lab_ad_to_device(lab_tensor *t, lab_device dev) {
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("to", to_device_bw, 1, &t);
   if (!n) return ag_drop(out);
-  *(to_device_ctx *)ag_ctx(n) = (to_device_ctx){.from = from};
+  *AG_CTX(n, to_device_ctx) = (to_device_ctx){.from = from};
   return ag_finish(n, out, 0);
 }
 
@@ -212,10 +208,9 @@ lab_tensor *lab_ad_to_device(lab_tensor *t, lab_device dev) {
 typedef struct {
   int dim;
 } cat_ctx;
-AG_CTX_FITS(cat_ctx);
 
 static int cat_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  int dim = ((const cat_ctx *)ag_ctx(n))->dim;
+  int dim = AG_CTX(n, cat_ctx)->dim;
   int64_t *lens = n->ctx;
   int64_t at = 0;
   for (int k = 0; k < n->nin; k++) {
@@ -240,7 +235,7 @@ static lab_tensor *record_cat(int n, lab_tensor **ts, int dim, lab_tensor *out) 
     return ag_drop(out);
   }
   for (int k = 0; k < n; k++) lens[k] = ts[k]->shape[dim];
-  *(cat_ctx *)ag_ctx(node) = (cat_ctx){.dim = dim};
+  *AG_CTX(node, cat_ctx) = (cat_ctx){.dim = dim};
   node->ctx = lens;
   node->free_ctx = free;
   return ag_finish(node, out, 0);

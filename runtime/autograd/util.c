@@ -10,7 +10,7 @@ lab_tensor *ag_drop(lab_tensor *out) {
 }
 
 lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc) {
-  if (rc != 0) {
+  if (!n || rc != 0) {
     lab_node_release(n);
     return ag_drop(out);
   }

@@ -17,12 +17,15 @@ static inline lab_tensor *ag_ref(lab_tensor *t) {
 
 /* releases out (an op result) and returns NULL, for failure paths */
 lab_tensor *ag_drop(lab_tensor *out);
-/* attaches n to out (rc from the saves: -1 drops both) */
+/* attaches n to out (rc from the saves: -1 drops both; n NULL, a failed lab_node_new, drops out) */
 lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc);
-/* The node's op context as the op's struct: `xent_ctx *c = ag_ctx(n);`. AG_CTX_FITS(T)
- * beside the struct fails the build when it outgrows the node's room. */
-static inline void *ag_ctx(lab_node *n) { return n->op_ctx.bytes; }
-#define AG_CTX_FITS(T) _Static_assert(sizeof(T) <= LAB_NODE_CTX_BYTES, #T " must fit in lab_node.op_ctx")
+/* releases an op's n temporaries (NULL entries skipped), at its end */
+static inline void ag_release_all(int n, lab_tensor *const *ts) {
+  for (int i = 0; i < n; i++) lab_tensor_release(ts[i]);
+}
+/* The node's op context as the op's struct T: `const xent_ctx *c = AG_CTX(n, xent_ctx);`.
+ * A T larger than the node's room fails the build (an array of negative size). */
+#define AG_CTX(n, T) ((T *)((n)->op_ctx.bytes + 0 * sizeof(char[sizeof(T) <= LAB_NODE_CTX_BYTES ? 1 : -1])))
 
 /* A shape recorded for backward (an input's, to sum a broadcast gradient back to it). */
 typedef struct {
