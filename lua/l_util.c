@@ -152,10 +152,18 @@ int ll_opt_int(lua_State *L, int idx, int def, const char *op, const char *what)
   return lua_isnoneornil(L, idx) ? def : ll_check_int(L, idx, op, what);
 }
 
+/* pushes options field `field` of the table at opts and says whether it is set; nothing is
+ * left pushed when it is not (or there are no options) */
+static int push_opt(lua_State *L, int opts, const char *field) {
+  if (!opts) return 0;
+  if (lua_getfield(L, opts, field) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
 int ll_opt_int_field(lua_State *L, int opts, const char *field, int def, const char *op) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  int v = lua_isnil(L, -1) ? def : ll_check_int(L, lua_gettop(L), op, field);
+  if (!push_opt(L, opts, field)) return def;
+  int v = ll_check_int(L, lua_gettop(L), op, field);
   lua_pop(L, 1);
   return v;
 }
@@ -240,17 +248,15 @@ int ll_options_index(lua_State *L) {
 }
 
 int ll_opt_bool(lua_State *L, int opts, const char *field, int def) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  if (!push_opt(L, opts, field)) return def;
+  int v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
 double ll_opt_number(lua_State *L, int opts, const char *field, double def) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  double v = lua_isnil(L, -1) ? def : luaL_checknumber(L, -1);
+  if (!push_opt(L, opts, field)) return def;
+  double v = luaL_checknumber(L, -1);
   lua_pop(L, 1);
   return v;
 }
