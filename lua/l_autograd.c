@@ -1,5 +1,5 @@
-/* lab.autograd: Function (an op whose forward and backward are Lua functions, the C engine
- * calling back into Lua), backward, queue_callback; its dist table is l_autograd_dist.c. */
+/* lab.autograd: Function (an op written in Lua, its backward called by the C engine),
+ * backward, queue_callback; its dist table lives in l_autograd_dist.c. */
 #include <stdlib.h>
 
 #include "lab_lua.h"

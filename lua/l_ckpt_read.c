@@ -1,5 +1,5 @@
-/* lab._ckpt's readers: JSON decoding (data, never code), safetensors files and their
- * metadata with every header field checked. */
+/* lab._ckpt's readers: JSON decoding (data, never code), safetensors files with every header
+ * field checked, their metadata alone. */
 #include <stdlib.h>
 
 #include "lab_lua.h"

@@ -1,5 +1,5 @@
-/* lab._ckpt.write: checkpoint writer jobs (synchronous or on a background thread) with their
- * wait and finished methods. */
+/* lab._ckpt.write: checkpoint writer jobs (synchronous or on a background thread), with their
+ * methods wait, finished. */
 #include <stdlib.h>
 
 #include "lab_lua.h"

@@ -1,5 +1,5 @@
 /* Debug checks on the values nodes produce: anomaly mode (lab.autograd.detect_anomaly) tests
- * every output and gradient for NaN or Inf; a planted NaN (lab.fault) poisons one of them. */
+ * every output or gradient for NaN or Inf; a planted NaN (lab.fault) poisons one of them. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* Gradient hooks (internal to runtime/autograd; hooks.c): what graph.c and the backward pass
- * use of the hook lists. */
+/* Gradient hooks (internal to runtime/autograd; hooks.c): the hook lists as graph.c, the
+ * backward pass use them. */
 #ifndef LAB_RUNTIME_AUTOGRAD_HOOKS_H
 #define LAB_RUNTIME_AUTOGRAD_HOOKS_H
 
