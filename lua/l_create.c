@@ -142,32 +142,27 @@ static int shape_and_dtype(lua_State *L, int first, int64_t *shape, lab_dtype *d
   return n;
 }
 
-static int l_zeros(lua_State *L) {
-  int64_t s[LAB_MAX_DIMS];
-  lab_dtype dt;
-  lab_device dev;
-  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "zeros");
-  ll_push_tensor(L, lab_tensor_zeros_on(dev, dt, n, s));
-  return 1;
+/* what zeros, ones, empty and their _like forms fill a new tensor with */
+typedef enum { FILL_ZEROS, FILL_ONES, FILL_NONE } fill_kind;
+
+static lab_tensor *new_filled(lab_device dev, lab_dtype dt, int n, const int64_t *s, fill_kind fill) {
+  return fill == FILL_ZEROS ? lab_tensor_zeros_on(dev, dt, n, s)
+         : fill == FILL_ONES ? lab_tensor_full_on(dev, dt, n, s, 1)
+                             : lab_tensor_empty_on(dev, dt, n, s);
 }
 
-static int l_ones(lua_State *L) {
+/* zeros / ones / empty(size...[, {dtype=, device=}]) */
+static int factory(lua_State *L, const char *op, fill_kind fill) {
   int64_t s[LAB_MAX_DIMS];
   lab_dtype dt;
   lab_device dev;
-  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "ones");
-  ll_push_tensor(L, lab_tensor_full_on(dev, dt, n, s, 1));
+  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, op);
+  ll_push_tensor(L, new_filled(dev, dt, n, s, fill));
   return 1;
 }
-
-static int l_empty(lua_State *L) {
-  int64_t s[LAB_MAX_DIMS];
-  lab_dtype dt;
-  lab_device dev;
-  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "empty");
-  ll_push_tensor(L, lab_tensor_empty_on(dev, dt, n, s));
-  return 1;
-}
+static int l_zeros(lua_State *L) { return factory(L, "zeros", FILL_ZEROS); }
+static int l_ones(lua_State *L) { return factory(L, "ones", FILL_ONES); }
+static int l_empty(lua_State *L) { return factory(L, "empty", FILL_NONE); }
 
 /* full(size..., value[, opts]) / full({size}, value[, opts]) */
 static int l_full(lua_State *L) {
@@ -209,44 +204,32 @@ static int l_arange(lua_State *L) {
 
 /* zeros_like / ones_like / empty_like(o[, {dtype=, device=}]): o's shape, and o's dtype and
  * device unless the options say otherwise */
-typedef enum { LIKE_ZEROS, LIKE_ONES, LIKE_EMPTY } like_fill;
-
-static int like(lua_State *L, like_fill fill) {
+static int like(lua_State *L, fill_kind fill) {
   lab_tensor *o = ll_check_tensor(L, 1);
   lab_dtype dt = ll_opt_dtype(L, 2, o->dtype);
   lab_device dev = ll_opt_device(L, 2, lab_device_of(o));
-  lab_tensor *t = fill == LIKE_ZEROS  ? lab_tensor_zeros_on(dev, dt, o->ndim, o->shape)
-                  : fill == LIKE_ONES ? lab_tensor_full_on(dev, dt, o->ndim, o->shape, 1)
-                                      : lab_tensor_empty_on(dev, dt, o->ndim, o->shape);
-  ll_push_tensor(L, t);
+  ll_push_tensor(L, new_filled(dev, dt, o->ndim, o->shape, fill));
   return 1;
 }
-static int l_zeros_like(lua_State *L) { return like(L, LIKE_ZEROS); }
-static int l_ones_like(lua_State *L) { return like(L, LIKE_ONES); }
-static int l_empty_like(lua_State *L) { return like(L, LIKE_EMPTY); }
+static int l_zeros_like(lua_State *L) { return like(L, FILL_ZEROS); }
+static int l_ones_like(lua_State *L) { return like(L, FILL_ONES); }
+static int l_empty_like(lua_State *L) { return like(L, FILL_NONE); }
 
 /* ---- random ---- */
 
+/* rand / randn(size...[, opts]): the new tensor, pushed, for the caller to fill */
+static lab_tensor *push_sized(lua_State *L, const char *op) {
+  factory(L, op, FILL_NONE);
+  return ll_check_tensor(L, -1);
+}
+
 static int l_rand(lua_State *L) {
-  int64_t s[LAB_MAX_DIMS];
-  lab_dtype dt;
-  lab_device dev;
-  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "rand");
-  lab_tensor *t = lab_tensor_empty_on(dev, dt, n, s);
-  if (!t) return ll_runtime_error(L);
-  ll_push_tensor(L, t);
-  ll_check_rc(L, lab_rand_(t, 0, 1));
+  ll_check_rc(L, lab_rand_(push_sized(L, "rand"), 0, 1));
   return 1;
 }
 
 static int l_randn(lua_State *L) {
-  int64_t s[LAB_MAX_DIMS];
-  lab_dtype dt;
-  lab_device dev;
-  int n = shape_and_dtype(L, 1, s, &dt, &dev, LAB_F32, "randn");
-  lab_tensor *t = lab_tensor_empty_on(dev, dt, n, s);
-  if (!t) return ll_runtime_error(L);
-  ll_push_tensor(L, t);
+  lab_tensor *t = push_sized(L, "randn");
   int opts = ll_options_index(L);
   ll_check_rc(L, lab_randn_(t, ll_opt_number(L, opts, "mean", 0), ll_opt_number(L, opts, "std", 1)));
   return 1;
@@ -367,11 +350,6 @@ void ll_register_creation(lua_State *L) {
     lua_setfield(L, -2, f->name);
   }
   /* the in-place random fills are tensor methods */
-  luaL_getmetatable(L, LAB_TENSOR_MT);
-  lua_getfield(L, -1, "methods");
-  lua_pushcfunction(L, m_uniform_);
-  lua_setfield(L, -2, "uniform_");
-  lua_pushcfunction(L, m_normal_);
-  lua_setfield(L, -2, "normal_");
-  lua_pop(L, 2);
+  static const luaL_Reg methods[] = {{"uniform_", m_uniform_}, {"normal_", m_normal_}, {NULL, NULL}};
+  ll_add_tensor_methods(L, methods);
 }

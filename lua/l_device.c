@@ -94,13 +94,8 @@ void ll_register_device(lua_State *L) {
                                   {NULL, NULL}};
   luaL_newlib(L, cuda);
   lua_setfield(L, -2, "cuda");
-  luaL_getmetatable(L, LAB_TENSOR_MT);
-  lua_getfield(L, -1, "methods");
-  lua_pushcfunction(L, m_cuda);
-  lua_setfield(L, -2, "cuda");
-  lua_pushcfunction(L, m_cpu);
-  lua_setfield(L, -2, "cpu");
-  lua_pop(L, 2);
+  static const luaL_Reg methods[] = {{"cuda", m_cuda}, {"cpu", m_cpu}, {NULL, NULL}};
+  ll_add_tensor_methods(L, methods);
   const char *env = getenv("LLMLAB_DEVICE");
   if (env && *env) {
     lab_device d;

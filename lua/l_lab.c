@@ -104,8 +104,13 @@ int luaopen_lab(lua_State *L) {
   ll_register_creation(L);
   ll_register_dist(L);
   ll_register_mem(L);
+  ll_register_tensor_grad(L);
+  ll_register_grad_mode(L);
+  ll_register_nn_ops(L);
   ll_register_autograd(L);
-  ll_register_nn_support(L);
+  ll_register_optim(L);
+  ll_register_storage(L);
+  ll_register_npy(L);
   ll_register_ckpt(L);
   ll_register_files(L);
   ll_register_debug(L);

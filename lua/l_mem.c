@@ -1,4 +1,6 @@
 /* lab.mem: the measured memory account of this rank (tensor storage by tag), per device. */
+#include <string.h>
+
 #include "lab_lua.h"
 #include "runtime/lab.h"
 
@@ -42,9 +44,22 @@ static int l_reset_peak(lua_State *L) {
   return 0;
 }
 
+/* lab.mem.tag(t, 'param' | 'grad' | 'optimizer' | 'activation' | 'comm' | 'other') */
+static int l_tag(lua_State *L) {
+  lab_tensor *t = ll_check_tensor(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  for (int i = 0; i < LAB_MEM_NTAGS; i++)
+    if (strcmp(name, lab_mem_tag_name((lab_mem_tag)i)) == 0) {
+      lab_storage_set_tag(t->storage, (lab_mem_tag)i);
+      lua_settop(L, 1);
+      return 1;
+    }
+  return ll_error(L, "mem.tag: unknown tag '%s' (param, grad, optimizer, activation, comm, other)", name);
+}
+
 void ll_register_mem(lua_State *L) {
   static const luaL_Reg f[] = {{"stats", l_stats}, {"reset_peak", l_reset_peak},
-                              {"empty_cache", l_empty_cache}, {NULL, NULL}};
+                              {"empty_cache", l_empty_cache}, {"tag", l_tag}, {NULL, NULL}};
   lua_newtable(L);
   luaL_setfuncs(L, f, 0);
   lua_setfield(L, -2, "mem");

@@ -306,27 +306,27 @@ static int m_tolist(lua_State *L) {
 
 /* ---- views ---- */
 
-static int m_view(lua_State *L) {
+/* view, reshape, expand: to the sizes given (t:op(size...) or t:op({size})), or to another
+ * tensor's shape (the _as forms) */
+typedef lab_tensor *(*to_shape_fn)(lab_tensor *t, int ndim, const int64_t *shape);
+
+static int to_sizes(lua_State *L, const char *op, to_shape_fn fn) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int64_t shape[LAB_MAX_DIMS];
-  int n = ll_read_shape(L, 2, shape, "view");
-  ll_push_tensor(L, lab_ad_view(t, n, shape));
+  int n = ll_read_shape(L, 2, shape, op);
+  ll_push_tensor(L, fn(t, n, shape));
   return 1;
 }
 
-static int m_reshape(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
-  int64_t shape[LAB_MAX_DIMS];
-  int n = ll_read_shape(L, 2, shape, "reshape");
-  ll_push_tensor(L, lab_ad_reshape(t, n, shape));
-  return 1;
-}
-
-static int m_view_as(lua_State *L) {
+static int to_shape_of(lua_State *L, to_shape_fn fn) {
   lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
-  ll_push_tensor(L, lab_ad_view(t, o->ndim, o->shape));
+  ll_push_tensor(L, fn(t, o->ndim, o->shape));
   return 1;
 }
+
+static int m_view(lua_State *L) { return to_sizes(L, "view", lab_ad_view); }
+static int m_reshape(lua_State *L) { return to_sizes(L, "reshape", lab_ad_reshape); }
+static int m_view_as(lua_State *L) { return to_shape_of(L, lab_ad_view); }
 
 static int m_flatten(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -401,19 +401,8 @@ static int m_select(lua_State *L) {
   return 1;
 }
 
-static int m_expand(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
-  int64_t shape[LAB_MAX_DIMS];
-  int n = ll_read_shape(L, 2, shape, "expand");
-  ll_push_tensor(L, lab_ad_expand(t, n, shape));
-  return 1;
-}
-
-static int m_expand_as(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1), *o = ll_check_tensor(L, 2);
-  ll_push_tensor(L, lab_ad_expand(t, o->ndim, o->shape));
-  return 1;
-}
+static int m_expand(lua_State *L) { return to_sizes(L, "expand", lab_ad_expand); }
+static int m_expand_as(lua_State *L) { return to_shape_of(L, lab_ad_expand); }
 
 static int m_unsqueeze(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -527,19 +516,11 @@ static const luaL_Reg methods[] = {
     {"fill_", m_fill_},         {"zero_", m_zero_},         {NULL, NULL}};
 
 void ll_register_tensor(lua_State *L) {
+  static const luaL_Reg meta[] = {{"__gc", t_gc},         {"__close", t_gc},       {"__tostring", t_tostring},
+                                  {"__index", t_index},   {"__newindex", t_newindex}, {"__len", t_len},
+                                  {NULL, NULL}};
   luaL_newmetatable(L, LAB_TENSOR_MT);
-  lua_pushcfunction(L, t_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, t_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, t_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, t_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, t_newindex);
-  lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, t_len);
-  lua_setfield(L, -2, "__len");
+  luaL_setfuncs(L, meta, 0);
   lua_pushliteral(L, "Tensor");
   lua_setfield(L, -2, "__name");
   lua_newtable(L);

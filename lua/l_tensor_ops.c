@@ -91,7 +91,14 @@ UNARY(rsqrt, LAB_RSQRT)
 UNARY(tanh, LAB_TANH)
 UNARY(sigmoid, LAB_SIGMOID)
 
-static int clamp_args(lua_State *L, double *lo, int *has_lo, double *hi, int *has_hi) {
+/* clamp's bounds: t:clamp(min, max) with nil for none, or t:clamp{min=, max=} */
+typedef struct {
+  double lo, hi;
+  int has_lo, has_hi;
+} clamp_bounds;
+
+static clamp_bounds clamp_args(lua_State *L) {
+  clamp_bounds b;
   int opts = ll_options_index(L);
   if (opts) { /* clamp{min=, max=}: the fields become arguments 2 and 3 */
     lua_getfield(L, opts, "min");
@@ -101,30 +108,26 @@ static int clamp_args(lua_State *L, double *lo, int *has_lo, double *hi, int *ha
     lua_copy(L, top, 3); /* opts may be at 2: it is read before being overwritten */
     lua_settop(L, 3);
   }
-  *has_lo = !lua_isnoneornil(L, 2);
-  *has_hi = !lua_isnoneornil(L, 3);
-  *lo = *has_lo ? luaL_checknumber(L, 2) : 0;
-  *hi = *has_hi ? luaL_checknumber(L, 3) : 0;
-  if (!*has_lo && !*has_hi) return ll_error(L, "clamp: give at least one of min and max");
-  return 0;
+  b.has_lo = !lua_isnoneornil(L, 2);
+  b.has_hi = !lua_isnoneornil(L, 3);
+  b.lo = b.has_lo ? luaL_checknumber(L, 2) : 0;
+  b.hi = b.has_hi ? luaL_checknumber(L, 3) : 0;
+  if (!b.has_lo && !b.has_hi) ll_error(L, "clamp: give at least one of min and max");
+  return b;
 }
 
 static int m_clamp(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  double lo, hi;
-  int hl, hh;
-  clamp_args(L, &lo, &hl, &hi, &hh);
-  ll_push_tensor(L, lab_ad_clamp(t, lo, hl, hi, hh));
+  clamp_bounds b = clamp_args(L);
+  ll_push_tensor(L, lab_ad_clamp(t, b.lo, b.has_lo, b.hi, b.has_hi));
   return 1;
 }
 
 static int m_clamp_(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  double lo, hi;
-  int hl, hh;
-  clamp_args(L, &lo, &hl, &hi, &hh);
+  clamp_bounds b = clamp_args(L);
   ll_check_inplace(L, t, "clamp_");
-  ll_check_rc(L, lab_clamp_(t, lo, hl, hi, hh));
+  ll_check_rc(L, lab_clamp_(t, b.lo, b.has_lo, b.hi, b.has_hi));
   lua_settop(L, 1);
   return 1;
 }
@@ -312,23 +315,18 @@ static int push_list(lua_State *L, int n, lab_tensor **v, lab_tensor *t, int dim
   return 1;
 }
 
-static int m_split(lua_State *L) {
+/* t:split(size[, dim]) (parts of size elements) / t:chunk(chunks[, dim]) (that many parts) */
+static int parts(lua_State *L, const char *op, int by_count) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  lua_Integer size = ll_check_integer(L, 2, "split", "size");
-  int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "split");
+  lua_Integer k = by_count ? ll_check_int(L, 2, op, "chunks") : ll_check_integer(L, 2, op, "size");
+  int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, op);
   lab_tensor **v = NULL;
-  int n = lab_split(t, size, dim, &v);
+  int n = by_count ? lab_chunk(t, (int)k, dim, &v) : lab_split(t, k, dim, &v);
   return push_list(L, n, v, t, dim);
 }
 
-static int m_chunk(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
-  int chunks = ll_check_int(L, 2, "chunk", "chunks");
-  int dim = lua_isnoneornil(L, 3) ? 0 : ll_check_dim(L, 3, t->ndim, 0, "chunk");
-  lab_tensor **v = NULL;
-  int n = lab_chunk(t, chunks, dim, &v);
-  return push_list(L, n, v, t, dim);
-}
+static int m_split(lua_State *L) { return parts(L, "split", 0); }
+static int m_chunk(lua_State *L) { return parts(L, "chunk", 1); }
 
 /* Collects a Lua list of tensors into an array that is a userdata left on the stack, so an
  * error raised while reading the list or the arguments after it cannot leak it (a malloc'ed
@@ -352,27 +350,19 @@ static lab_tensor **tensor_list(lua_State *L, int idx, int *n, const char *op) {
   return v;
 }
 
-int ll_cat(lua_State *L) {
+/* cat / stack(list[, dim]): stack's dim may be one past the inputs' (extra = 1) */
+static int join(lua_State *L, const char *op, int extra, lab_tensor *(*fn)(int n, lab_tensor **ts, int dim)) {
   int n;
   lua_settop(L, 2); /* (list, dim): the list's array goes above them */
-  lab_tensor **v = tensor_list(L, 1, &n, "cat");
+  lab_tensor **v = tensor_list(L, 1, &n, op);
   int dim = 0;
-  if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "cat", "dim"), v[0]->ndim, 0, "cat");
-  lab_tensor *r = lab_ad_cat(n, v, dim);
-  ll_push_tensor(L, r);
+  if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, op, "dim"), v[0]->ndim, extra, op);
+  ll_push_tensor(L, fn(n, v, dim));
   return 1;
 }
 
-int ll_stack(lua_State *L) {
-  int n;
-  lua_settop(L, 2); /* (list, dim): the list's array goes above them */
-  lab_tensor **v = tensor_list(L, 1, &n, "stack");
-  int dim = 0;
-  if (n > 0 && !lua_isnoneornil(L, 2)) dim = ll_to_dim(L, ll_check_integer(L, 2, "stack", "dim"), v[0]->ndim, 1, "stack");
-  lab_tensor *r = lab_ad_stack(n, v, dim);
-  ll_push_tensor(L, r);
-  return 1;
-}
+int ll_cat(lua_State *L) { return join(L, "cat", 0, lab_ad_cat); }
+int ll_stack(lua_State *L) { return join(L, "stack", 1, lab_ad_stack); }
 
 static int mm_unm(lua_State *L) { return m_neg(L); }
 

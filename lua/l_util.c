@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lab_lua.h"
@@ -14,6 +15,35 @@ lua_State *ll_main_state(lua_State *L) {
   lua_State *main = lua_tothread(L, -1);
   lua_pop(L, 1);
   return main;
+}
+
+void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods) {
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 2);
+}
+
+int ll_pcall_runtime(lua_State *L, int nargs, int nresults, const char *op) {
+  if (lua_pcall(L, nargs, nresults, 0) == LUA_OK) return 0;
+  lab_fail(op, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return -1;
+}
+
+ll_fn_ref *ll_fn_ref_new(lua_State *L, int idx) {
+  ll_fn_ref *r = malloc(sizeof *r);
+  if (!r) return NULL;
+  r->L = ll_main_state(L); /* never a coroutine's state: it may be collected */
+  lua_pushvalue(L, idx);
+  r->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return r;
+}
+
+void ll_fn_ref_free(void *p) {
+  ll_fn_ref *r = p;
+  luaL_unref(r->L, LUA_REGISTRYINDEX, r->ref);
+  free(r);
 }
 
 int ll_error(lua_State *L, const char *fmt, ...) {
@@ -121,10 +151,18 @@ int ll_opt_int(lua_State *L, int idx, int def, const char *op, const char *what)
   return lua_isnoneornil(L, idx) ? def : ll_check_int(L, idx, op, what);
 }
 
+/* pushes options field `field` of the table at opts and says whether it is set; nothing is
+ * left pushed when it is not (or there are no options) */
+static int push_opt(lua_State *L, int opts, const char *field) {
+  if (!opts) return 0;
+  if (lua_getfield(L, opts, field) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
 int ll_opt_int_field(lua_State *L, int opts, const char *field, int def, const char *op) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  int v = lua_isnil(L, -1) ? def : ll_check_int(L, lua_gettop(L), op, field);
+  if (!push_opt(L, opts, field)) return def;
+  int v = ll_check_int(L, lua_gettop(L), op, field);
   lua_pop(L, 1);
   return v;
 }
@@ -209,17 +247,15 @@ int ll_options_index(lua_State *L) {
 }
 
 int ll_opt_bool(lua_State *L, int opts, const char *field, int def) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  if (!push_opt(L, opts, field)) return def;
+  int v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
 double ll_opt_number(lua_State *L, int opts, const char *field, double def) {
-  if (!opts) return def;
-  lua_getfield(L, opts, field);
-  double v = lua_isnil(L, -1) ? def : luaL_checknumber(L, -1);
+  if (!push_opt(L, opts, field)) return def;
+  double v = luaL_checknumber(L, -1);
   lua_pop(L, 1);
   return v;
 }

@@ -65,9 +65,19 @@ void ll_check_inplace(lua_State *L, lab_tensor *t, const char *op);
 int ll_autograd_property(lua_State *L, lab_tensor *t, const char *k);
 /* t.grad = g / t.requires_grad = b from the value at idx; returns 1 if k is one of them */
 int ll_autograd_set_property(lua_State *L, lab_tensor *t, const char *k, int idx);
-void ll_register_autograd(lua_State *L); /* methods, lab.no_grad, lab.autograd, nn ops */
-void ll_register_nn_support(lua_State *L); /* fused optimizer steps, mem tags, .npy */
-void ll_register_ckpt(lua_State *L);       /* lab._ckpt: file formats and writer of lab.ckpt */
+void ll_register_tensor_grad(lua_State *L);   /* requires_grad_, backward, hooks (l_tensor_grad.c) */
+void ll_register_grad_mode(lua_State *L);     /* lab.no_grad, lab.enable_grad, ... (l_grad_mode.c) */
+void ll_register_nn_ops(lua_State *L);        /* lab.linear, lab.sdpa, ... (l_nn_ops.c) */
+void ll_register_autograd(lua_State *L);      /* lab.autograd (l_autograd.c) */
+void ll_register_autograd_dist(lua_State *L); /* lab.autograd.dist into the table at -1 */
+/* t:backward([grad][, {retain_graph=}]), lab.autograd.backward */
+int ll_backward(lua_State *L);
+void ll_register_optim(lua_State *L);      /* lab._optim_c: fused AdamW steps (l_optim.c) */
+void ll_register_storage(lua_State *L);    /* lab._rebind, lab._release_data, ... (l_storage.c) */
+void ll_register_npy(lua_State *L);        /* lab.load_npy, Tensor:save_npy (l_npy.c) */
+void ll_register_ckpt(lua_State *L);       /* lab._ckpt: the C side of lab.ckpt (l_ckpt*.c) */
+void ll_register_ckpt_read(lua_State *L);  /* its readers, into the table at -1 */
+void ll_register_ckpt_write(lua_State *L); /* its writer jobs, into the table at -1 */
 void ll_register_files(lua_State *L);      /* lab._list_files: a directory walk without a shell */
 void ll_register_debug(lua_State *L);      /* checksums, bit flips, anomaly mode, planted NaN */
 /* the entries of dir (without . and ..), sorted, malloc'ed with *count; NULL with errno set
@@ -86,6 +96,23 @@ const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct l
  * autograd.Function nodes) keep this one: a coroutine's lua_State is freed when the
  * coroutine is collected, and a backward run later would use freed memory. */
 lua_State *ll_main_state(lua_State *L);
+
+/* Adds functions to the tensor methods (t:name(...)); the metatable must exist. */
+void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods);
+/* lua_pcall for a callback the runtime runs (a hook, a Function's backward): an error
+ * becomes lab_fail(op, its message), popped, and -1, for the runtime to report. */
+int ll_pcall_runtime(lua_State *L, int nargs, int nresults, const char *op);
+
+/* A Lua function kept in the registry for a C callback that outlives the call registering
+ * it (a hook, an end-of-backward callback), with the main thread's state. */
+typedef struct {
+  lua_State *L;
+  int ref;
+} ll_fn_ref;
+/* the function at idx, kept (malloc'd), or NULL when out of memory */
+ll_fn_ref *ll_fn_ref_new(lua_State *L, int idx);
+/* releases the reference (a free_ctx for the runtime's callbacks) */
+void ll_fn_ref_free(void *p);
 
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */

@@ -38,7 +38,8 @@ typedef struct {
 } lab_edge;
 
 #define LAB_NODE_SAVED 6
-#define LAB_NODE_INTS 24
+/* room in a node for its op's context (two recorded shapes and a few scalars fit) */
+#define LAB_NODE_CTX_BYTES 224
 
 struct lab_node {
   int refcount;
@@ -47,9 +48,17 @@ struct lab_node {
   int nin;
   lab_edge *next;
   lab_tensor *saved[LAB_NODE_SAVED]; /* released after backward unless retained */
-  double d[4];                       /* scalars the backward needs */
-  int64_t i[LAB_NODE_INTS];          /* ints and shapes the backward needs */
+  /* The op's context, as PyTorch's ctx: a struct of named fields (xent_ctx, norm_ctx, ...)
+   * declared beside the op, filled by its forward and read by its backward through
+   * AG_CTX(n, T) (util.h). Stored in the node, so recording allocates nothing more. */
+  union {
+    int64_t align_i;
+    double align_d;
+    void *align_p;
+    unsigned char bytes[LAB_NODE_CTX_BYTES];
+  } op_ctx;
   int in_dtype[8];
+  /* what the node owns beyond its saved tensors (a group, a Lua function), freed with it */
   void *ctx;
   void (*free_ctx)(void *ctx);
   int released;

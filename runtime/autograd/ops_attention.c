@@ -40,9 +40,14 @@ static lab_tensor *mm_t(lab_tensor *a, lab_tensor *b, int ta, int tb) {
   return c;
 }
 
-/* saved q, k, v (ct) and P; d[0] scale */
+enum { MATH_Q, MATH_K, MATH_V, MATH_P }; /* saved: q, k, v (compute type), the probabilities */
+typedef struct {
+  double scale;
+} math_ctx;
+
 static int math_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *P = n->saved[3];
+  const math_ctx *c = AG_CTX(n, math_ctx);
+  lab_tensor *q = n->saved[MATH_Q], *k = n->saved[MATH_K], *v = n->saved[MATH_V], *P = n->saved[MATH_P];
   lab_tensor *gc = lab_to_dtype(g, q->dtype);
   if (!gc) return -1;
   lab_tensor *dP = mm_t(gc, v, 0, 1); /* [.., T, S] */
@@ -50,7 +55,7 @@ static int math_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor_release(gc);
   if (!dP) return -1;
   int64_t S = P->shape[P->ndim - 1];
-  lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, n->d[0]);
+  lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, c->scale);
   if (ag_wants(n, 0)) gin[0] = ag_cast(lab_matmul(dP, k), n->in_dtype[0]);
   if (ag_wants(n, 1)) gin[1] = ag_cast(mm_t(dP, q, 1, 0), n->in_dtype[1]);
   if (dv) gin[2] = ag_cast(dv, n->in_dtype[2]);
@@ -79,28 +84,32 @@ static lab_tensor *math_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int ca
   lab_tensor *in[3] = {q, k, v};
   if (out && lab_ag_needed(3, in)) {
     lab_node *n = lab_node_new(op, math_bw, 3, in);
-    if (!n) out = ag_drop(out);
-    else {
-      n->d[0] = scale;
-      int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) | lab_node_save(n, 3, P);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, math_ctx) = (math_ctx){.scale = scale};
+      rc = lab_node_save(n, MATH_Q, qc) | lab_node_save(n, MATH_K, kc) | lab_node_save(n, MATH_V, vc) |
+           lab_node_save(n, MATH_P, P);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(qc);
-  lab_tensor_release(kc);
-  lab_tensor_release(vc);
-  lab_tensor_release(P);
+  ag_release_all(4, (lab_tensor *[]){qc, kc, vc, P});
   return out;
 }
 
 /* ---- flash: the device's FlashAttention kernels ---- */
 
-/* the launch description for q [BH, T, D], k [BH, S, D], v [BH, S, Dv] (node ints i[0..4]) */
-static lab_flash_args flash_args(lab_dtype dt, const int64_t *dims, double scale, int causal) {
-  lab_flash_args a = {.dt = dt, .BH = dims[0], .T = dims[1], .S = dims[2], .D = dims[3], .Dv = dims[4]};
-  a.scale = scale;
-  a.causal = causal;
-  return a;
+/* One attention problem as the kernels see it: q [BH, T, D], k [BH, S, D], v [BH, S, Dv]. */
+typedef struct {
+  lab_dtype dt;
+  int64_t BH, T, S, D, Dv;
+  double scale;
+  int causal;
+} flash_problem;
+
+/* its launch description, the tensors and layouts still to fill in */
+static lab_flash_args flash_args(const flash_problem *p) {
+  return (lab_flash_args){.dt = p->dt, .BH = p->BH, .T = p->T, .S = p->S, .D = p->D, .Dv = p->Dv,
+                          .scale = p->scale, .causal = p->causal};
 }
 
 /* Layouts (lab_flash_layout), for devices whose kernels take them: the GPT's q, k and v are
@@ -164,14 +173,21 @@ static lab_tensor *flash_output(const lab_tensor *like, lab_dtype dt, int64_t wi
   return v;
 }
 
-/* saved q, k, v, out (dtype dt; contiguous or in their layouts) and lse (f32 [BH * T]);
- * i[0..4] BH, T, S, D, Dv, i[5] causal, i[6] dt, i[7] layouts taken; d[0] scale */
+/* saved: q, k, v, out (dtype dt; contiguous or in their layouts) and lse (f32 [BH * T]) */
+enum { FLASH_Q, FLASH_K, FLASH_V, FLASH_OUT, FLASH_LSE };
+typedef struct {
+  flash_problem p;
+  int strided; /* the device took the tensors in their layouts */
+} flash_ctx;
+
 static int flash_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
-  lab_dtype dt = (lab_dtype)n->i[6];
-  int strided = (int)n->i[7];
+  const flash_ctx *c = AG_CTX(n, flash_ctx);
+  lab_tensor *q = n->saved[FLASH_Q], *k = n->saved[FLASH_K], *v = n->saved[FLASH_V], *o = n->saved[FLASH_OUT];
+  lab_tensor *lse = n->saved[FLASH_LSE];
+  lab_dtype dt = c->p.dt;
+  int strided = c->strided;
   lab_device dev = lab_device_of(q);
-  lab_flash_args a = flash_args(dt, n->i, n->d[0], (int)n->i[5]);
+  lab_flash_args a = flash_args(&c->p);
   lab_tensor *gc = flash_operand(g, dt, strided, &a.ldo);
   if (strided) { /* the saved tensors are the kernels' operands as they were in the forward */
     a.H = flash_heads(q);
@@ -181,7 +197,7 @@ static int flash_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
       return lab_fail("sdpa_flash backward", "a saved tensor lost its layout");
     }
   }
-  int64_t wn = (int64_t)(lab_flash_work_bytes(n->i[0], n->i[1], n->i[3]) / sizeof(float));
+  int64_t wn = (int64_t)(lab_flash_work_bytes(c->p.BH, c->p.T, c->p.D) / sizeof(float));
   lab_tensor *work = gc ? lab_tensor_empty_on(dev, LAB_F32, 1, &wn) : NULL;
   lab_tensor *dq = work ? flash_output(q, dt, q->shape[q->ndim - 1], strided, &a.ldq) : NULL;
   lab_tensor *dk = dq ? flash_output(k, dt, k->shape[k->ndim - 1], strided, &a.ldk) : NULL;
@@ -212,10 +228,11 @@ static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int c
   int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
   int64_t D = q->shape[q->ndim - 1], Dv = v->shape[v->ndim - 1], BH = 1;
   for (int d = 0; d < q->ndim - 2; d++) BH *= q->shape[d];
-  int64_t dims[5] = {BH, T, S, D, Dv}, lse_n = BH * T;
+  flash_problem p = {.dt = dt, .BH = BH, .T = T, .S = S, .D = D, .Dv = Dv, .scale = scale, .causal = causal};
+  int64_t lse_n = BH * T;
   lab_device dev = lab_device_of(q);
   int strided = lab_device_ops_of(dev.type)->flash_strided;
-  lab_flash_args a = flash_args(dt, dims, scale, causal);
+  lab_flash_args a = flash_args(&p);
   a.H = flash_heads(q);
   lab_tensor *qc = flash_operand(q, dt, strided, &a.lq), *kc = flash_operand(k, dt, strided, &a.lk);
   lab_tensor *vc = flash_operand(v, dt, strided, &a.lv);
@@ -230,22 +247,15 @@ static lab_tensor *flash_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int c
   lab_tensor *in[3] = {q, k, v};
   if (out && lab_ag_needed(3, in)) {
     lab_node *n = lab_node_new("sdpa_flash", flash_bw, 3, in);
-    if (!n) out = ag_drop(out);
-    else {
-      for (int i = 0; i < 5; i++) n->i[i] = dims[i];
-      n->i[5] = causal;
-      n->i[6] = dt;
-      n->i[7] = strided;
-      n->d[0] = scale;
-      int rc = lab_node_save(n, 0, qc) | lab_node_save(n, 1, kc) | lab_node_save(n, 2, vc) |
-               lab_node_save(n, 3, out) | lab_node_save(n, 4, lse);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, flash_ctx) = (flash_ctx){.p = p, .strided = strided};
+      rc = lab_node_save(n, FLASH_Q, qc) | lab_node_save(n, FLASH_K, kc) | lab_node_save(n, FLASH_V, vc) |
+           lab_node_save(n, FLASH_OUT, out) | lab_node_save(n, FLASH_LSE, lse);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(qc);
-  lab_tensor_release(kc);
-  lab_tensor_release(vc);
-  lab_tensor_release(lse);
+  ag_release_all(4, (lab_tensor *[]){qc, kc, vc, lse});
   return out;
 }
 
@@ -284,8 +294,10 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
 
 /* ---- the kernels without autograd, for callers that merge blocks themselves ---- */
 
-/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype the device's kernels take */
-static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor *v, int64_t *dims) {
+/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype the device's kernels take; p gets
+ * the problem (scale and causal as given, scale <= 0: 1/sqrt(D)) */
+static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale,
+                       flash_problem *p) {
   char a[128], b[128], c[128];
   int ok = q->ndim >= 2 && q->ndim == k->ndim && k->ndim == v->ndim && q->dtype == k->dtype && k->dtype == v->dtype;
   for (int d = 0; ok && d < q->ndim - 2; d++) ok = q->shape[d] == k->shape[d] && k->shape[d] == v->shape[d];
@@ -297,33 +309,32 @@ static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor 
   lab_tensor *qkv[3] = {q, k, v};
   if (lab_common_device(op, 3, qkv, &dev) < 0) return -1;
   const lab_device_ops *ops = lab_device_ops_of(dev.type);
-  dims[0] = 1;
-  for (int d = 0; d < q->ndim - 2; d++) dims[0] *= q->shape[d];
-  dims[1] = q->shape[q->ndim - 2], dims[2] = k->shape[k->ndim - 2];
-  dims[3] = q->shape[q->ndim - 1], dims[4] = v->shape[v->ndim - 1];
-  if (!ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, dims[3], dims[4]))
+  *p = (flash_problem){.dt = q->dtype, .BH = 1, .T = q->shape[q->ndim - 2], .S = k->shape[k->ndim - 2],
+                       .D = q->shape[q->ndim - 1], .Dv = v->shape[v->ndim - 1], .scale = scale, .causal = causal};
+  for (int d = 0; d < q->ndim - 2; d++) p->BH *= q->shape[d];
+  if (!ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, p->D, p->Dv))
     return lab_fail(op, "no FlashAttention kernel on %s for %s with head dims %lld and %lld", ops->name,
-                    lab_dtype_name(q->dtype), (long long)dims[3], (long long)dims[4]);
+                    lab_dtype_name(q->dtype), (long long)p->D, (long long)p->Dv);
+  if (p->scale <= 0) p->scale = 1.0 / sqrt((double)p->D);
   return 0;
 }
 
 int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_tensor **out,
                         lab_tensor **lse) {
   const char *op = "flash_block";
-  int64_t dims[5];
+  flash_problem p;
   *out = *lse = NULL;
-  if (block_check(op, q, k, v, dims) < 0) return -1;
-  if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
+  if (block_check(op, q, k, v, causal, scale, &p) < 0) return -1;
   lab_device dev = lab_device_of(q);
   int64_t oshape[LAB_MAX_DIMS];
   for (int d = 0; d < q->ndim; d++) oshape[d] = q->shape[d];
-  oshape[q->ndim - 1] = dims[4];
+  oshape[q->ndim - 1] = p.Dv;
   lab_tensor *qc = lab_contiguous(q), *kc = lab_contiguous(k), *vc = lab_contiguous(v);
   lab_tensor *o = (qc && kc && vc) ? lab_tensor_empty_on(dev, q->dtype, q->ndim, oshape) : NULL;
   lab_tensor *l = o ? lab_tensor_empty_on(dev, LAB_F32, q->ndim - 1, q->shape) : NULL; /* [..., T] */
   int rc = -1;
   if (l) {
-    lab_flash_args a = flash_args(q->dtype, dims, scale, causal);
+    lab_flash_args a = flash_args(&p);
     a.q = lab_data(qc), a.k = lab_data(kc), a.v = lab_data(vc), a.out = lab_data(o), a.lse = lab_data(l);
     rc = lab_ops_of(q)->flash_fwd(&a);
   }
@@ -343,30 +354,29 @@ int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor 
                         lab_tensor *lse, int causal, double scale, lab_tensor **dq, lab_tensor **dk, lab_tensor **dv) {
   const char *op = "flash_block_backward";
   char a1[128], b1[128];
-  int64_t dims[5];
+  flash_problem p;
   *dq = *dk = *dv = NULL;
-  if (block_check(op, q, k, v, dims) < 0) return -1;
+  if (block_check(op, q, k, v, causal, scale, &p) < 0) return -1;
   int ok = out->ndim == q->ndim && dout->ndim == q->ndim && out->dtype == q->dtype && dout->dtype == q->dtype &&
-           lse->dtype == LAB_F32 && lab_numel(lse) == dims[0] * dims[1] &&
-           lab_numel(out) == dims[0] * dims[1] * dims[4] && lab_numel(dout) == lab_numel(out);
+           lse->dtype == LAB_F32 && lab_numel(lse) == p.BH * p.T &&
+           lab_numel(out) == p.BH * p.T * p.Dv && lab_numel(dout) == lab_numel(out);
   if (!ok)
     return lab_fail(op, "out and dout must be [..., T, Dv] in q's dtype and lse [..., T] f32; got out %s, lse %s",
                     lab_shape_str(out, a1, sizeof a1), lab_shape_str(lse, b1, sizeof b1));
   lab_tensor *all[6] = {q, k, v, out, dout, lse};
   lab_device dev;
   if (lab_common_device(op, 6, all, &dev) < 0) return -1;
-  if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
   lab_tensor *c[6] = {0};
   int good = 1;
   for (int i = 0; i < 6; i++) good = good && (c[i] = lab_contiguous(all[i])) != NULL;
-  int64_t wn = (int64_t)(lab_flash_work_bytes(dims[0], dims[1], dims[3]) / sizeof(float));
+  int64_t wn = (int64_t)(lab_flash_work_bytes(p.BH, p.T, p.D) / sizeof(float));
   lab_tensor *work = good ? lab_tensor_empty_on(dev, LAB_F32, 1, &wn) : NULL;
   lab_tensor *gq = work ? lab_tensor_empty_on(dev, q->dtype, q->ndim, q->shape) : NULL;
   lab_tensor *gk = gq ? lab_tensor_empty_on(dev, k->dtype, k->ndim, k->shape) : NULL;
   lab_tensor *gv = gk ? lab_tensor_empty_on(dev, v->dtype, v->ndim, v->shape) : NULL;
   int rc = -1;
   if (gv) {
-    lab_flash_args a = flash_args(q->dtype, dims, scale, causal);
+    lab_flash_args a = flash_args(&p);
     a.q = lab_data(c[0]), a.k = lab_data(c[1]), a.v = lab_data(c[2]), a.o = lab_data(c[3]), a.dout = lab_data(c[4]);
     a.lse = lab_data(c[5]), a.dq = lab_data(gq), a.dk = lab_data(gk), a.dv = lab_data(gv), a.work = lab_data(work);
     rc = lab_ops_of(q)->flash_bwd(&a);

@@ -88,14 +88,21 @@ static lab_tensor *scattered_sum(lab_group *g, lab_tensor *x, int dim) {
   return r;
 }
 
-/* node: i[0] kind of the backward, i[1] dim; ctx the group */
-enum { BW_IDENTITY, BW_ALL_REDUCE, BW_GATHER, BW_SCATTER, BW_REDUCE_SCATTER };
+/* the collective each backward runs (the conjugate of its forward) */
+typedef enum { BW_IDENTITY, BW_ALL_REDUCE, BW_GATHER, BW_SCATTER, BW_REDUCE_SCATTER } dist_backward;
+
+/* the node owns (ctx) the group: it lives while the node does, backward runs a collective on it */
+typedef struct {
+  dist_backward bw;
+  int dim;
+} dist_ctx;
 
 static int dist_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  const dist_ctx *c = AG_CTX(n, dist_ctx);
   lab_group *grp = n->ctx;
-  int dim = (int)n->i[1];
+  int dim = c->dim;
   lab_tensor *r = NULL;
-  switch (n->i[0]) {
+  switch (c->bw) {
   case BW_IDENTITY: r = ag_ref(g); break;
   case BW_ALL_REDUCE: r = summed(grp, g); break;
   case BW_GATHER: r = gathered(grp, g, dim); break;
@@ -109,15 +116,14 @@ static int dist_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
 
 static void group_unref(void *g) { lab_dist_group_release(g); }
 
-static lab_tensor *record(const char *name, lab_tensor *x, lab_tensor *out, lab_group *g, int bw, int dim) {
+static lab_tensor *record(const char *name, lab_tensor *x, lab_tensor *out, lab_group *g, dist_backward bw, int dim) {
   if (!out || !lab_ag_needed(1, &x)) return out;
   lab_node *n = lab_node_new(name, dist_bw, 1, &x);
   if (!n) return ag_drop(out);
-  n->ctx = g; /* the group lives while the node does: backward runs a collective on it */
+  n->ctx = g;
   lab_dist_group_retain(g);
   n->free_ctx = group_unref;
-  n->i[0] = bw;
-  n->i[1] = dim;
+  *AG_CTX(n, dist_ctx) = (dist_ctx){.bw = bw, .dim = dim};
   return ag_finish(n, out, 0);
 }
 
@@ -126,17 +132,19 @@ static int member(const char *op, lab_group *g) {
   return lab_fail(op, "this rank is not a member of %s", g->name);
 }
 
+/* a gather along dim of x (0-based; the message counts from 1, as Lua does) */
+static int gather_dim_check(const char *op, const lab_tensor *x, int dim) {
+  if (dim >= 0 && dim < x->ndim) return 0;
+  return lab_fail(op, "dim %d out of range for a tensor of %d dimensions", dim + 1, x->ndim);
+}
+
 lab_tensor *lab_ad_all_reduce(lab_group *g, lab_tensor *x) {
   if (member("all_reduce", g) < 0) return NULL;
   return record("all_reduce", x, summed(g, x), g, BW_ALL_REDUCE, 0);
 }
 
 lab_tensor *lab_ad_all_gather(lab_group *g, lab_tensor *x, int dim) {
-  if (member("all_gather", g) < 0) return NULL;
-  if (dim < 0 || dim >= x->ndim) {
-    lab_fail("all_gather", "dim %d out of range for a tensor of %d dimensions", dim + 1, x->ndim);
-    return NULL;
-  }
+  if (member("all_gather", g) < 0 || gather_dim_check("all_gather", x, dim) < 0) return NULL;
   return record("all_gather", x, gathered(g, x, dim), g, BW_REDUCE_SCATTER, dim);
 }
 
@@ -156,11 +164,7 @@ lab_tensor *lab_ad_reduce_from_region(lab_group *g, lab_tensor *x) {
 }
 
 lab_tensor *lab_ad_gather_from_region(lab_group *g, lab_tensor *x, int dim) {
-  if (member("gather_from_region", g) < 0) return NULL;
-  if (dim < 0 || dim >= x->ndim) {
-    lab_fail("gather_from_region", "dim %d out of range for a tensor of %d dimensions", dim + 1, x->ndim);
-    return NULL;
-  }
+  if (member("gather_from_region", g) < 0 || gather_dim_check("gather_from_region", x, dim) < 0) return NULL;
   return record("gather_from_region", x, gathered(g, x, dim), g, BW_SCATTER, dim);
 }
 

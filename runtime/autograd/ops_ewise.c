@@ -8,10 +8,17 @@
 #include "ops.h"
 #include "util.h"
 
-/* i[0] op; i[1..9] a's ndim and shape; i[10..18] b's */
+/* saved: a and b (when the gradient reads them), the output y (div, pow, remainder) */
+enum { BIN_A, BIN_B, BIN_Y };
+typedef struct {
+  lab_binary_op op;
+  ag_shape a_shape, b_shape; /* each gradient is summed back over what was broadcast */
+} binary_ctx;
+
 static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_binary_op op = (lab_binary_op)n->i[0];
-  lab_tensor *a = n->saved[0], *b = n->saved[1], *y = n->saved[2];
+  const binary_ctx *c = AG_CTX(n, binary_ctx);
+  lab_binary_op op = c->op;
+  lab_tensor *a = n->saved[BIN_A], *b = n->saved[BIN_B], *y = n->saved[BIN_Y];
   lab_tensor *ga = NULL, *gb = NULL;
   int wa = ag_wants(n, 0), wb = ag_wants(n, 1);
   switch (op) {
@@ -43,10 +50,8 @@ static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     }
     if (wb) {
       lab_tensor *la = lab_unary(LAB_LOG, a);
-      lab_tensor *gy = la ? lab_binary(LAB_MUL, g, y, -1) : NULL;
-      gb = gy ? lab_binary(LAB_MUL, gy, la, -1) : NULL;
+      gb = la ? ag_chain(lab_binary(LAB_MUL, g, y, -1), LAB_MUL, la, 0) : NULL;
       lab_tensor_release(la);
-      lab_tensor_release(gy);
     }
     break;
   case LAB_REMAINDER: /* y = a - floor(a/b) b: da = g, db = -g floor(a/b) = -g (a - y) / b */
@@ -91,8 +96,8 @@ static int binary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     lab_tensor_release(gb);
     return -1;
   }
-  if (ga) gin[0] = ag_to_input(n, 0, ga, (int)n->i[1], &n->i[2]);
-  if (gb) gin[1] = ag_to_input(n, 1, gb, (int)n->i[10], &n->i[11]);
+  if (ga) gin[0] = ag_to_input(n, 0, ga, &c->a_shape);
+  if (gb) gin[1] = ag_to_input(n, 1, gb, &c->b_shape);
   return (wa && !gin[0]) || (wb && !gin[1]) ? -1 : 0;
 }
 
@@ -104,23 +109,25 @@ lab_tensor *lab_ad_binary(lab_binary_op op, lab_tensor *a, lab_tensor *b, int ou
   if ((op >= LAB_EQ && op <= LAB_GE) || op == LAB_FLOOR_DIV) return out;
   lab_node *n = lab_node_new(lab_binary_name(op), binary_bw, 2, in);
   if (!n) return ag_drop(out);
-  n->i[0] = op;
-  ag_store_shape(n, 1, a);
-  ag_store_shape(n, 10, b);
+  *AG_CTX(n, binary_ctx) = (binary_ctx){.op = op, .a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
   int rc = 0;
   if (op == LAB_MUL || op == LAB_POW || op == LAB_MAXIMUM || op == LAB_MINIMUM || op == LAB_REMAINDER) {
-    rc |= lab_node_save(n, 0, a);
-    rc |= lab_node_save(n, 1, b);
+    rc |= lab_node_save(n, BIN_A, a);
+    rc |= lab_node_save(n, BIN_B, b);
   }
-  if (op == LAB_DIV) rc |= lab_node_save(n, 1, b);
-  if (op == LAB_DIV || op == LAB_POW || op == LAB_REMAINDER) rc |= lab_node_save(n, 2, out);
+  if (op == LAB_DIV) rc |= lab_node_save(n, BIN_B, b);
+  if (op == LAB_DIV || op == LAB_POW || op == LAB_REMAINDER) rc |= lab_node_save(n, BIN_Y, out);
   return ag_finish(n, out, rc);
 }
 
-/* saved[0] input, saved[1] output */
+enum { UN_X, UN_Y }; /* saved: the input or the output, whichever the derivative reads */
+typedef struct {
+  lab_unary_op op;
+} unary_ctx;
+
 static int unary_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_unary_op op = (lab_unary_op)n->i[0];
-  lab_tensor *x = n->saved[0], *y = n->saved[1], *r = NULL;
+  lab_unary_op op = AG_CTX(n, unary_ctx)->op;
+  lab_tensor *x = n->saved[UN_X], *y = n->saved[UN_Y], *r = NULL;
   switch (op) {
   case LAB_NEG: r = lab_unary(LAB_NEG, g); break;
   case LAB_ABS: {
@@ -166,23 +173,29 @@ lab_tensor *lab_ad_unary(lab_unary_op op, lab_tensor *a) {
   if (!out || !lab_ag_needed(1, &a)) return out;
   lab_node *n = lab_node_new(lab_unary_name(op), unary_bw, 1, &a);
   if (!n) return ag_drop(out);
-  n->i[0] = op;
+  *AG_CTX(n, unary_ctx) = (unary_ctx){.op = op};
   int rc = 0;
-  if (op == LAB_ABS || op == LAB_LOG) rc |= lab_node_save(n, 0, a);
+  if (op == LAB_ABS || op == LAB_LOG) rc |= lab_node_save(n, UN_X, a);
   if (op == LAB_EXP || op == LAB_SQRT || op == LAB_RSQRT || op == LAB_TANH || op == LAB_SIGMOID)
-    rc |= lab_node_save(n, 1, out);
+    rc |= lab_node_save(n, UN_Y, out);
   return ag_finish(n, out, rc);
 }
 
-/* gradient passes where lo <= x <= hi */
+/* gradient passes where lo <= x <= hi; saved: x */
+typedef struct {
+  int has[2];      /* a lower bound, an upper bound */
+  double bound[2]; /* lo, hi */
+} clamp_ctx;
+
 static int clamp_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  const clamp_ctx *c = AG_CTX(n, clamp_ctx);
   lab_tensor *x = n->saved[0];
   lab_tensor *mask = lab_tensor_full_on(lab_device_of(x), g->dtype, x->ndim, x->shape, 1.0);
   if (!mask) return -1;
   int rc = 0;
   for (int k = 0; k < 2 && rc == 0; k++) {
-    if (!n->i[k]) continue;
-    lab_tensor *bound = lab_tensor_scalar(LAB_F64, n->d[k]);
+    if (!c->has[k]) continue;
+    lab_tensor *bound = lab_tensor_scalar(LAB_F64, c->bound[k]);
     lab_tensor *ok = bound ? lab_binary(k == 0 ? LAB_GE : LAB_LE, x, bound, g->dtype) : NULL;
     rc = ok ? lab_binary_(LAB_MUL, mask, ok) : -1;
     lab_tensor_release(bound);
@@ -199,25 +212,27 @@ lab_tensor *lab_ad_clamp(lab_tensor *a, double lo, int has_lo, double hi, int ha
   if (!out || !lab_ag_needed(1, &a)) return out;
   lab_node *n = lab_node_new("clamp", clamp_bw, 1, &a);
   if (!n) return ag_drop(out);
-  n->i[0] = has_lo;
-  n->i[1] = has_hi;
-  n->d[0] = lo;
-  n->d[1] = hi;
+  *AG_CTX(n, clamp_ctx) = (clamp_ctx){.has = {has_lo, has_hi}, .bound = {lo, hi}};
   return ag_finish(n, out, lab_node_save(n, 0, a));
 }
 
-/* inputs (cond, a, b); saved[0] cond */
+/* inputs (cond, a, b); saved: cond */
+typedef struct {
+  ag_shape a_shape, b_shape;
+} where_ctx;
+
 static int where_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  const where_ctx *wc = AG_CTX(n, where_ctx);
   lab_tensor *c = n->saved[0];
   lab_tensor *zero = lab_tensor_scalar(g->dtype, 0);
   if (!zero) return -1;
   if (ag_wants(n, 1)) {
     lab_tensor *r = lab_where(c, g, zero);
-    gin[1] = r ? ag_to_input(n, 1, r, (int)n->i[1], &n->i[2]) : NULL;
+    gin[1] = r ? ag_to_input(n, 1, r, &wc->a_shape) : NULL;
   }
   if (ag_wants(n, 2)) {
     lab_tensor *r = lab_where(c, zero, g);
-    gin[2] = r ? ag_to_input(n, 2, r, (int)n->i[10], &n->i[11]) : NULL;
+    gin[2] = r ? ag_to_input(n, 2, r, &wc->b_shape) : NULL;
   }
   lab_tensor_release(zero);
   return (ag_wants(n, 1) && !gin[1]) || (ag_wants(n, 2) && !gin[2]) ? -1 : 0;
@@ -229,7 +244,6 @@ lab_tensor *lab_ad_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   if (!out || !lab_ag_needed(3, in)) return out;
   lab_node *n = lab_node_new("where", where_bw, 3, in);
   if (!n) return ag_drop(out);
-  ag_store_shape(n, 1, a);
-  ag_store_shape(n, 10, b);
+  *AG_CTX(n, where_ctx) = (where_ctx){.a_shape = ag_shape_of(a), .b_shape = ag_shape_of(b)};
   return ag_finish(n, out, lab_node_save(n, 0, cond));
 }

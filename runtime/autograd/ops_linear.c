@@ -30,26 +30,32 @@ static int gemm(const lab_tensor *on, int ta, int tb, int64_t m, int64_t n, int6
   return lab_ops_of(on)->gemm(&g);
 }
 
-/* saved[0] x as [M, K] (contiguous, when W wants a gradient), [1] W [N, K] (contiguous, when
- * x wants one), [2] the pre-activation [M, N] (linear_act); i[0] M, i[1] K, i[2] N, i[3..] x's
- * shape (ndim at i[3]), i[ACT_AT] the activation (linear_act) */
-#define ACT_AT (LAB_NODE_INTS - 1)
+/* saved: x as [M, K] (contiguous, when W wants a gradient), W [N, K] (contiguous, when x
+ * wants one), the pre-activation [M, N] (linear_act) */
+enum { LIN_X, LIN_W, LIN_PRE };
+typedef struct {
+  int64_t M, K, N;      /* x [M, K] (its leading dims folded), W [N, K] */
+  ag_shape x_shape;     /* x as it came, for dx */
+  lab_act_kind kind;    /* the activation (linear_act) */
+} linear_ctx;
 
 /* dx, dW and db from gc, the contiguous gradient of x W^T + b [M, N]; db: the bias gradient
  * when already taken (consumed), NULL to take it here as gc's column sums */
 static int linear_grads(lab_node *n, lab_tensor *gc, lab_tensor *db, lab_tensor **gin) {
-  int64_t M = n->i[0], K = n->i[1], N = n->i[2];
+  const linear_ctx *c = AG_CTX(n, linear_ctx);
+  int64_t M = c->M, K = c->K, N = c->N;
   lab_device dev = lab_device_of(gc);
   lab_dtype ct = gc->dtype;
   int rc = 0;
   if (ag_wants(n, 0)) { /* dx [M, K] = g [M, N] W [N, K] */
-    lab_tensor *dx = N ? lab_tensor_empty_on(dev, ct, (int)n->i[3], &n->i[4]) : lab_tensor_zeros_on(dev, ct, (int)n->i[3], &n->i[4]);
-    if (!dx || gemm(gc, 0, 0, M, K, N, gc, N, n->saved[1], K, 0.0, dx) < 0) rc = -1;
+    const ag_shape *xs = &c->x_shape;
+    lab_tensor *dx = N ? lab_tensor_empty_on(dev, ct, xs->ndim, xs->dims) : lab_tensor_zeros_on(dev, ct, xs->ndim, xs->dims);
+    if (!dx || gemm(gc, 0, 0, M, K, N, gc, N, n->saved[LIN_W], K, 0.0, dx) < 0) rc = -1;
     gin[0] = dx;
   }
   if (rc == 0 && ag_wants(n, 1)) { /* dW [N, K] = g^T [N, M] x [M, K] */
     lab_tensor *dw = M ? lab_tensor_empty_on(dev, ct, 2, (int64_t[]){N, K}) : lab_tensor_zeros_on(dev, ct, 2, (int64_t[]){N, K});
-    if (!dw || gemm(gc, 1, 0, N, K, M, gc, N, n->saved[0], K, 0.0, dw) < 0) rc = -1;
+    if (!dw || gemm(gc, 1, 0, N, K, M, gc, N, n->saved[LIN_X], K, 0.0, dw) < 0) rc = -1;
     gin[1] = dw;
   }
   if (rc == 0 && n->nin > 2 && ag_wants(n, 2)) {
@@ -82,11 +88,12 @@ static int linear_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
 
 /* the activation's backward first: dpre = g act'(pre), with db in the same pass */
 static int linear_act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *gc = grad_in(n, g), *pre = n->saved[2];
+  const linear_ctx *c = AG_CTX(n, linear_ctx);
+  lab_tensor *gc = grad_in(n, g), *pre = n->saved[LIN_PRE];
   if (!gc) return -1;
-  int64_t M = n->i[0], N = n->i[2];
+  int64_t M = c->M, N = c->N;
   lab_dtype ct = gc->dtype;
-  lab_act_kind kind = (lab_act_kind)n->i[ACT_AT];
+  lab_act_kind kind = c->kind;
   const lab_device_ops *ops = lab_ops_of(gc);
   int want_db = n->nin > 2 && ag_wants(n, 2) && ops->act_bwd_bias;
   lab_tensor *dpre = lab_tensor_empty_on(lab_device_of(gc), ct, 2, (int64_t[]){M, N});
@@ -166,27 +173,18 @@ static lab_tensor *linear(lab_tensor *x, lab_tensor *w, lab_tensor *b, int act, 
   int nin = b ? 3 : 2;
   if (rc == 0 && lab_ag_needed(nin, in)) {
     lab_node *n = lab_node_new(op, act ? linear_act_bw : linear_bw, nin, in);
-    if (!n) {
-      y = ag_drop(y);
-    } else {
-      n->i[0] = M;
-      n->i[1] = K;
-      n->i[2] = N;
-      ag_store_shape(n, 3, x);
-      n->i[ACT_AT] = kind;
-      int src = 0;
-      if (ag_wants(n, 1)) src |= lab_node_save(n, 0, xc);
-      if (ag_wants(n, 0)) src |= lab_node_save(n, 1, wc);
-      if (act) src |= lab_node_save(n, 2, pre);
-      y = ag_finish(n, y, src);
+    int src = 0;
+    if (n) {
+      *AG_CTX(n, linear_ctx) = (linear_ctx){.M = M, .K = K, .N = N, .x_shape = ag_shape_of(x), .kind = kind};
+      if (ag_wants(n, 1)) src |= lab_node_save(n, LIN_X, xc);
+      if (ag_wants(n, 0)) src |= lab_node_save(n, LIN_W, wc);
+      if (act) src |= lab_node_save(n, LIN_PRE, pre);
     }
+    y = ag_finish(n, y, src);
   } else if (rc < 0) {
-    lab_tensor_release(y);
-    y = NULL;
+    y = ag_drop(y);
   }
-  lab_tensor_release(pre);
-  lab_tensor_release(xc);
-  lab_tensor_release(wc);
+  ag_release_all(3, (lab_tensor *[]){pre, xc, wc});
   return y;
 }
 

@@ -60,16 +60,21 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, const 
 
 /* ---- embedding ---- */
 
-/* saved[0] ids (i64); i[0..1] weight shape */
+enum { EMB_IDS }; /* saved: the ids (i64, contiguous) */
+typedef struct {
+  int64_t weight_shape[2]; /* [vocab, dim] */
+} embedding_ctx;
+
 static int embedding_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *ids = n->saved[0];
+  const embedding_ctx *c = AG_CTX(n, embedding_ctx);
+  lab_tensor *ids = n->saved[EMB_IDS];
   lab_tensor *gc = ct_of(g);
-  lab_tensor *dw = gc ? lab_tensor_zeros_on(lab_device_of(gc), gc->dtype, 2, &n->i[0]) : NULL;
+  lab_tensor *dw = gc ? lab_tensor_zeros_on(lab_device_of(gc), gc->dtype, 2, c->weight_shape) : NULL;
   if (!dw) {
     lab_tensor_release(gc);
     return -1;
   }
-  lab_ops_of(gc)->embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), n->i[1]);
+  lab_ops_of(gc)->embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), c->weight_shape[1]);
   lab_tensor_release(gc);
   gin[0] = ag_cast(dw, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -106,20 +111,26 @@ lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
     lab_tensor_release(ids);
     return ag_drop(out);
   }
-  n->i[0] = weight->shape[0];
-  n->i[1] = weight->shape[1];
-  int rc = lab_node_save(n, 0, ids);
+  *AG_CTX(n, embedding_ctx) = (embedding_ctx){.weight_shape = {weight->shape[0], weight->shape[1]}};
+  int rc = lab_node_save(n, EMB_IDS, ids);
   lab_tensor_release(ids);
   return ag_finish(n, out, rc);
 }
 
 /* ---- layer norm and RMS norm ---- */
 
-/* saved[0] x (ct), [1] w (ct) or NULL, [2] mean, [3] rstd; i[0] rows, i[1] D, i[2] rms */
+/* saved: x and w (or NULL) in the compute type, the rows' mean (layer norm) and 1/std */
+enum { NORM_X, NORM_W, NORM_MEAN, NORM_RSTD };
+typedef struct {
+  int64_t rows, D; /* x as [rows, D] */
+  int rms;         /* RMS norm (no mean, no bias) */
+} norm_ctx;
+
 static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *x = n->saved[0], *w = n->saved[1];
-  int64_t rows = n->i[0], D = n->i[1];
-  int rms = (int)n->i[2];
+  const norm_ctx *c = AG_CTX(n, norm_ctx);
+  lab_tensor *x = n->saved[NORM_X], *w = n->saved[NORM_W], *mean = n->saved[NORM_MEAN], *rstd = n->saved[NORM_RSTD];
+  int64_t rows = c->rows, D = c->D;
+  int rms = c->rms;
   lab_dtype ct = x->dtype;
   lab_tensor *gc = lab_to_dtype(g, ct), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
@@ -130,11 +141,11 @@ static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *dw = (w && ag_wants(n, 1)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
   lab_tensor *db = (!rms && n->nin > 2 && ag_wants(n, 2)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
   if (rms)
-    ops->rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[3]),
+    ops->rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(rstd),
                      dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL, rows, D);
   else
-    ops->layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(n->saved[2]),
-                       lab_data(n->saved[3]), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
+    ops->layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(mean),
+                       lab_data(rstd), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
                        db ? lab_data(db) : NULL, rows, D);
   lab_tensor_release(gcc);
   if (dx) gin[0] = ag_cast(dx, n->in_dtype[0]);
@@ -180,23 +191,15 @@ static lab_tensor *norm(const char *op, lab_tensor *x, lab_tensor *w, lab_tensor
   int nin = rms ? 2 : 3;
   if (out && lab_ag_needed(nin, in)) {
     lab_node *n = lab_node_new(op, norm_bw, nin, in);
-    if (!n) {
-      out = ag_drop(out);
-    } else {
-      n->i[0] = rows;
-      n->i[1] = D;
-      n->i[2] = rms;
-      int rc = lab_node_save(n, 0, xc) | lab_node_save(n, 2, mean) | lab_node_save(n, 3, rstd);
-      if (wc) rc |= lab_node_save(n, 1, wc);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, norm_ctx) = (norm_ctx){.rows = rows, .D = D, .rms = rms};
+      rc = lab_node_save(n, NORM_X, xc) | lab_node_save(n, NORM_MEAN, mean) | lab_node_save(n, NORM_RSTD, rstd);
+      if (wc) rc |= lab_node_save(n, NORM_W, wc);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(xc);
-  lab_tensor_release(wc);
-  lab_tensor_release(bc);
-  lab_tensor_release(y);
-  lab_tensor_release(mean);
-  lab_tensor_release(rstd);
+  ag_release_all(6, (lab_tensor *[]){xc, wc, bc, y, mean, rstd});
   return out;
 }
 
@@ -208,13 +211,18 @@ lab_tensor *lab_ad_rms_norm(lab_tensor *x, lab_tensor *w, double eps) { return n
 
 /* ---- activations ---- */
 
-/* saved[0] x (ct); i[0] kind */
+enum { ACT_X }; /* saved: x in the compute type */
+typedef struct {
+  lab_act_kind kind;
+} act_ctx;
+
 static int act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *x = n->saved[0];
+  const act_ctx *c = AG_CTX(n, act_ctx);
+  lab_tensor *x = n->saved[ACT_X];
   lab_tensor *gc = lab_to_dtype(g, x->dtype), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
   lab_tensor *dx = gcc ? lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim, x->shape) : NULL;
-  if (dx) lab_ops_of(x)->act_bwd(x->dtype, (lab_act_kind)n->i[0], lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
+  if (dx) lab_ops_of(x)->act_bwd(x->dtype, c->kind, lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
   lab_tensor_release(gcc);
   gin[0] = ag_cast(dx, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -229,11 +237,8 @@ static lab_tensor *activation(const char *op, lab_tensor *x, lab_act_kind kind) 
   lab_tensor_release(y);
   if (out && lab_ag_needed(1, &x)) {
     lab_node *n = lab_node_new(op, act_bw, 1, &x);
-    if (!n) out = ag_drop(out);
-    else {
-      n->i[0] = kind;
-      out = ag_finish(n, out, lab_node_save(n, 0, xc));
-    }
+    if (n) *AG_CTX(n, act_ctx) = (act_ctx){.kind = kind};
+    out = ag_finish(n, out, n ? lab_node_save(n, ACT_X, xc) : 0);
   }
   lab_tensor_release(xc);
   return out;
@@ -246,9 +251,10 @@ lab_tensor *lab_ad_silu(lab_tensor *x) { return activation("silu", x, LAB_ACT_SI
 
 /* ---- dropout ---- */
 
-/* saved[0] the scaled keep mask (0 or 1/(1-p)) in the input's dtype */
+enum { DROPOUT_MASK }; /* saved: the scaled keep mask (0 or 1/(1-p)) in the input's dtype */
+
 static int dropout_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *r = lab_binary(LAB_MUL, g, n->saved[0], -1);
+  lab_tensor *r = lab_binary(LAB_MUL, g, n->saved[DROPOUT_MASK], -1);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
 }
@@ -273,7 +279,7 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
   lab_tensor *out = mask ? lab_binary(LAB_MUL, x, mask, -1) : NULL;
   if (out && lab_ag_needed(1, &x)) {
     lab_node *n = lab_node_new("dropout", dropout_bw, 1, &x);
-    out = n ? ag_finish(n, out, lab_node_save(n, 0, mask)) : ag_drop(out);
+    out = n ? ag_finish(n, out, lab_node_save(n, DROPOUT_MASK, mask)) : ag_drop(out);
   }
   lab_tensor_release(mask);
   return out;
@@ -281,19 +287,28 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
 
 /* ---- cross-entropy ---- */
 
-/* saved[0] logits (ct, [N, C]), [1] targets (i64), [2] lse; i[0] N, i[1] C, i[2] ignore,
- * i[3] count; d[0] smoothing; i[4..] the logits' original shape */
+/* saved: the logits (compute type, [N, C]), the targets (i64) and each row's log-sum-exp */
+enum { XENT_LOGITS, XENT_TARGETS, XENT_LSE };
+typedef struct {
+  int64_t N, C;
+  int64_t ignore_index;
+  int64_t count; /* targets that were not ignored: the mean's divisor */
+  double label_smoothing;
+  ag_shape logits_shape; /* before the fold to [N, C] */
+} xent_ctx;
+
 static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *x = n->saved[0];
-  int64_t N = n->i[0], C = n->i[1];
+  const xent_ctx *c = AG_CTX(n, xent_ctx);
+  lab_tensor *x = n->saved[XENT_LOGITS];
+  int64_t N = c->N, C = c->C;
   double gv;
   if (lab_item_f64(g, &gv) < 0) return -1;
-  double scale = gv / (double)(n->i[3] ? n->i[3] : 1);
+  double scale = gv / (double)(c->count ? c->count : 1);
   lab_tensor *dx = lab_tensor_empty_on(lab_device_of(x), x->dtype, 2, (int64_t[]){N, C});
   if (!dx) return -1;
-  lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[1]), lab_data(n->saved[2]), lab_data(dx), N, C,
-                        n->i[2], n->d[0], scale);
-  lab_tensor *r = lab_view(dx, (int)n->i[4], &n->i[5]);
+  lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[XENT_TARGETS]), lab_data(n->saved[XENT_LSE]),
+                          lab_data(dx), N, C, c->ignore_index, c->label_smoothing, scale);
+  lab_tensor *r = lab_view(dx, c->logits_shape.ndim, c->logits_shape.dims);
   lab_tensor_release(dx);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -343,21 +358,14 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
   }
   if (out && lab_ag_needed(1, &logits)) {
     lab_node *n = lab_node_new(op, xent_bw, 1, &logits);
-    if (!n) out = ag_drop(out);
-    else {
-      n->i[0] = N;
-      n->i[1] = C;
-      n->i[2] = ignore_index;
-      n->i[3] = count;
-      n->d[0] = label_smoothing;
-      ag_store_shape(n, 4, logits);
-      int rc = lab_node_save(n, 0, xc) | lab_node_save(n, 1, tg) | lab_node_save(n, 2, lse);
-      out = ag_finish(n, out, rc);
+    int rc = 0;
+    if (n) {
+      *AG_CTX(n, xent_ctx) = (xent_ctx){.N = N, .C = C, .ignore_index = ignore_index, .count = count,
+                                          .label_smoothing = label_smoothing, .logits_shape = ag_shape_of(logits)};
+      rc = lab_node_save(n, XENT_LOGITS, xc) | lab_node_save(n, XENT_TARGETS, tg) | lab_node_save(n, XENT_LSE, lse);
     }
+    out = ag_finish(n, out, rc);
   }
-  lab_tensor_release(tg);
-  lab_tensor_release(xc);
-  lab_tensor_release(loss);
-  lab_tensor_release(lse);
+  ag_release_all(4, (lab_tensor *[]){tg, xc, loss, lse});
   return out;
 }

@@ -10,9 +10,14 @@
 #include "ops.h"
 #include "util.h"
 
-/* i[0..8] input ndim + shape */
+/* view, reshape, (un)squeeze and expand: the input's shape */
+typedef struct {
+  ag_shape in;
+} shape_ctx;
+
 static int reshape_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *r = lab_reshape(g, (int)n->i[0], &n->i[1]);
+  const shape_ctx *c = AG_CTX(n, shape_ctx);
+  lab_tensor *r = lab_reshape(g, c->in.ndim, c->in.dims);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
 }
@@ -21,7 +26,7 @@ static lab_tensor *record_reshape(const char *name, lab_tensor *t, lab_tensor *o
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new(name, reshape_bw, 1, &t);
   if (!n) return ag_drop(out);
-  ag_store_shape(n, 0, t);
+  *AG_CTX(n, shape_ctx) = (shape_ctx){.in = ag_shape_of(t)};
   return ag_finish(n, out, 0);
 }
 
@@ -34,10 +39,15 @@ lab_tensor *lab_ad_reshape(lab_tensor *t, int ndim, const int64_t *shape) {
 lab_tensor *lab_ad_unsqueeze(lab_tensor *t, int dim) { return record_reshape("unsqueeze", t, lab_unsqueeze(t, dim)); }
 lab_tensor *lab_ad_squeeze(lab_tensor *t, int dim) { return record_reshape("squeeze", t, lab_squeeze(t, dim)); }
 
-/* i[0..] the permutation applied; backward applies its inverse */
+/* the permutation applied; backward applies its inverse */
+typedef struct {
+  int perm[LAB_MAX_DIMS];
+} permute_ctx;
+
 static int permute_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
+  const permute_ctx *c = AG_CTX(n, permute_ctx);
   int inv[LAB_MAX_DIMS];
-  for (int d = 0; d < g->ndim; d++) inv[n->i[d]] = d;
+  for (int d = 0; d < g->ndim; d++) inv[c->perm[d]] = d;
   lab_tensor *r = lab_permute(g, inv);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -47,7 +57,8 @@ static lab_tensor *record_permute(lab_tensor *t, lab_tensor *out, const int *per
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("permute", permute_bw, 1, &t);
   if (!n) return ag_drop(out);
-  for (int d = 0; d < t->ndim; d++) n->i[d] = perm[d];
+  permute_ctx *c = AG_CTX(n, permute_ctx);
+  for (int d = 0; d < t->ndim; d++) c->perm[d] = perm[d];
   return ag_finish(n, out, 0);
 }
 
@@ -65,7 +76,6 @@ lab_tensor *lab_ad_transpose(lab_tensor *t, int d0, int d1) {
 }
 
 /* narrow/select: the gradient lands in a zero tensor of the input's shape.
- * i[0..8] input shape, i[9] dim, i[10] start, i[11] length (-1: select)
  * A tensor split into parts (q, k, v out of one projection) sends one such gradient per part
  * to the same producer: each a zero-filled full-size tensor, added into the producer's pending
  * gradient one after another (at the GPT's qkv, three memsets and two adds of [B, T, 3C] per
@@ -73,19 +83,30 @@ lab_tensor *lab_ad_transpose(lab_tensor *t, int d0, int d1) {
  * that only the engine references (its tensor and storage each held once, no autograd of its
  * own, contiguous), this part's gradient is added into its slot there instead and nothing is
  * sent: the first part still allocates, the others add their third where they added it all. */
+typedef struct {
+  ag_shape in;
+  int dim;
+  int64_t start, length; /* length -1: select the index `start` */
+} slice_ctx;
+
+/* the slice of t (a tensor of the input's shape) that the node's output was */
+static lab_tensor *slice_of(const slice_ctx *c, lab_tensor *t) {
+  return c->length < 0 ? lab_select(t, c->dim, c->start) : lab_narrow(t, c->dim, c->start, c->length);
+}
+
 static int slice_into_pending(lab_node *n, lab_tensor *g) {
+  const slice_ctx *c = AG_CTX(n, slice_ctx);
   lab_node *to = n->next[0].node;
   lab_tensor *p = to ? to->pending : NULL;
   /* contiguous: a gradient that is a broadcast view (stride 0) has elements sharing memory
    * and must not be written through */
   if (!p || p->refcount != 1 || p->storage->refcount != 1 || p->ag || !lab_is_contiguous(p) ||
-      p->dtype != g->dtype || p->dtype != (lab_dtype)n->in_dtype[0] || p->ndim != (int)n->i[0] ||
+      p->dtype != g->dtype || p->dtype != (lab_dtype)n->in_dtype[0] || p->ndim != c->in.ndim ||
       lab_device_of(p).type != lab_device_of(g).type || lab_device_of(p).index != lab_device_of(g).index)
     return 0;
   for (int d = 0; d < p->ndim; d++)
-    if (p->shape[d] != n->i[1 + d]) return 0;
-  int dim = (int)n->i[9];
-  lab_tensor *slot = n->i[11] < 0 ? lab_select(p, dim, n->i[10]) : lab_narrow(p, dim, n->i[10], n->i[11]);
+    if (p->shape[d] != c->in.dims[d]) return 0;
+  lab_tensor *slot = slice_of(c, p);
   int rc = slot ? lab_binary_(LAB_ADD, slot, g) : -1;
   lab_tensor_release(slot);
   return rc < 0 ? -1 : 1;
@@ -94,10 +115,10 @@ static int slice_into_pending(lab_node *n, lab_tensor *g) {
 static int slice_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   int done = slice_into_pending(n, g);
   if (done != 0) return done < 0 ? -1 : 0;
-  lab_tensor *z = lab_tensor_zeros_on(lab_device_of(g), (lab_dtype)n->in_dtype[0], (int)n->i[0], &n->i[1]);
+  const slice_ctx *c = AG_CTX(n, slice_ctx);
+  lab_tensor *z = lab_tensor_zeros_on(lab_device_of(g), (lab_dtype)n->in_dtype[0], c->in.ndim, c->in.dims);
   if (!z) return -1;
-  int dim = (int)n->i[9];
-  lab_tensor *slot = n->i[11] < 0 ? lab_select(z, dim, n->i[10]) : lab_narrow(z, dim, n->i[10], n->i[11]);
+  lab_tensor *slot = slice_of(c, z);
   int rc = slot ? lab_copy_(slot, g) : -1;
   lab_tensor_release(slot);
   if (rc < 0) {
@@ -112,10 +133,7 @@ static lab_tensor *record_slice(const char *name, lab_tensor *t, lab_tensor *out
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new(name, slice_bw, 1, &t);
   if (!n) return ag_drop(out);
-  ag_store_shape(n, 0, t);
-  n->i[9] = dim;
-  n->i[10] = start;
-  n->i[11] = len;
+  *AG_CTX(n, slice_ctx) = (slice_ctx){.in = ag_shape_of(t), .dim = dim, .start = start, .length = len};
   return ag_finish(n, out, 0);
 }
 
@@ -128,7 +146,7 @@ lab_tensor *lab_ad_select(lab_tensor *t, int dim, int64_t index) {
 
 /* expand: sum the gradient back over the expanded dims */
 static int expand_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  gin[0] = ag_to_input(n, 0, ag_ref(g), (int)n->i[0], &n->i[1]);
+  gin[0] = ag_to_input(n, 0, ag_ref(g), &AG_CTX(n, shape_ctx)->in);
   return gin[0] ? 0 : -1;
 }
 
@@ -137,7 +155,7 @@ lab_tensor *lab_ad_expand(lab_tensor *t, int ndim, const int64_t *shape) {
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("expand", expand_bw, 1, &t);
   if (!n) return ag_drop(out);
-  ag_store_shape(n, 0, t);
+  *AG_CTX(n, shape_ctx) = (shape_ctx){.in = ag_shape_of(t)};
   return ag_finish(n, out, 0);
 }
 
@@ -164,9 +182,13 @@ lab_tensor *lab_ad_to_dtype(lab_tensor *t, lab_dtype dt) {
   return record_identity("to", t, lab_to_dtype(t, dt));
 }
 
-/* to(device): the gradient goes back to the input's device. i[0] device type, i[1] index */
+/* to(device): the gradient goes back to the input's device */
+typedef struct {
+  lab_device from;
+} to_device_ctx;
+
 static int to_device_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  lab_tensor *back = lab_to_device(g, (lab_device){(lab_device_type)n->i[0], (int)n->i[1]});
+  lab_tensor *back = lab_to_device(g, AG_CTX(n, to_device_ctx)->from);
   gin[0] = back ? ag_cast(back, n->in_dtype[0]) : NULL;
   return gin[0] ? 0 : -1;
 }
@@ -178,14 +200,17 @@ lab_tensor *lab_ad_to_device(lab_tensor *t, lab_device dev) {
   if (!out || !lab_ag_needed(1, &t)) return out;
   lab_node *n = lab_node_new("to", to_device_bw, 1, &t);
   if (!n) return ag_drop(out);
-  n->i[0] = from.type;
-  n->i[1] = from.index;
+  *AG_CTX(n, to_device_ctx) = (to_device_ctx){.from = from};
   return ag_finish(n, out, 0);
 }
 
-/* cat: input k gets its slice of the gradient. i[0] dim, i[1..] each input's length */
+/* cat: input k gets its slice of the gradient; the node owns (ctx) each input's length */
+typedef struct {
+  int dim;
+} cat_ctx;
+
 static int cat_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
-  int dim = (int)n->i[0];
+  int dim = AG_CTX(n, cat_ctx)->dim;
   int64_t *lens = n->ctx;
   int64_t at = 0;
   for (int k = 0; k < n->nin; k++) {
@@ -210,7 +235,7 @@ static lab_tensor *record_cat(int n, lab_tensor **ts, int dim, lab_tensor *out) 
     return ag_drop(out);
   }
   for (int k = 0; k < n; k++) lens[k] = ts[k]->shape[dim];
-  node->i[0] = dim;
+  *AG_CTX(node, cat_ctx) = (cat_ctx){.dim = dim};
   node->ctx = lens;
   node->free_ctx = free;
   return ag_finish(node, out, 0);

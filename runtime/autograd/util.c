@@ -1,4 +1,7 @@
 /* Helpers for writing backward functions compactly. */
+#include <string.h>
+
+#include "../reduce.h"
 #include "util.h"
 
 lab_tensor *ag_drop(lab_tensor *out) {
@@ -7,7 +10,7 @@ lab_tensor *ag_drop(lab_tensor *out) {
 }
 
 lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc) {
-  if (rc != 0) {
+  if (!n || rc != 0) {
     lab_node_release(n);
     return ag_drop(out);
   }
@@ -15,9 +18,10 @@ lab_tensor *ag_finish(lab_node *n, lab_tensor *out, int rc) {
   return out;
 }
 
-void ag_store_shape(lab_node *n, int at, const lab_tensor *t) {
-  n->i[at] = t->ndim;
-  for (int d = 0; d < t->ndim && at + 1 + d < LAB_NODE_INTS; d++) n->i[at + 1 + d] = t->shape[d];
+ag_shape ag_shape_of(const lab_tensor *t) {
+  ag_shape s = {.ndim = t->ndim};
+  memcpy(s.dims, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  return s;
 }
 
 lab_tensor *ag_cast(lab_tensor *r, int dtype) {
@@ -27,9 +31,9 @@ lab_tensor *ag_cast(lab_tensor *r, int dtype) {
   return c;
 }
 
-lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, int ndim, const int64_t *shape) {
+lab_tensor *ag_to_input(lab_node *n, int i, lab_tensor *r, const ag_shape *shape) {
   if (!r) return NULL;
-  lab_tensor *s = lab_sum_to_shape(r, ndim, shape);
+  lab_tensor *s = lab_sum_to_shape(r, shape->ndim, shape->dims);
   lab_tensor_release(r);
   return ag_cast(s, i < 8 ? n->in_dtype[i] : -1);
 }
@@ -65,4 +69,22 @@ lab_tensor *ag_sign(lab_tensor *x) {
   lab_tensor_release(pos);
   lab_tensor_release(neg);
   return sign;
+}
+
+lab_tensor *lab_sum_to_shape(lab_tensor *g, int ndim, const int64_t *shape) {
+  lab_tensor_retain(g);
+  /* leading dims that the operand did not have */
+  while (g->ndim > ndim) {
+    lab_tensor *s = lab_reduction(LAB_R_SUM, g, 0, 0, 0);
+    lab_tensor_release(g);
+    if (!(g = s)) return NULL;
+  }
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1 && g->shape[d] != 1) {
+      lab_tensor *s = lab_reduction(LAB_R_SUM, g, d, 1, 0);
+      lab_tensor_release(g);
+      if (!(g = s)) return NULL;
+    }
+  }
+  return g;
 }

@@ -1,5 +1,5 @@
 -- Docstrings of lab.autograd (help(lab.autograd.backward)): "signature: one line". Bound in
--- lua/l_autograd.c; gradcheck in lua/lab/autograd.lua. The dist ones take (x[, {group=, dim=}]).
+-- lua/l_autograd.c (its dist table in l_autograd_dist.c); gradcheck in lua/lab/autograd.lua. The dist ones take (x[, {group=, dim=}]).
 return {
   backward = "lab.autograd.backward(t[, grad][, {retain_graph=}]): backpropagates from t, as t:backward()",
   Function = "lab.autograd.Function{forward=, backward=} -> F: a custom op; F(...) runs forward and records backward",

@@ -1,5 +1,6 @@
 -- Docstrings of the functions directly in lab (help(lab.zeros), ?lab.zeros): "signature: one line".
--- The C ones are bound in lua/l_create.c, l_tensor_ops.c, l_autograd.c, l_device.c, l_lab.c;
+-- The C ones are bound in lua/l_create.c, l_tensor_ops.c, l_nn_ops.c, l_grad_mode.c, l_npy.c,
+-- l_device.c, l_lab.c;
 -- the Lua ones in lua/lab/init.lua. tests/lua/single/test_docstrings.lua checks each has one.
 return {
   tensor = "lab.tensor(data[, {dtype=, device=, requires_grad=}]) -> tensor: a tensor from a number or nested table",

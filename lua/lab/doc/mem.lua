@@ -1,4 +1,4 @@
--- Docstrings of lab.mem (help(lab.mem.stats)): bound in lua/l_mem.c and l_nn_support.c (tag);
+-- Docstrings of lab.mem (help(lab.mem.stats)): bound in lua/l_mem.c;
 -- estimate and report in lua/lab/mem.lua.
 return {
   stats = "lab.mem.stats([device]) -> {current=, peak=, tags={param=, grad=, ...}, cached=, device=}: bytes by category",

@@ -1,7 +1,4 @@
-/* C support for lab.nn and lab.optim: the fused AdamW step, memory tags for parameters
- * and optimizer state, and .npy import/export. */
-#include <string.h>
-
+/* lab._optim_c: the fused AdamW steps that lab.optim (lua/lab/optim.lua) runs. */
 #include "lab_lua.h"
 #include "runtime/lab.h"
 
@@ -79,99 +76,9 @@ static int l_adamw_multi(lua_State *L) {
   return 0;
 }
 
-/* lab.mem.tag(t, 'param' | 'grad' | 'optimizer' | 'activation' | 'comm' | 'other') */
-static int l_tag(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
-  const char *name = luaL_checkstring(L, 2);
-  for (int i = 0; i < LAB_MEM_NTAGS; i++)
-    if (strcmp(name, lab_mem_tag_name((lab_mem_tag)i)) == 0) {
-      lab_storage_set_tag(t->storage, (lab_mem_tag)i);
-      lua_settop(L, 1);
-      return 1;
-    }
-  return ll_error(L, "mem.tag: unknown tag '%s' (param, grad, optimizer, activation, comm, other)", name);
-}
-
-/* lab._rebind(t, flat, offset): t becomes a contiguous view of flat's storage starting at
- * element offset (1-based), keeping its identity (autograd leaf, hooks, Lua references):
- * how ZeRO makes every parameter a window into one flat buffer. Values are copied over. */
-static int l_rebind(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1), *flat = ll_check_tensor(L, 2);
-  lua_Integer off = luaL_checkinteger(L, 3) - 1;
-  if (t->dtype != flat->dtype || !lab_is_contiguous(flat) || off < 0 || off + lab_numel(t) > lab_numel(flat))
-    return ll_error(L, "rebind: a %s tensor of %lld elements does not fit at %lld in a %s buffer of %lld",
-                    lab_dtype_name(t->dtype), (long long)lab_numel(t), (long long)off + 1,
-                    lab_dtype_name(flat->dtype), (long long)lab_numel(flat));
-  lab_tensor *old = lab_alias(t); /* keeps the old values readable during the copy */
-  if (!old) return ll_runtime_error(L);
-  lab_storage_retain(flat->storage);
-  lab_storage_release(t->storage);
-  t->storage = flat->storage;
-  t->offset = flat->offset + off;
-  int64_t s = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    t->stride[d] = s;
-    s *= t->shape[d];
-  }
-  int rc = lab_copy_(t, old);
-  lab_tensor_release(old);
-  ll_check_rc(L, rc);
-  return 0;
-}
-
-/* lab._release_data(t) frees t's storage memory while every view and saved alias keeps
- * pointing at the storage object; lab._restore_data(t) allocates it again (contents
- * undefined). ZeRO-3 holds a layer's full parameters only while it computes. */
-static lab_tensor *raw_tensor(lua_State *L, int idx) {
-  lab_tensor **box = luaL_checkudata(L, idx, LAB_TENSOR_MT);
-  if (!*box) ll_error(L, "tensor argument %d was already closed", idx);
-  return *box;
-}
-
-static int l_release_data(lua_State *L) {
-  lab_tensor *t = raw_tensor(L, 1);
-  lab_storage_release_data(t->storage);
-  return 0;
-}
-
-static int l_restore_data(lua_State *L) {
-  lab_tensor *t = raw_tensor(L, 1);
-  ll_check_rc(L, lab_storage_restore_data(t->storage));
-  return 0;
-}
-
-static int l_load_npy(lua_State *L) {
-  ll_push_tensor(L, lab_npy_load(luaL_checkstring(L, 1)));
-  return 1;
-}
-
-static int m_save_npy(lua_State *L) {
-  ll_check_rc(L, lab_npy_save(ll_check_tensor(L, 1), luaL_checkstring(L, 2)));
-  return 0;
-}
-
-void ll_register_nn_support(lua_State *L) {
-  lua_pushcfunction(L, l_load_npy);
-  lua_setfield(L, -2, "load_npy");
-  lua_pushcfunction(L, l_rebind);
-  lua_setfield(L, -2, "_rebind");
-  lua_pushcfunction(L, l_release_data);
-  lua_setfield(L, -2, "_release_data");
-  lua_pushcfunction(L, l_restore_data);
-  lua_setfield(L, -2, "_restore_data");
-  lua_getfield(L, -1, "mem");
-  lua_pushcfunction(L, l_tag);
-  lua_setfield(L, -2, "tag");
-  lua_pop(L, 1);
+void ll_register_optim(lua_State *L) {
+  static const luaL_Reg funcs[] = {{"adamw_step", l_adamw_step}, {"adamw_multi", l_adamw_multi}, {NULL, NULL}};
   lua_newtable(L);
-  lua_pushcfunction(L, l_adamw_step);
-  lua_setfield(L, -2, "adamw_step");
-  lua_pushcfunction(L, l_adamw_multi);
-  lua_setfield(L, -2, "adamw_multi");
+  luaL_setfuncs(L, funcs, 0);
   lua_setfield(L, -2, "_optim_c");
-  luaL_getmetatable(L, LAB_TENSOR_MT);
-  lua_getfield(L, -1, "methods");
-  lua_pushcfunction(L, m_save_npy);
-  lua_setfield(L, -2, "save_npy");
-  lua_pop(L, 2);
 }
