@@ -40,3 +40,18 @@ int lab_mpi_post(MPI_Comm comm, const lab_post *p, const void *send, void *recv,
     return MPI_ERR_OTHER;
   }
 }
+
+int lab_mpi_post_extent(const lab_post *p, int size, int64_t *send, int64_t *recv) {
+  int64_t one = p->count, all = one * size;
+  switch (p->kind) {
+  case LAB_OP_ALL_REDUCE:
+  case LAB_OP_BROADCAST: *send = one, *recv = one; return 1; /* in place: the normal path passes one buffer */
+  case LAB_OP_REDUCE: *send = one, *recv = one; return 0;
+  case LAB_OP_ALL_GATHER:
+  case LAB_POST_EXCHANGE: *send = one, *recv = all; return 0;
+  case LAB_OP_REDUCE_SCATTER: *send = all, *recv = one; return 0;
+  case LAB_OP_ALL_TO_ALL: *send = all, *recv = all; return 0;
+  case LAB_OP_BARRIER: *send = 0, *recv = 0; return 0;
+  default: return -1;
+  }
+}

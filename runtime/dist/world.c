@@ -11,7 +11,7 @@
 #include "control.h"
 #include "control_relay.h"
 #include "control_settings.h"
-#include "dist.h"
+#include "group.h"
 #include "mpi_backend.h"
 
 static int world_rank, world_size, local_rank, local_size = 1;
