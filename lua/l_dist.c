@@ -139,6 +139,16 @@ static void no_extra_args(lua_State *L, int npos, int opts, const char *op) {
            "argument, e.g. %s(t, {group = g})", op, npos + 1, what, op);
 }
 
+/* The options table of a collective with npos positional arguments, the root at argument 2
+ * (named root_name: "src", "dst"; default 0) and async, read in that order. */
+static int rooted_args(lua_State *L, int npos, const char *op, const char *root_name, int *root, int *async) {
+  int opts = ll_options_index(L);
+  no_extra_args(L, npos, opts, op);
+  *root = ll_opt_int(L, 2, 0, op, root_name);
+  *async = opt_async(L, opts);
+  return opts;
+}
+
 /* all_reduce(t[, op][, {op=, group=, async=}]) */
 static int l_all_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -155,10 +165,7 @@ static int l_all_reduce(lua_State *L) {
 /* broadcast(t, src[, opts]) */
 static int l_broadcast(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "broadcast");
-  int src = ll_opt_int(L, 2, 0, "broadcast", "src");
-  int async = opt_async(L, opts);
+  int src, async, opts = rooted_args(L, 2, "broadcast", "src", &src, &async);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_broadcast(ll_opt_group(L, opts), t, src, async ? &w : NULL);
@@ -168,11 +175,8 @@ static int l_broadcast(lua_State *L) {
 /* reduce(t, dst[, op][, opts]) */
 static int l_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 3, opts, "reduce");
-  int dst = ll_opt_int(L, 2, 0, "reduce", "dst");
+  int dst, async, opts = rooted_args(L, 3, "reduce", "dst", &dst, &async);
   lab_redop op = opt_redop(L, 3, opts, "reduce");
-  int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_reduce(ll_opt_group(L, opts), t, op, dst, async ? &w : NULL);
@@ -191,20 +195,41 @@ static int l_all_gather_into_tensor(lua_State *L) {
   return done(L, rc, w, async, 1, 0);
 }
 
-/* Copies the pieces of a gathered buffer (upvalue 1) into the list (upvalue 2). */
-static int scatter_gathered(lua_State *L) {
+/* Copies between the blocks of a tensor (upvalue 1) and the tensors of a list (upvalue 2):
+ * into the list (a gather's result), or into the blocks when upvalue 3 is true (a scatter's
+ * input). */
+static int copy_blocks(lua_State *L) {
   lab_tensor *buf = ll_check_tensor(L, lua_upvalueindex(1));
+  int to_blocks = lua_toboolean(L, lua_upvalueindex(3));
   int n = (int)lua_rawlen(L, lua_upvalueindex(2));
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, lua_upvalueindex(2), i + 1);
-    lab_tensor *dst = ll_check_tensor(L, -1);
+    lab_tensor *t = ll_check_tensor(L, -1);
     lab_tensor *piece = lab_select(buf, 0, i);
-    int rc = piece ? lab_copy_(dst, piece) : -1;
+    int rc = piece ? (to_blocks ? lab_copy_(piece, t) : lab_copy_(t, piece)) : -1;
     lab_tensor_release(piece);
     ll_check_rc(L, rc);
     lua_pop(L, 1);
   }
   return 0;
+}
+
+/* pushes copy_blocks over the tensor at buf and the list at list */
+static void push_copy_blocks(lua_State *L, int buf, int list, int to_blocks) {
+  lua_pushvalue(L, buf);
+  lua_pushvalue(L, list);
+  lua_pushboolean(L, to_blocks);
+  lua_pushcclosure(L, copy_blocks, 3);
+}
+
+/* A tensor of n blocks shaped like t, [n, ...t's shape] on t's device, pushed. */
+static lab_tensor *blocks_like(lua_State *L, lab_tensor *t, int n) {
+  int64_t shape[LAB_MAX_DIMS + 1] = {n};
+  memcpy(shape + 1, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  lab_tensor *buf = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim + 1, shape);
+  if (!buf) ll_runtime_error(L);
+  ll_push_tensor(L, buf);
+  return buf;
 }
 
 /* all_gather(list, t[, opts]) fills list[1..size] (creating tensors where missing), or
@@ -223,11 +248,7 @@ static int l_all_gather(lua_State *L) {
   lab_group *g = ll_opt_group(L, opts);
   if (g->rank < 0) return ll_error(L, "all_gather: this rank is not a member of %s", g->name);
   int async = opt_async(L, opts);
-  int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
-  memcpy(shape + 1, in->shape, sizeof(int64_t) * (size_t)in->ndim);
-  lab_tensor *buf = lab_tensor_empty_on(lab_device_of(in), in->dtype, in->ndim + 1, shape);
-  if (!buf) return ll_runtime_error(L);
-  ll_push_tensor(L, buf);
+  lab_tensor *buf = blocks_like(L, in, g->size);
   int buf_idx = lua_gettop(L);
   for (int i = 1; i <= g->size; i++) { /* the list's tensors, checked before communicating */
     lua_rawgeti(L, 1, i);
@@ -245,14 +266,122 @@ static int l_all_gather(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  lua_pushvalue(L, buf_idx);
-  lua_pushvalue(L, 1);
-  lua_pushcclosure(L, scatter_gathered, 2);
+  push_copy_blocks(L, buf_idx, 1, 0);
   int fin = lua_gettop(L);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_all_gather(g, buf, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, fin);
+}
+
+/* Checks that the list at idx holds n tensors of like's shape and dtype (op, what: for the
+ * error), making those missing when create; the list stays where it is. */
+static void check_list(lua_State *L, int idx, int n, lab_tensor *like, const char *op, const char *what, int create) {
+  char a[128], b[128];
+  int len = (int)lua_rawlen(L, idx);
+  if (len != n && !(create && len == 0))
+    ll_error(L, "%s: %s has %d tensors but the group has %d ranks (one per rank)", op, what, len, n);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    lab_tensor *t = ll_test_tensor(L, -1);
+    if (!t && create) {
+      ll_push_tensor(L, lab_tensor_empty_on(lab_device_of(like), like->dtype, like->ndim, like->shape));
+      lua_rawseti(L, idx, i);
+    } else if (!t) {
+      ll_error(L, "%s: %s[%d] must be a tensor, got %s", op, what, i, luaL_typename(L, -1));
+    } else if (!lab_same_shape(t, like) || t->dtype != like->dtype) {
+      ll_error(L, "%s: %s[%d] is %s %s but the tensor is %s %s", op, what, i, lab_shape_str(t, a, sizeof a),
+               lab_dtype_name(t->dtype), lab_shape_str(like, b, sizeof b), lab_dtype_name(like->dtype));
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* The list in options field `field` pushed (or a new one when make and the field is absent):
+ * its index, or 0 with nothing pushed. Only the root passes it (torch's rule). */
+static int opt_root_list(lua_State *L, int opts, const char *field, const char *op, int is_root, int root, lab_group *g) {
+  int given = 0;
+  if (opts) {
+    lua_getfield(L, opts, field);
+    given = !lua_isnil(L, -1);
+    if (given && !lua_istable(L, -1)) ll_error(L, "%s: %s must be a list of tensors, got %s", op, field, luaL_typename(L, -1));
+    if (!given) lua_pop(L, 1);
+  }
+  if (given && !is_root)
+    ll_error(L, "%s: %s is given on rank %d of %s, but only the root (rank %d of the group) passes it", op, field,
+             g->rank, g->name, root);
+  return given ? lua_gettop(L) : 0;
+}
+
+/* An async call's handle (nret = 1 on the stack) and then the result at idx (none: 0), which
+ * the handle's wait completes. */
+static int async_also(lua_State *L, int nret, int async, int idx) {
+  if (!async || !idx) return nret;
+  lua_pushvalue(L, idx);
+  return nret + 1;
+}
+
+/* gather(t, dst[, {gather_list=, group=, async=}]) -> on dst, the list of every rank's t in rank
+ * order (gather_list filled, else a new list); nothing elsewhere (torch.distributed.gather) */
+static int l_gather(lua_State *L) {
+  lab_tensor *in = ll_check_tensor(L, 1);
+  int dst, async, opts = rooted_args(L, 2, "gather", "dst", &dst, &async);
+  lab_group *g = ll_opt_group(L, opts);
+  int is_root = g->rank >= 0 && g->rank == dst;
+  int list = opt_root_list(L, opts, "gather_list", "gather", is_root, dst, g), fin = 0;
+  lab_tensor *buf = NULL;
+  if (is_root) {
+    if (!list) {
+      lua_newtable(L);
+      list = lua_gettop(L);
+    }
+    check_list(L, list, g->size, in, "gather", "gather_list", 1);
+    buf = blocks_like(L, in, g->size);
+    push_copy_blocks(L, lua_gettop(L), list, 0); /* the blocks into the list, once done */
+    fin = lua_gettop(L);
+  }
+  lab_work *w = NULL;
+  note_call_site(L);
+  int rc = lab_gather(g, buf, in, dst, async ? &w : NULL);
+  return async_also(L, done(L, rc, w, async, list, fin), async, list);
+}
+
+/* scatter(list_or_tensor, src[, {scatter_list=, group=, async=}]) -> this rank's block: on src
+ * the list of one tensor per rank (or t with {scatter_list = list}, torch's form), elsewhere
+ * the tensor that receives it (torch.distributed.scatter) */
+static int l_scatter(lua_State *L) {
+  int src, async, opts = rooted_args(L, 2, "scatter", "src", &src, &async);
+  lab_group *g = ll_opt_group(L, opts);
+  int is_root = g->rank >= 0 && g->rank == src;
+  lab_tensor *out = ll_test_tensor(L, 1);
+  int list = out ? opt_root_list(L, opts, "scatter_list", "scatter", is_root, src, g) : 0;
+  if (!out) {
+    if (!lua_istable(L, 1))
+      return ll_error(L, "scatter: argument #1 must be a tensor or (on src) a list of tensors, got %s", luaL_typename(L, 1));
+    if (!is_root)
+      return ll_error(L, "scatter: rank %d of %s is not src (rank %d of the group): it passes the tensor that receives "
+                      "its block, not a list", g->rank, g->name, src);
+    list = 1;
+    lua_rawgeti(L, 1, 1);
+    lab_tensor *first = ll_test_tensor(L, -1);
+    if (!first) return ll_error(L, "scatter: the list's first element must be a tensor, got %s", luaL_typename(L, -1));
+    out = lab_tensor_empty_on(lab_device_of(first), first->dtype, first->ndim, first->shape);
+    if (!out) return ll_runtime_error(L);
+    ll_push_tensor(L, out);
+  }
+  int ret = out == ll_test_tensor(L, 1) ? 1 : lua_gettop(L);
+  lab_tensor *in = NULL;
+  if (is_root) {
+    if (!list) return ll_error(L, "scatter: src (rank %d of %s) needs scatter_list, one tensor per rank", src, g->name);
+    check_list(L, list, g->size, out, "scatter", "scatter_list", 0);
+    in = blocks_like(L, out, g->size);
+    push_copy_blocks(L, lua_gettop(L), list, 1);
+    lua_call(L, 0, 0);
+  }
+  lab_work *w = NULL;
+  note_call_site(L);
+  int rc = lab_scatter(g, out, in, src, async ? &w : NULL);
+  return async_also(L, done(L, rc, w, async, ret, 0), async, ret);
 }
 
 /* reduce_scatter(out, in_tensor_or_list[, op][, opts]) */
@@ -382,6 +511,8 @@ static const luaL_Reg dist_funcs[] = {
     {"reduce_scatter_tensor", l_reduce_scatter},
     {"all_to_all", l_all_to_all},
     {"all_to_all_single", l_all_to_all_single},
+    {"gather", l_gather},
+    {"scatter", l_scatter},
     {"send", l_send},
     {"recv", l_recv},
     {"isend", l_isend},

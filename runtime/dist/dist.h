@@ -13,7 +13,8 @@
 #define LAB_COLL_LIST(X)                                                                         \
   X(ALL_REDUCE, "all_reduce") X(BROADCAST, "broadcast") X(REDUCE, "reduce")                     \
   X(ALL_GATHER, "all_gather") X(REDUCE_SCATTER, "reduce_scatter") X(ALL_TO_ALL, "all_to_all")   \
-  X(SEND, "send") X(RECV, "recv") X(BARRIER, "barrier") X(ALL_TO_ALL_SINGLE, "all_to_all_single")
+  X(SEND, "send") X(RECV, "recv") X(BARRIER, "barrier") X(ALL_TO_ALL_SINGLE, "all_to_all_single")            \
+  X(GATHER, "gather") X(SCATTER, "scatter")
 
 #define LAB_COLL_ENUM_(e, name) LAB_OP_##e,
 typedef enum { LAB_COLL_LIST(LAB_COLL_ENUM_) LAB_NOPS } lab_coll_op;
@@ -81,6 +82,12 @@ int lab_all_to_all_single(lab_group *g, lab_tensor *out, const int64_t *out_spli
 int lab_send(lab_group *g, lab_tensor *t, int dst, int tag, lab_work **work);
 int lab_recv(lab_group *g, lab_tensor *t, int src, int tag, lab_work **work);
 int lab_barrier(lab_group *g);
+/* torch's gather: the group's inputs (numel(in) elements each) land in dst's out, in rank
+ * order (size * numel(in) elements); out is NULL on every other rank. scatter: block r of src's
+ * in (size * numel(out) elements) lands in rank r's out; in is NULL elsewhere. dst and src count
+ * the group's ranks (gather.c). */
+int lab_gather(lab_group *g, lab_tensor *out, lab_tensor *in, int dst, lab_work **work);
+int lab_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, int src, lab_work **work);
 
 int lab_work_wait(lab_work *w);
 int lab_work_test(lab_work *w, int *done);
