@@ -183,17 +183,23 @@ static int l_reduce(lua_State *L) {
   return done(L, rc, w, async, 1, 0);
 }
 
-/* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
-static int l_all_gather_into_tensor(lua_State *L) {
+/* A collective of the form op(out, in[, opts]) whose C function is fn. */
+static int out_in(lua_State *L, const char *op, int (*fn)(lab_group *, lab_tensor *, lab_tensor *, lab_work **)) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
   int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "all_gather_into_tensor");
+  no_extra_args(L, 2, opts, op);
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_all_gather(ll_opt_group(L, opts), out, in, async ? &w : NULL);
+  int rc = fn(ll_opt_group(L, opts), out, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
+
+/* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
+static int l_all_gather_into_tensor(lua_State *L) { return out_in(L, "all_gather_into_tensor", lab_all_gather); }
+
+/* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
+static int l_all_to_all(lua_State *L) { return out_in(L, "all_to_all", lab_all_to_all); }
 
 /* Copies between the blocks of a tensor (upvalue 1) and the tensors of a list (upvalue 2):
  * into the list (a gather's result), or into the blocks when upvalue 3 is true (a scatter's
@@ -457,18 +463,6 @@ static int l_all_to_all_single(lua_State *L) {
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_all_to_all_single(g, out, os, in, is, async ? &w : NULL);
-  return done(L, rc, w, async, 1, 0);
-}
-
-/* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
-static int l_all_to_all(lua_State *L) {
-  lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "all_to_all");
-  int async = opt_async(L, opts);
-  lab_work *w = NULL;
-  note_call_site(L);
-  int rc = lab_all_to_all(ll_opt_group(L, opts), out, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 

@@ -1,5 +1,5 @@
-/* The MPI backend's private view of a group, shared by mpi.c (the collectives) and recover.c
- * (completing collectives abandoned by a Ctrl-C, the watchdog or a stepper quit). Each group
+/* The MPI backend's private view of a group, shared by mpi.c (the collectives), mpi_p2p.c
+ * (point-to-point) and mpi_recover.c (completing collectives abandoned by a Ctrl-C, the watchdog or a stepper quit). Each group
  * has two channels (communicators): data for the user's collectives and check for the
  * fingerprints of checked mode. Every collective posted on a channel is numbered and its
  * recent descriptors kept, because MPI matches collectives by their order on a communicator:
