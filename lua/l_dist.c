@@ -2,8 +2,7 @@
  * options come as a table: {op='sum', group=g, async=true}. With async=true a call returns a
  * handle with :wait() and :test(). Groups (userdata made by new_group and split) and the facts
  * about the job are in l_dist_group.c. */
-#include <limits.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "l_dist.h"
