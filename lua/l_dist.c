@@ -1,87 +1,17 @@
 /* lab.dist: torch.distributed for Lua. Collectives work in place on contiguous tensors;
  * options come as a table: {op='sum', group=g, async=true}. With async=true a call returns a
- * handle with :wait() and :test(). Groups are userdata made by new_group and split. */
-#include <limits.h>
-#include <stdlib.h>
+ * handle with :wait() and :test(). Groups (userdata made by new_group and split) and the facts
+ * about the job are in l_dist_group.c. */
+#include <stdio.h>
 #include <string.h>
 
+#include "l_dist.h"
 #include "lab_lua.h"
 #include "runtime/lab.h"
 
 int ll_cat(lua_State *L);
 
-#define GROUP_MT "lab.dist.Group"
 #define WORK_MT "lab.dist.Work"
-
-/* ---- groups ---- */
-
-/* The userdata holds a reference (the world's is never dropped): collecting it or
- * g:destroy() releases it, and the group is freed once no pending work or graph node uses it. */
-static void push_group(lua_State *L, lab_group *g) {
-  lab_group **box = lua_newuserdatauv(L, sizeof *box, 0);
-  *box = g;
-  lab_dist_group_retain(g);
-  luaL_setmetatable(L, GROUP_MT);
-}
-
-static int g_gc(lua_State *L) {
-  lab_group **box = luaL_checkudata(L, 1, GROUP_MT);
-  lab_group *g = *box;
-  *box = NULL;
-  lab_dist_group_release(g);
-  return 0;
-}
-
-/* g:destroy() / lab.dist.destroy_process_group(g): as torch.distributed; using g afterwards
- * is an error ("the process group was destroyed"); the world cannot be destroyed */
-static int g_destroy(lua_State *L) {
-  lab_group **box = luaL_testudata(L, 1, GROUP_MT);
-  if (!box) return ll_error(L, "destroy_process_group: expected a process group, got %s", luaL_typename(L, 1));
-  if (*box && (*box)->id == 0) return ll_error(L, "destroy_process_group: the world group lives as long as the job");
-  return g_gc(L);
-}
-
-static lab_group *check_group(lua_State *L, int idx) {
-  lab_group **box = luaL_testudata(L, idx, GROUP_MT);
-  if (!box) ll_error(L, "expected a process group, got %s", luaL_typename(L, idx));
-  if (!*box) ll_error(L, "the process group was destroyed");
-  return *box;
-}
-
-/* The group named in an options table (or the world). */
-lab_group *ll_opt_group(lua_State *L, int opts) {
-  if (!opts) return lab_dist_default();
-  lua_getfield(L, opts, "group");
-  lab_group *g = lua_isnil(L, -1) ? lab_dist_default() : check_group(L, -1);
-  lua_pop(L, 1);
-  return g;
-}
-
-static int g_rank(lua_State *L) {
-  lua_pushinteger(L, check_group(L, 1)->rank);
-  return 1;
-}
-
-static int g_size(lua_State *L) {
-  lua_pushinteger(L, check_group(L, 1)->size);
-  return 1;
-}
-
-static int g_ranks(lua_State *L) {
-  lab_group *g = check_group(L, 1);
-  lua_createtable(L, g->size, 0);
-  for (int i = 0; i < g->size && g->world_ranks; i++) {
-    lua_pushinteger(L, g->world_ranks[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
-}
-
-static int g_tostring(lua_State *L) {
-  lab_group *g = check_group(L, 1);
-  lua_pushfstring(L, "ProcessGroup(%s, size %d, this rank %d)", g->name, g->size, g->rank);
-  return 1;
-}
 
 /* ---- work handles ---- */
 
@@ -208,6 +138,16 @@ static void no_extra_args(lua_State *L, int npos, int opts, const char *op) {
            "argument, e.g. %s(t, {group = g})", op, npos + 1, what, op);
 }
 
+/* The options table of a collective with npos positional arguments, the root at argument 2
+ * (named root_name: "src", "dst"; default 0) and async, read in that order. */
+static int rooted_args(lua_State *L, int npos, const char *op, const char *root_name, int *root, int *async) {
+  int opts = ll_options_index(L);
+  no_extra_args(L, npos, opts, op);
+  *root = ll_opt_int(L, 2, 0, op, root_name);
+  *async = opt_async(L, opts);
+  return opts;
+}
+
 /* all_reduce(t[, op][, {op=, group=, async=}]) */
 static int l_all_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -224,10 +164,7 @@ static int l_all_reduce(lua_State *L) {
 /* broadcast(t, src[, opts]) */
 static int l_broadcast(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "broadcast");
-  int src = ll_opt_int(L, 2, 0, "broadcast", "src");
-  int async = opt_async(L, opts);
+  int src, async, opts = rooted_args(L, 2, "broadcast", "src", &src, &async);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_broadcast(ll_opt_group(L, opts), t, src, async ? &w : NULL);
@@ -237,43 +174,67 @@ static int l_broadcast(lua_State *L) {
 /* reduce(t, dst[, op][, opts]) */
 static int l_reduce(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 3, opts, "reduce");
-  int dst = ll_opt_int(L, 2, 0, "reduce", "dst");
+  int dst, async, opts = rooted_args(L, 3, "reduce", "dst", &dst, &async);
   lab_redop op = opt_redop(L, 3, opts, "reduce");
-  int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_reduce(ll_opt_group(L, opts), t, op, dst, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
-/* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
-static int l_all_gather_into_tensor(lua_State *L) {
+/* A collective of the form op(out, in[, opts]) whose C function is fn. */
+static int out_in(lua_State *L, const char *op, int (*fn)(lab_group *, lab_tensor *, lab_tensor *, lab_work **)) {
   lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
   int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "all_gather_into_tensor");
+  no_extra_args(L, 2, opts, op);
   int async = opt_async(L, opts);
   lab_work *w = NULL;
   note_call_site(L);
-  int rc = lab_all_gather(ll_opt_group(L, opts), out, in, async ? &w : NULL);
+  int rc = fn(ll_opt_group(L, opts), out, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, 0);
 }
 
-/* Copies the pieces of a gathered buffer (upvalue 1) into the list (upvalue 2). */
-static int scatter_gathered(lua_State *L) {
+/* all_gather_into_tensor(out, in[, opts]): out is [size*d0, ...] or [size, ...] */
+static int l_all_gather_into_tensor(lua_State *L) { return out_in(L, "all_gather_into_tensor", lab_all_gather); }
+
+/* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
+static int l_all_to_all(lua_State *L) { return out_in(L, "all_to_all", lab_all_to_all); }
+
+/* Copies between the blocks of a tensor (upvalue 1) and the tensors of a list (upvalue 2):
+ * into the list (a gather's result), or into the blocks when upvalue 3 is true (a scatter's
+ * input). */
+static int copy_blocks(lua_State *L) {
   lab_tensor *buf = ll_check_tensor(L, lua_upvalueindex(1));
+  int to_blocks = lua_toboolean(L, lua_upvalueindex(3));
   int n = (int)lua_rawlen(L, lua_upvalueindex(2));
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, lua_upvalueindex(2), i + 1);
-    lab_tensor *dst = ll_check_tensor(L, -1);
+    lab_tensor *t = ll_check_tensor(L, -1);
     lab_tensor *piece = lab_select(buf, 0, i);
-    int rc = piece ? lab_copy_(dst, piece) : -1;
+    int rc = piece ? (to_blocks ? lab_copy_(piece, t) : lab_copy_(t, piece)) : -1;
     lab_tensor_release(piece);
     ll_check_rc(L, rc);
     lua_pop(L, 1);
   }
   return 0;
+}
+
+/* pushes copy_blocks over the tensor at buf and the list at list */
+static void push_copy_blocks(lua_State *L, int buf, int list, int to_blocks) {
+  lua_pushvalue(L, buf);
+  lua_pushvalue(L, list);
+  lua_pushboolean(L, to_blocks);
+  lua_pushcclosure(L, copy_blocks, 3);
+}
+
+/* A tensor of n blocks shaped like t, [n, ...t's shape] on t's device, pushed. */
+static lab_tensor *blocks_like(lua_State *L, lab_tensor *t, int n) {
+  int64_t shape[LAB_MAX_DIMS + 1] = {n};
+  memcpy(shape + 1, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  lab_tensor *buf = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim + 1, shape);
+  if (!buf) ll_runtime_error(L);
+  ll_push_tensor(L, buf);
+  return buf;
 }
 
 /* all_gather(list, t[, opts]) fills list[1..size] (creating tensors where missing), or
@@ -292,11 +253,7 @@ static int l_all_gather(lua_State *L) {
   lab_group *g = ll_opt_group(L, opts);
   if (g->rank < 0) return ll_error(L, "all_gather: this rank is not a member of %s", g->name);
   int async = opt_async(L, opts);
-  int64_t shape[LAB_MAX_DIMS + 1] = {g->size};
-  memcpy(shape + 1, in->shape, sizeof(int64_t) * (size_t)in->ndim);
-  lab_tensor *buf = lab_tensor_empty_on(lab_device_of(in), in->dtype, in->ndim + 1, shape);
-  if (!buf) return ll_runtime_error(L);
-  ll_push_tensor(L, buf);
+  lab_tensor *buf = blocks_like(L, in, g->size);
   int buf_idx = lua_gettop(L);
   for (int i = 1; i <= g->size; i++) { /* the list's tensors, checked before communicating */
     lua_rawgeti(L, 1, i);
@@ -314,14 +271,122 @@ static int l_all_gather(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  lua_pushvalue(L, buf_idx);
-  lua_pushvalue(L, 1);
-  lua_pushcclosure(L, scatter_gathered, 2);
+  push_copy_blocks(L, buf_idx, 1, 0);
   int fin = lua_gettop(L);
   lab_work *w = NULL;
   note_call_site(L);
   int rc = lab_all_gather(g, buf, in, async ? &w : NULL);
   return done(L, rc, w, async, 1, fin);
+}
+
+/* Checks that the list at idx holds n tensors of like's shape and dtype (op, what: for the
+ * error), making those missing when create; the list stays where it is. */
+static void check_list(lua_State *L, int idx, int n, lab_tensor *like, const char *op, const char *what, int create) {
+  char a[128], b[128];
+  int len = (int)lua_rawlen(L, idx);
+  if (len != n && !(create && len == 0))
+    ll_error(L, "%s: %s has %d tensors but the group has %d ranks (one per rank)", op, what, len, n);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    lab_tensor *t = ll_test_tensor(L, -1);
+    if (!t && create) {
+      ll_push_tensor(L, lab_tensor_empty_on(lab_device_of(like), like->dtype, like->ndim, like->shape));
+      lua_rawseti(L, idx, i);
+    } else if (!t) {
+      ll_error(L, "%s: %s[%d] must be a tensor, got %s", op, what, i, luaL_typename(L, -1));
+    } else if (!lab_same_shape(t, like) || t->dtype != like->dtype) {
+      ll_error(L, "%s: %s[%d] is %s %s but the tensor is %s %s", op, what, i, lab_shape_str(t, a, sizeof a),
+               lab_dtype_name(t->dtype), lab_shape_str(like, b, sizeof b), lab_dtype_name(like->dtype));
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* The list in options field `field` pushed (or a new one when make and the field is absent):
+ * its index, or 0 with nothing pushed. Only the root passes it (torch's rule). */
+static int opt_root_list(lua_State *L, int opts, const char *field, const char *op, int is_root, int root, lab_group *g) {
+  int given = 0;
+  if (opts) {
+    lua_getfield(L, opts, field);
+    given = !lua_isnil(L, -1);
+    if (given && !lua_istable(L, -1)) ll_error(L, "%s: %s must be a list of tensors, got %s", op, field, luaL_typename(L, -1));
+    if (!given) lua_pop(L, 1);
+  }
+  if (given && !is_root)
+    ll_error(L, "%s: %s is given on rank %d of %s, but only the root (rank %d of the group) passes it", op, field,
+             g->rank, g->name, root);
+  return given ? lua_gettop(L) : 0;
+}
+
+/* An async call's handle (nret = 1 on the stack) and then the result at idx (none: 0), which
+ * the handle's wait completes. */
+static int async_also(lua_State *L, int nret, int async, int idx) {
+  if (!async || !idx) return nret;
+  lua_pushvalue(L, idx);
+  return nret + 1;
+}
+
+/* gather(t, dst[, {gather_list=, group=, async=}]) -> on dst, the list of every rank's t in rank
+ * order (gather_list filled, else a new list); nothing elsewhere (torch.distributed.gather) */
+static int l_gather(lua_State *L) {
+  lab_tensor *in = ll_check_tensor(L, 1);
+  int dst, async, opts = rooted_args(L, 2, "gather", "dst", &dst, &async);
+  lab_group *g = ll_opt_group(L, opts);
+  int is_root = g->rank >= 0 && g->rank == dst;
+  int list = opt_root_list(L, opts, "gather_list", "gather", is_root, dst, g), fin = 0;
+  lab_tensor *buf = NULL;
+  if (is_root) {
+    if (!list) {
+      lua_newtable(L);
+      list = lua_gettop(L);
+    }
+    check_list(L, list, g->size, in, "gather", "gather_list", 1);
+    buf = blocks_like(L, in, g->size);
+    push_copy_blocks(L, lua_gettop(L), list, 0); /* the blocks into the list, once done */
+    fin = lua_gettop(L);
+  }
+  lab_work *w = NULL;
+  note_call_site(L);
+  int rc = lab_gather(g, buf, in, dst, async ? &w : NULL);
+  return async_also(L, done(L, rc, w, async, list, fin), async, list);
+}
+
+/* scatter(list_or_tensor, src[, {scatter_list=, group=, async=}]) -> this rank's block: on src
+ * the list of one tensor per rank (or t with {scatter_list = list}, torch's form), elsewhere
+ * the tensor that receives it (torch.distributed.scatter) */
+static int l_scatter(lua_State *L) {
+  int src, async, opts = rooted_args(L, 2, "scatter", "src", &src, &async);
+  lab_group *g = ll_opt_group(L, opts);
+  int is_root = g->rank >= 0 && g->rank == src;
+  lab_tensor *out = ll_test_tensor(L, 1);
+  int list = out ? opt_root_list(L, opts, "scatter_list", "scatter", is_root, src, g) : 0;
+  if (!out) {
+    if (!lua_istable(L, 1))
+      return ll_error(L, "scatter: argument #1 must be a tensor or (on src) a list of tensors, got %s", luaL_typename(L, 1));
+    if (!is_root)
+      return ll_error(L, "scatter: rank %d of %s is not src (rank %d of the group): it passes the tensor that receives "
+                      "its block, not a list", g->rank, g->name, src);
+    list = 1;
+    lua_rawgeti(L, 1, 1);
+    lab_tensor *first = ll_test_tensor(L, -1);
+    if (!first) return ll_error(L, "scatter: the list's first element must be a tensor, got %s", luaL_typename(L, -1));
+    out = lab_tensor_empty_on(lab_device_of(first), first->dtype, first->ndim, first->shape);
+    if (!out) return ll_runtime_error(L);
+    ll_push_tensor(L, out);
+  }
+  int ret = out == ll_test_tensor(L, 1) ? 1 : lua_gettop(L);
+  lab_tensor *in = NULL;
+  if (is_root) {
+    if (!list) return ll_error(L, "scatter: src (rank %d of %s) needs scatter_list, one tensor per rank", src, g->name);
+    check_list(L, list, g->size, out, "scatter", "scatter_list", 0);
+    in = blocks_like(L, out, g->size);
+    push_copy_blocks(L, lua_gettop(L), list, 1);
+    lua_call(L, 0, 0);
+  }
+  lab_work *w = NULL;
+  note_call_site(L);
+  int rc = lab_scatter(g, out, in, src, async ? &w : NULL);
+  return async_also(L, done(L, rc, w, async, ret, 0), async, ret);
 }
 
 /* reduce_scatter(out, in_tensor_or_list[, op][, opts]) */
@@ -400,18 +465,6 @@ static int l_all_to_all_single(lua_State *L) {
   return done(L, rc, w, async, 1, 0);
 }
 
-/* all_to_all(out, in[, opts]): block i of in goes to rank i, block j of out came from j */
-static int l_all_to_all(lua_State *L) {
-  lab_tensor *out = ll_check_tensor(L, 1), *in = ll_check_tensor(L, 2);
-  int opts = ll_options_index(L);
-  no_extra_args(L, 2, opts, "all_to_all");
-  int async = opt_async(L, opts);
-  lab_work *w = NULL;
-  note_call_site(L);
-  int rc = lab_all_to_all(ll_opt_group(L, opts), out, in, async ? &w : NULL);
-  return done(L, rc, w, async, 1, 0);
-}
-
 static int p2p(lua_State *L, int is_send, int force_async) {
   lab_tensor *t = ll_check_tensor(L, 1);
   const char *op = is_send ? (force_async ? "isend" : "send") : (force_async ? "irecv" : "recv");
@@ -434,220 +487,13 @@ static int l_irecv(lua_State *L) { return p2p(L, 0, 1); }
 
 static int l_barrier(lua_State *L) {
   int opts = ll_options_index(L);
-  lab_group *g = opts ? ll_opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_default() : check_group(L, 1));
+  lab_group *g = opts ? ll_opt_group(L, opts) : (lua_isnoneornil(L, 1) ? lab_dist_default() : ll_check_group(L, 1));
   note_call_site(L);
   ll_check_rc(L, lab_barrier(g));
   return 0;
 }
 
-/* ---- groups ---- */
-
-static int l_new_group(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  /* every rank of the world makes a group together (MPI_Comm_create): in a chunk run on some
-   * ranks only (%on, :ranks) the others never would, and the call would hang (REPL fuzzer) */
-  lab_group *d = lab_dist_default();
-  if (d != lab_dist_world()) {
-    char who[256] = "";
-    for (int i = 0, len = 0; i < d->size && len < (int)sizeof who - 16; i++)
-      len += snprintf(who + len, sizeof who - (size_t)len, "%s%d", i ? "," : "", d->world_ranks[i]);
-    return ll_error(L, "new_group: every rank of the world makes a group together, but this chunk runs on ranks %s only "
-                       "(%%on or :ranks): make the group in a chunk every rank runs", who);
-  }
-  int n = (int)lua_rawlen(L, 1);
-  int *ranks = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  if (!ranks) return ll_error(L, "new_group: out of memory");
-  for (int i = 0; i < n; i++) {
-    char what[32];
-    snprintf(what, sizeof what, "ranks[%d]", i + 1);
-    lua_rawgeti(L, 1, i + 1);
-    int isnum = 0;
-    lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
-    if (!isnum || v < INT_MIN || v > INT_MAX) {
-      free(ranks); /* before raising: the error does not return */
-      if (lua_type(L, -1) == LUA_TNUMBER && isnum) return ll_error(L, "new_group: %s %lld is not a rank", what, (long long)v);
-      if (lua_type(L, -1) == LUA_TNUMBER) return ll_error(L, "new_group: %s must be an integer, got %.14g", what, lua_tonumber(L, -1));
-      return ll_error(L, "new_group: %s must be an integer, got %s", what, luaL_typename(L, -1));
-    }
-    ranks[i] = (int)v;
-    lua_pop(L, 1);
-  }
-  lab_group *g = lab_dist_new_group(lab_dist_world(), n, ranks);
-  free(ranks);
-  if (!g) return ll_runtime_error(L);
-  push_group(L, g);
-  lab_dist_group_release(g); /* the creator's reference: the userdata holds its own */
-  return 1;
-}
-
-/* split(color[, key][, {group=parent}]): colour < 0 (or nil) leaves this rank out */
-static int l_split(lua_State *L) {
-  int opts = ll_options_index(L);
-  int color = lua_isnil(L, 1) ? -1 : ll_check_int(L, 1, "split", "color");
-  int key = lua_type(L, 2) == LUA_TNUMBER ? ll_check_int(L, 2, "split", "key") : lab_ctl_rank();
-  lab_group *g = lab_dist_split(ll_opt_group(L, opts), color, key);
-  if (!g) return ll_runtime_error(L);
-  push_group(L, g);
-  lab_dist_group_release(g); /* the creator's reference: the userdata holds its own */
-  return 1;
-}
-
-/* ---- facts ---- */
-
-static int l_rank(lua_State *L) {
-  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_ctl_rank() : check_group(L, 1)->rank);
-  return 1;
-}
-
-/* world([group]): the size of the group, by default the default group (the world, or the
- * targeted ranks inside a %on chunk) */
-static int l_world(lua_State *L) {
-  lua_pushinteger(L, lua_isnoneornil(L, 1) ? lab_dist_default()->size : check_group(L, 1)->size);
-  return 1;
-}
-
-static int l_local_rank(lua_State *L) {
-  lua_pushinteger(L, lab_ctl_local_rank());
-  return 1;
-}
-
-static int l_local_world(lua_State *L) {
-  lua_pushinteger(L, lab_ctl_local_size());
-  return 1;
-}
-
-static int l_hostname(lua_State *L) {
-  lua_pushstring(L, lab_ctl_host());
-  return 1;
-}
-
-static int l_world_group(lua_State *L) {
-  push_group(L, lab_dist_world());
-  return 1;
-}
-
-/* backend(t[, {group=}]) -> "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: why":
- * which communicator a collective on t takes on the group. For a cuda tensor on a group that has
- * had no collective on cuda tensors yet, the first call is collective (the members exchange
- * their GPUs: runtime/dist/devcomm.h). */
-static int l_backend(lua_State *L) {
-  lab_tensor *t = ll_check_tensor(L, 1);
-  int opts = ll_options_index(L);
-  char buf[320];
-  lab_group *g = ll_opt_group(L, opts);
-  ll_check_rc(L, lab_devcomm_decide(g, lab_device_of(t)));
-  lua_pushstring(L, lab_devcomm_describe(g, lab_device_of(t), buf, sizeof buf));
-  return 1;
-}
-
-/* set_nccl_env(name, value): sets an NCCL_* environment variable of this process; NCCL reads
- * NCCL_ALGO and NCCL_PROTO when a communicator is made (a group made afterwards), and most
- * others (NCCL_BUFFSIZE, channel counts) once per process */
-static int l_set_nccl_env(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
-  if (strncmp(name, "NCCL_", 5) != 0)
-    ll_error(L, "set_nccl_env: '%s' is not an NCCL_ variable", name);
-  if (lua_isnil(L, 2)) unsetenv(name);
-  else setenv(name, luaL_checkstring(L, 2), 1);
-  return 0;
-}
-
-static int l_set_checked(lua_State *L) {
-  lab_dist_set_checked(lua_toboolean(L, 1));
-  return 0;
-}
-
-static int l_checked(lua_State *L) {
-  lua_pushboolean(L, lab_dist_checked());
-  return 1;
-}
-
-/* stats() -> {[group name] = {[op] = {calls=, bytes=, wire_bytes=}}}; only ops used */
-static int l_stats(lua_State *L) {
-  lua_newtable(L);
-  for (int i = 0; i < lab_dist_group_count(); i++) {
-    lab_group *g = lab_dist_group_at(i);
-    if (!g) continue;
-    int any = 0;
-    for (int op = 0; op < LAB_NOPS; op++) any = any || g->stats[op].calls;
-    if (!any) continue;
-    lua_newtable(L);
-    for (int op = 0; op < LAB_NOPS; op++) {
-      const lab_coll_stats *s = &g->stats[op];
-      if (!s->calls) continue;
-      lua_createtable(L, 0, 3);
-      lua_pushinteger(L, s->calls);
-      lua_setfield(L, -2, "calls");
-      lua_pushinteger(L, s->bytes);
-      lua_setfield(L, -2, "bytes");
-      lua_pushinteger(L, s->wire_bytes);
-      lua_setfield(L, -2, "wire_bytes");
-      lua_setfield(L, -2, lab_coll_name((lab_coll_op)op));
-    }
-    lua_setfield(L, -2, g->name);
-  }
-  return 1;
-}
-
-/* _agree_max(v[, {group=}]): the largest v over the group's ranks, through the control
- * channel checked mode uses (not user traffic: not counted in stats). For decisions every
- * rank must take together, like DDP's "did any rank miss a gradient". */
-static int l_agree_max(lua_State *L) {
-  lua_Integer v = luaL_checkinteger(L, 1);
-  lab_group *g = ll_opt_group(L, lua_istable(L, 2) ? 2 : 0);
-  if (g->rank < 0) return ll_error(L, "agree_max: this rank is not a member of %s", g->name);
-  int64_t mine = v, *all = calloc((size_t)g->size, sizeof *all);
-  if (!all) return ll_error(L, "agree_max: out of memory");
-  int rc = g->backend->exchange(g, &mine, all, (int)sizeof mine);
-  int64_t best = mine;
-  for (int i = 0; i < g->size; i++) best = all[i] > best ? all[i] : best;
-  free(all);
-  ll_check_rc(L, rc);
-  lua_pushinteger(L, best);
-  return 1;
-}
-
-/* set_watchdog(seconds): a blocking collective that makes no progress for this long ends
- * with a report of what every rank is doing (0 turns it off; guarded mode only) */
-static int l_set_watchdog(lua_State *L) {
-  lab_board_set_watchdog(luaL_checknumber(L, 1));
-  return 0;
-}
-
-static int l_watchdog(lua_State *L) {
-  lua_pushnumber(L, lab_board_watchdog());
-  return 1;
-}
-
-static int l_comm_time(lua_State *L) {
-  lua_pushnumber(L, lab_dist_comm_seconds());
-  return 1;
-}
-
-static int l_comm_cpu_time(lua_State *L) {
-  lua_pushnumber(L, lab_dist_comm_cpu_seconds());
-  return 1;
-}
-
-static int l_cpu_time(lua_State *L) {
-  lua_pushnumber(L, lab_cpu_seconds());
-  return 1;
-}
-
-static int l_reset_stats(lua_State *L) {
-  (void)L;
-  lab_dist_reset_stats();
-  return 0;
-}
-
 static const luaL_Reg dist_funcs[] = {
-    {"rank", l_rank},
-    {"world", l_world},
-    {"world_size", l_world},
-    {"local_rank", l_local_rank},
-    {"local_world", l_local_world},
-    {"hostname", l_hostname},
-    {"world_group", l_world_group},
     {"barrier", l_barrier},
     {"all_reduce", l_all_reduce},
     {"broadcast", l_broadcast},
@@ -658,39 +504,15 @@ static const luaL_Reg dist_funcs[] = {
     {"reduce_scatter_tensor", l_reduce_scatter},
     {"all_to_all", l_all_to_all},
     {"all_to_all_single", l_all_to_all_single},
+    {"gather", l_gather},
+    {"scatter", l_scatter},
     {"send", l_send},
     {"recv", l_recv},
     {"isend", l_isend},
     {"irecv", l_irecv},
-    {"new_group", l_new_group},
-    {"destroy_process_group", g_destroy},
-    {"split", l_split},
-    {"backend", l_backend},
-    {"set_nccl_env", l_set_nccl_env},
-    {"set_checked", l_set_checked},
-    {"checked", l_checked},
-    {"stats", l_stats},
-    {"reset_stats", l_reset_stats},
-    {"comm_time", l_comm_time},
-    {"comm_cpu_time", l_comm_cpu_time},
-    {"cpu_time", l_cpu_time},
-    {"set_watchdog", l_set_watchdog},
-    {"watchdog", l_watchdog},
-    {"_agree_max", l_agree_max},
     {NULL, NULL}};
 
 void ll_register_dist(lua_State *L) {
-  luaL_newmetatable(L, GROUP_MT);
-  lua_newtable(L);
-  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
-  luaL_setfuncs(L, gm, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, g_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, g_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
-
   luaL_newmetatable(L, WORK_MT);
   lua_newtable(L);
   static const luaL_Reg wm[] = {{"wait", w_wait}, {"test", w_test}, {NULL, NULL}};
@@ -704,5 +526,6 @@ void ll_register_dist(lua_State *L) {
 
   lua_newtable(L);
   luaL_setfuncs(L, dist_funcs, 0);
+  ll_dist_group_funcs(L); /* groups and facts (l_dist_group.c) */
   lua_setfield(L, -2, "dist");
 }

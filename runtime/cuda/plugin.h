@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "../device.h"
-#include "../dist/dist.h"
+#include "../dist/group.h"
 
 /* Bumped when a table below changes; the sizes catch a plugin built from other headers. */
 #define LAB_PLUGIN_ABI 1

@@ -19,8 +19,32 @@ typedef enum { LAB_REDOP_LIST(LAB_REDOP_ENUM_) LAB_NREDOPS } lab_redop;
 typedef struct lab_group lab_group;
 typedef struct lab_backend_work lab_backend_work; /* a backend's pending request */
 
+/* One backend call of a collective, described by its data (dist.c fills it; a backend posts
+ * it): op is dist.h's lab_coll_op. In-place calls (all_reduce, reduce, broadcast, send, recv)
+ * pass send == recv. Fields an op does not use are -1 (redop, peer) or NULL. */
+typedef struct {
+  int op;
+  const char *name; /* the op's name, for errors (lab_coll_launch fills it) */
+  const void *send;
+  void *recv; /* for reduce and gather only the root's is written; scatter reads only the root's send */
+  int64_t count; /* elements per rank (all_to_all_single: unused, see the v arrays) */
+  lab_dtype dt;
+  int redop;  /* the backend-level reduction (avg already turned into sum), or -1 */
+  int peer;   /* root of broadcast, reduce, gather, scatter; the other rank of send and recv; or -1 */
+  int tag;
+  /* all_to_all_single: send_counts, send_displs, recv_counts, recv_displs, one per rank */
+  const int64_t *v[4];
+} lab_coll_call;
+
+#define LAB_P2P_TAG_MAX 32766 /* tags are 0..this (MPI guarantees 32767; the backend keeps the last) */
+
 typedef struct lab_comm_backend {
   const char *name;
+  /* Any collective c describes, in one slot (MPI): a backend that has it needs no other
+   * collective slot, and a collective added to dist.h needs no new slot here. -1 after
+   * lab_fail for an op it cannot post. NULL: the per-op slots below (NCCL), and collectives
+   * without a slot there run on host copies through the host backend. */
+  int (*collective)(lab_group *g, const lab_coll_call *c, lab_backend_work **work);
   int (*all_reduce)(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                     lab_redop op, lab_backend_work **work);
   int (*broadcast)(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root,

@@ -137,6 +137,7 @@ lab_group *lab_devcomm_group(lab_group *g) {
   /* rank 0's unique id reaches every member over the host group's check channel */
   int rc = g->rank == 0 ? nccl->unique_id(id) : 0;
   if (rc == 0) rc = g->backend->exchange(g, id, all, LAB_NCCL_ID_BYTES);
+  dev->wait = g->wait; /* the device group waits as its host group does */
   if (rc == 0) rc = nccl->group_init(dev, g, g->device_index, all);
   free(all);
   if (rc < 0) {
@@ -150,13 +151,6 @@ lab_group *lab_devcomm_group(lab_group *g) {
 int lab_devcomm_rebuild(lab_group *g) {
   if (!g->device) return 0;
   return g->device->backend->rebuild(g->device);
-}
-
-void lab_devcomm_free(lab_group *g) {
-  if (!g->device) return;
-  g->device->backend->free_group(g->device);
-  free(g->device);
-  g->device = NULL;
 }
 
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n) {

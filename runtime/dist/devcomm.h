@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "../device.h"
-#include "dist.h"
+#include "group.h"
 
 enum { LAB_DEVPLAN_UNDECIDED = 0, LAB_DEVPLAN_NCCL, LAB_DEVPLAN_STAGED };
 typedef enum { LAB_PATH_HOST, LAB_PATH_STAGED, LAB_PATH_DEVICE } lab_coll_path;
@@ -45,12 +45,11 @@ int lab_devcomm_setup(lab_group *g);
  * than the group's communicator). */
 int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, int p2p, lab_coll_path *path);
 /* g's device group (backend NCCL), made at its first use: every member must call this at the
- * same collective (dist.c calls it after the checked-mode agreement). NULL after lab_fail. */
+ * same collective (the collectives call it after the checked-mode agreement). NULL after lab_fail. */
 lab_group *lab_devcomm_group(lab_group *g);
 
 /* After recovery: the device group of g (if any) gets a fresh communicator. */
 int lab_devcomm_rebuild(lab_group *g);
-void lab_devcomm_free(lab_group *g);
 
 /* Decides g's plan now when it is undecided and a is a cuda device: collective (every member
  * of g calls it, as at the group's first collective on cuda tensors); 0 or -1. lab.dist.backend

@@ -30,7 +30,7 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
       lab_group_poison(g);
       return lab_fail(op, "interrupted (Ctrl-C) while waiting for the other ranks of %s", g->name);
     }
-    if (lab_board_info_pending()) lab_board_answer_info(lab_dist_call_traceback()); /* Ctrl-T */
+    if (lab_board_info_pending()) lab_board_answer_info(g->wait->traceback); /* Ctrl-T */
     int failed = 0, gone = lab_board_missing_member(g->world_ranks, g->size, &failed);
     int from = lab_board_sender_gone(&failed);
     if (from >= 0) { /* a receive whose sender finished: the message is not coming */

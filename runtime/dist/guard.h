@@ -7,7 +7,7 @@
 #ifndef LAB_RUNTIME_DIST_GUARD_H
 #define LAB_RUNTIME_DIST_GUARD_H
 
-#include "dist.h"
+#include "group.h"
 
 /* Sets *done when the request completed; 0, or -1 after lab_fail (the wait then fails too,
  * and the group is poisoned: the backend's communicator is in an unknown state). */

@@ -2,7 +2,7 @@
 #ifndef LAB_RUNTIME_DIST_MPI_BACKEND_H
 #define LAB_RUNTIME_DIST_MPI_BACKEND_H
 
-#include "dist.h"
+#include "group.h"
 
 /* Fills *world with a group over MPI_COMM_WORLD (a duplicate of it, apart from the control
  * channel) and sets up the 2-byte types and reductions of bf16 and f16. MPI is initialised. */

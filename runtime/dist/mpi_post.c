@@ -34,9 +34,36 @@ int lab_mpi_post(MPI_Comm comm, const lab_post *p, const void *send, void *recv,
   case LAB_OP_ALL_TO_ALL:
     return req ? MPI_Ialltoall(send, count, t, recv, count, t, comm, req)
                : MPI_Alltoall(send, count, t, recv, count, t, comm);
+  case LAB_OP_GATHER: { /* only the root receives */
+    void *r = rank == p->root ? recv : NULL;
+    return req ? MPI_Igather(send, count, t, r, count, t, p->root, comm, req)
+               : MPI_Gather(send, count, t, r, count, t, p->root, comm);
+  }
+  case LAB_OP_SCATTER: { /* only the root sends */
+    const void *sr = rank == p->root ? send : NULL;
+    return req ? MPI_Iscatter(sr, count, t, recv, count, t, p->root, comm, req)
+               : MPI_Scatter(sr, count, t, recv, count, t, p->root, comm);
+  }
   case LAB_OP_BARRIER:
     return req ? MPI_Ibarrier(comm, req) : MPI_Barrier(comm);
   default:
     return MPI_ERR_OTHER;
+  }
+}
+
+int lab_mpi_post_extent(const lab_post *p, int size, int64_t *send, int64_t *recv) {
+  int64_t one = p->count, all = one * size;
+  switch (p->kind) {
+  case LAB_OP_ALL_REDUCE:
+  case LAB_OP_BROADCAST: *send = one, *recv = one; return 1; /* in place: the normal path passes one buffer */
+  case LAB_OP_REDUCE: *send = one, *recv = one; return 0;
+  case LAB_OP_ALL_GATHER:
+  case LAB_POST_EXCHANGE: *send = one, *recv = all; return 0;
+  case LAB_OP_REDUCE_SCATTER:
+  case LAB_OP_SCATTER: *send = all, *recv = one; return 0;
+  case LAB_OP_GATHER: *send = one, *recv = all; return 0;
+  case LAB_OP_ALL_TO_ALL: *send = all, *recv = all; return 0;
+  case LAB_OP_BARRIER: *send = 0, *recv = 0; return 0;
+  default: return -1;
   }
 }

@@ -16,4 +16,10 @@
  * (MPI_ERR_OTHER for a kind that has no single call). */
 int lab_mpi_post(MPI_Comm comm, const lab_post *p, const void *send, void *recv, MPI_Request *req);
 
+/* The elements the collective p reads from send and writes to recv on a group of size ranks
+ * (the root's, where only the root's buffer is used): what MPI's int must hold, and the
+ * scratch buffers recovery posts a matching call on. 1 for a call the normal path makes in
+ * place (send == recv: one buffer), 0 for one with two, -1 for a kind lab_mpi_post lacks. */
+int lab_mpi_post_extent(const lab_post *p, int size, int64_t *send, int64_t *recv);
+
 #endif

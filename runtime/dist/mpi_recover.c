@@ -22,7 +22,6 @@
 
 #include "clock.h"
 #include "mpi_backend.h"
-#include "dist.h"
 #include "held.h"
 #include "mpi_group.h"
 #include "mpi_post.h"
@@ -184,22 +183,15 @@ static int post_match(MPI_Comm comm, const int64_t *p, req_list *l) {
                    .count = (int)p[4]};
   MPI_Datatype t = post.kind == LAB_POST_EXCHANGE ? MPI_BYTE : lab_mpi_type(post.dtype);
   MPI_Type_size(t, &esz);
-  size_t one = (size_t)post.count * (size_t)esz, all = one * (size_t)size;
-  size_t a_bytes, b_bytes; /* scratch sizes; 0: no buffer */
-  switch (post.kind) {
-  case LAB_OP_ALL_REDUCE:
-  case LAB_OP_BROADCAST: a_bytes = one + 1, b_bytes = 0; break;
-  case LAB_OP_REDUCE: a_bytes = one + 1, b_bytes = one + 1; break;
-  case LAB_OP_ALL_GATHER:
-  case LAB_POST_EXCHANGE: a_bytes = one + 1, b_bytes = all + 1; break;
-  case LAB_OP_REDUCE_SCATTER: a_bytes = all + 1, b_bytes = one + 1; break;
-  case LAB_OP_ALL_TO_ALL: a_bytes = all + 1, b_bytes = all + 1; break;
-  case LAB_OP_BARRIER: a_bytes = 0, b_bytes = 0; break;
-  default: return -1;
-  }
+  int64_t send_n = 0, recv_n = 0;
+  int in_place = lab_mpi_post_extent(&post, size, &send_n, &recv_n);
+  if (in_place < 0) return -1;
+  /* scratch sizes (one byte more, so that none is empty); 0: no buffer (barrier, or in place) */
+  size_t a_bytes = send_n || recv_n ? (size_t)send_n * (size_t)esz + 1 : 0;
+  size_t b_bytes = a_bytes && !in_place ? (size_t)recv_n * (size_t)esz + 1 : 0;
   void *a = a_bytes ? calloc(a_bytes, 1) : NULL, *b = b_bytes ? calloc(b_bytes, 1) : NULL;
   MPI_Request req = MPI_REQUEST_NULL;
-  /* in-place ops (all_reduce, broadcast) get a as both buffers */
+  /* in place as the normal path is (a as both buffers), or on two */
   int rc = lab_mpi_post(comm, &post, a, b ? b : a, &req);
   if (rc != MPI_SUCCESS) {
     free(a);

@@ -217,7 +217,7 @@ static void abort_comm(nccl_group *ng) {
 /* Completion of work: the compute stream waits for it; in guarded mode the host polls it too,
  * bounded by the watchdog. */
 static int finish(const char *op, nccl_group *ng, cudaEvent_t ev) {
-  if (lab_dist_guarded()) {
+  if (ng->self->wait->guarded) {
     if (lab_guard_wait(ng->self, op, poll_fn, &(nccl_poll){ng, ev}) < 0) {
       abort_comm(ng);
       return -1;

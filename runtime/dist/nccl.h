@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "dist.h"
+#include "group.h"
 
 #define LAB_NCCL_ID_BYTES 128 /* sizeof(ncclUniqueId) */
 

@@ -10,7 +10,7 @@
 #include "control.h"
 #include "control_relay.h"
 #include "control_settings.h"
-#include "dist.h"
+#include "group.h"
 #include "mpi_backend.h"
 #include "place.h"
 

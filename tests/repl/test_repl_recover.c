@@ -1,6 +1,7 @@
 /* Recovery after abandoned collectives, through a pseudo-terminal at 2 and 4 ranks: quitting
  * the stepper while other ranks wait in a collective, continuing (the others then give up at
- * once: the rank they wait for has finished), and a watchdog timeout inside a %on group. After each, a collective on the world
+ * once: the rank they wait for has finished), a watchdog timeout inside a %on group, and Ctrl-C
+ * during a gather and a scatter. After each, a collective on the world
  * and on a user group works, `=1+1` answers on every rank, and Ctrl-D ends every rank with
  * code 0 and the terminal's modes given back. (Before, the abandoned requests wrote into
  * freed memory: `corrupted size vs. prev_size`, segfaults in NBC_Progress or MPI_Comm_dup.) */
@@ -157,6 +158,39 @@ static void test_unreceived_send_is_dropped(void **state) {
   session_still_works(&s);
 }
 
+/* Ctrl-C while rank 1 spins and the others wait in a gather, then in a scatter: recovery has
+ * rank 1 post the matching call (mpi_post.c describes both), so the world keeps its
+ * communicators, and the next gather and scatter give every value. */
+static void test_ctrl_c_in_gather_and_scatter(void **state) {
+  (void)state;
+  session s;
+  start_ranks(&s, ranks);
+  const char *chunks[] = {
+      "if lab.dist.rank() == 1 then print('spinning') while true do end end; lab.dist.gather(lab.ones(4), 0)\r",
+      "r = lab.dist.rank(); if r == 1 then print('spinning') while true do end end; l = {}; "
+      "for i = 1, lab.dist.world() do l[i] = lab.ones(4) * i end; lab.dist.scatter(r == 0 and l or lab.zeros(4), 0)\r",
+  };
+  for (int i = 0; i < 2; i++) {
+    type(&s, chunks[i]);
+    assert_true(expect(&s, "[1] spinning", 20));
+    type(&s, "\x03");
+    assert_true(expect(&s, "[1] error: interrupted!", 10));
+    assert_true(expect(&s, "> ", 20));
+  }
+  char want[64];
+  type(&s, "l = lab.dist.gather(lab.ones(1) * (lab.dist.rank() + 1), 0); if l then print(#l, l[1][1], l[#l][1]) end\r");
+  snprintf(want, sizeof want, "[0] %d\t1.0\t%d.0", nranks, nranks);
+  assert_true(expect(&s, want, 20));
+  type(&s, "r = lab.dist.rank(); l = {}; for i = 1, lab.dist.world() do l[i] = lab.ones(1) * i end; "
+           "y = lab.dist.scatter(r == 0 and l or lab.zeros(1), 0); print(y[1] - r)\r");
+  snprintf(want, sizeof want, "[0-%d] 1.0", nranks - 1);
+  assert_true(expect(&s, want, 20));
+  s.buf[s.len] = 0;
+  assert_null(strstr(s.buf, "unusable"));
+  assert_null(strstr(s.buf, "rebuilt"));
+  session_still_works(&s);
+}
+
 /* The job killed while a chunk runs: the terminal gets its modes back (rank 0 restores them as
  * it dies, and llmlab -n, mpirun's parent on a terminal, once mpirun has ended) */
 static void test_terminal_back_when_mpirun_is_killed(void **state) {
@@ -182,6 +216,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_continue_then_the_others_give_up),
       cmocka_unit_test(test_watchdog_inside_on_group),
       cmocka_unit_test(test_unreceived_send_is_dropped),
+      cmocka_unit_test(test_ctrl_c_in_gather_and_scatter),
       cmocka_unit_test(test_terminal_back_when_mpirun_is_killed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

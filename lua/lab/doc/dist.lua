@@ -11,6 +11,8 @@ return {
   reduce_scatter_tensor = "lab.dist.reduce_scatter_tensor(out, in[, op][, opts]) -> out: as reduce_scatter from one tensor",
   all_to_all = "lab.dist.all_to_all(out, in[, opts]) -> out: block i of in goes to rank i, block j of out came from rank j",
   all_to_all_single = "lab.dist.all_to_all_single(out, in[, {output_split_sizes=, input_split_sizes=, group=}]) -> out: uneven all-to-all",
+  gather = "lab.dist.gather(t, dst[, {gather_list=, group=, async=}]) -> list on dst (list[r+1] is rank r's t), nothing elsewhere; async: handle, list",
+  scatter = "lab.dist.scatter(list_or_tensor, src[, {scatter_list=, group=, async=}]) -> t: rank r gets list[r+1] of src's list (others pass the t that receives it); async: handle, t",
   send = "lab.dist.send(t, dst[, {group=, tag=}]): sends t to rank dst (blocks until received or buffered)",
   recv = "lab.dist.recv(t, src[, {group=, tag=}]) -> t: receives into t from rank src",
   isend = "lab.dist.isend(t, dst[, opts]) -> handle: an asynchronous send; handle:wait()",
