@@ -91,7 +91,8 @@ static const char *help_text =
     "  pp expr              values as the REPL prints them (tables by their contents)\n"
     "  interact             every line is Lua until Ctrl-D\n"
     "Any other line is Lua in the selected frame (x = 1 sets the local x); !line forces Lua\n"
-    "(!n = 2 sets n; a command word followed by = . [ , or : is Lua too: u = u * 0).\n";
+    "(!n = 2 sets n; a command word followed by = . [ , or : is Lua too: u = u * 0).\n"
+    "Tab completes the selected frame's locals, upvalues and their fields (cfg.<TAB>), then globals.\n";
 
 static int is_cmd(const char *cmd, const char *a, const char *b) {
   size_t la = strlen(a), lb = b ? strlen(b) : 0;
