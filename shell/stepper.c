@@ -229,10 +229,10 @@ void stepper_arm_batch(lua_State *L) {
   stepper_arm(L);
 }
 
-static void answer_pauses_when_done_batch(void) { stepper_answer_pauses_as("(finished the script)"); }
+void stepper_answer_pauses_script(void) { stepper_answer_pauses_as("(finished the script)"); }
 
 int stepper_batch_done(double timeout_s) {
-  int late = lab_ctl_wait_all_done_within(answer_pauses_when_done_batch, timeout_s);
+  int late = lab_ctl_wait_all_done_within(stepper_answer_pauses_script, timeout_s);
   stepper_disarm();
   return late;
 }

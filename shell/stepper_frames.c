@@ -18,28 +18,29 @@ int frame_exists(lua_State *L, int level) {
 
 /* line n of the frame's source: its file (read again each time: at human speed caching is not
  * worth it), or the kept text of a chunk typed at the prompt (shell/chunks.c); a position
- * shows it without its indentation, a listing (l) with it */
-static void source_line(const char *src, const char *kept, int n, char *buf, size_t size, int keep_indent) {
+ * shows it without its indentation, a listing (l) with it; 0 when there is no such line */
+static int source_line(const char *src, const char *kept, int n, char *buf, size_t size, int keep_indent) {
   buf[0] = 0;
   char line[480];
   if (kept) {
     const char *p = kept;
     for (int i = 1; i < n && p; i++)
       if ((p = strchr(p, '\n'))) p++;
-    if (!p || n < 1) return;
+    if (!p || !*p || n < 1) return 0;
     snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\r\n"), p);
   } else {
     FILE *f = src && src[0] == '@' ? fopen(src + 1, "r") : NULL;
-    if (!f) return;
+    if (!f) return 0;
     int found = 0;
     for (int i = 1; !found && fgets(line, sizeof line, f); i++) found = i == n;
     fclose(f);
-    if (!found) return;
+    if (!found) return 0;
     line[strcspn(line, "\r\n")] = 0;
   }
   const char *p = line;
   while (!keep_indent && (*p == ' ' || *p == '\t')) p++;
   snprintf(buf, size, "%s", p);
+  return 1;
 }
 
 /* pushes the kept text of the frame's chunk when it was typed at the prompt; NULL (nothing
@@ -181,7 +182,7 @@ static char *listing(lua_State *L, lua_Debug *ar, int frame, const char *arg) {
   for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
     if (n < 1) continue;
     char text[512];
-    source_line(ar->source, kept, n, text, sizeof text, 1);
+    if (!source_line(ar->source, kept, n, text, sizeof text, 1) && n > around) break; /* past the end */
     len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar->currentline ? "->" : "  ", n, text);
     if (len >= cap) break;
   }

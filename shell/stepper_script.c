@@ -13,8 +13,6 @@
 #include "stepper_state.h"
 #include "words.h"
 
-static void answer_pauses_when_done(void) { stepper_answer_pauses_as("(finished the script)"); }
-
 /* splits `file a "b c"` into arg (quotes as a shell's, shell/words.c) and returns the file */
 static char *set_args(lua_State *L, const char *cmdline) {
   const char *p = cmdline;
@@ -107,7 +105,7 @@ int stepper_run_script(lua_State *L, const char *cmdline, int stepping, char **e
     lab_board_set(LAB_IDLE, "", ""); /* done: the board says so, and waits for it end at once */
     lab_board_end_chunk(rc < 0);
     /* a rank that is done still answers pauses of the others until all are done */
-    lab_ctl_wait_all_done(answer_pauses_when_done);
+    lab_ctl_wait_all_done(stepper_answer_pauses_script);
     if (st.capturing) { /* shown grouped by stepper_session */
       int64_t len;
       free(st.tail);

@@ -10,8 +10,8 @@
 
 #include "capture.h"
 
+/* how the script resumes after a pause: the command that ended it (n s finish until c q) */
 enum { MODE_INTO, MODE_OVER, MODE_FINISH, MODE_UNTIL, MODE_CONTINUE, MODE_QUIT };
-
 
 typedef struct {
   lua_State *L;
@@ -48,6 +48,7 @@ void stepper_line_hook(lua_State *L, lua_Debug *ar);
 int stepper_wait_handler(const char *where);
 /* a rank that is done (`what`: "(finished the script)") answers the others' pauses */
 void stepper_answer_pauses_as(const char *what);
+void stepper_answer_pauses_script(void); /* as "(finished the script)", for lab_ctl_wait_all_done */
 
 /* stepper_commands.c: carries out one command on this rank; 1 when it resumes the script */
 int stepper_command(lua_State *L, const char *cmd);

@@ -4,4 +4,5 @@ return {
   device_count = "lab.cuda.device_count() -> integer: the CUDA devices this rank sees",
   synchronize = "lab.cuda.synchronize([device]): waits for the work queued on a CUDA device",
   status = "lab.cuda.status() -> string: why CUDA is or is not available (toolkit, driver, devices)",
+  sim_host_syncs = "lab.cuda.sim_host_syncs() -> integer: the sim device's host synchronizations so far (device-to-host copies, synchronize: where a GPU's stream would drain)",
 }
