@@ -3,6 +3,6 @@ return {
   is_available = "lab.cuda.is_available() -> boolean: whether a CUDA device can be used",
   device_count = "lab.cuda.device_count() -> integer: the CUDA devices this rank sees",
   synchronize = "lab.cuda.synchronize([device]): waits for the work queued on a CUDA device",
+  sim_host_syncs = "lab.cuda.sim_host_syncs() -> integer: host synchronizations the sim device counted so far (where a GPU's host would wait for its stream)",
   status = "lab.cuda.status() -> string: why CUDA is or is not available (toolkit, driver, devices)",
-  sim_host_syncs = "lab.cuda.sim_host_syncs() -> integer: the sim device's host synchronizations so far (device-to-host copies, synchronize: where a GPU's stream would drain)",
 }
