@@ -1,16 +1,23 @@
-/* Completion: walk the prefix's dotted path from _G, then list the keys of the table it
- * names, and of its metatable's __index table (tensor methods, module methods). */
+/* Completion: walk the prefix's dotted path from the names in scope (the globals, or at the
+ * stepper's prompt the selected frame's locals and upvalues with the globals behind them),
+ * then list the keys of the table it names, and of its metatable's __index table (tensor
+ * methods, module methods). */
 #include "completion.h"
 
 #include <readline/readline.h>
 #include <stdlib.h>
 #include <string.h>
 
-static lua_State *state;
+#include "stepper_frames.h"
 
-/* pushes the value the dotted path names, or nil */
-static void push_path(lua_State *L, const char *path, size_t len) {
-  lua_pushglobaltable(L);
+static lua_State *state;
+static int frame_level = -1; /* the stepper's selected frame while it reads a command */
+
+void completion_set_frame(int level) { frame_level = level; }
+
+/* pushes the value the dotted path names from the scope at index root, or nil */
+static void push_path(lua_State *L, int root, const char *path, size_t len) {
+  lua_pushvalue(L, root);
   size_t i = 0;
   while (i < len) {
     size_t j = i;
@@ -21,8 +28,9 @@ static void push_path(lua_State *L, const char *path, size_t len) {
       return;
     }
     lua_pushlstring(L, path + i, j - i);
-    if (lua_istable(L, -2)) lua_rawget(L, -2);
-    else lua_gettable(L, -2); /* userdata: through __index, protected by the caller */
+    if (lua_istable(L, -2) && i > 0) lua_rawget(L, -2);
+    else lua_gettable(L, -2); /* the scope (globals behind the frame's names), or userdata's
+                               * __index: protected by the caller */
     lua_remove(L, -2);
     i = j + 1;
   }
@@ -65,7 +73,7 @@ static int candidates_p(lua_State *L) {
   size_t blen = cut ? (size_t)(cut - text) : 0;
   const char *prefix = cut ? cut + 1 : text;
   char sep = cut ? *cut : '.';
-  push_path(L, text, blen);
+  push_path(L, 3, text, blen);
   int v = lua_gettop(L);
   if (lua_istable(L, v)) collect_keys(L, v, text, blen, sep, prefix, out, &n, &cap);
   if (lua_isuserdata(L, v) && sep == '.') { /* fields a tensor computes (not in any table) */
@@ -97,10 +105,13 @@ static int candidates_p(lua_State *L) {
 char **completion_candidates(lua_State *L, const char *text) {
   char **out = NULL;
   int top = lua_gettop(L);
+  /* the scope is made here, before the pcall adds a stack level under the stepper's frame */
+  int scope = frame_level >= 0 ? frame_push_scope(L, frame_level) : (lua_pushglobaltable(L), lua_gettop(L));
   lua_pushcfunction(L, candidates_p);
   lua_pushlightuserdata(L, (void *)text);
   lua_pushlightuserdata(L, &out);
-  lua_pcall(L, 2, 0, 0); /* an __index that raises just means no candidates */
+  lua_pushvalue(L, scope);
+  lua_pcall(L, 3, 0, 0); /* an __index that raises just means no candidates */
   lua_settop(L, top);
   return out;
 }
@@ -160,7 +171,7 @@ static char **complete(const char *text, int start, int end) {
 
 void completion_install(lua_State *L) {
   state = L;
-  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]";
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]!"; /* ! of the stepper's !stmt */
   rl_attempted_completion_function = complete;
   rl_completion_word_break_hook = word_breaks;
 }

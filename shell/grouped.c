@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/lab.h"
+
 #define MARK_OPEN "\xc2\xab"  /* « : where the ranks' lines differ */
 #define MARK_CLOSE "\xc2\xbb" /* » */
 
@@ -254,4 +256,25 @@ out:
   free(present);
   free(done);
   free(member);
+}
+
+void print_gathered(FILE *out, int n, const char *all, const int64_t *lens, int prefix) {
+  const char **texts = malloc(sizeof *texts * (size_t)n);
+  if (!texts) return;
+  int64_t off = 0;
+  for (int r = 0; r < n; r++) {
+    texts[r] = all + off;
+    off += lens[r];
+  }
+  print_grouped(out, n, texts, lens, prefix);
+  free(texts);
+}
+
+void print_from_all(FILE *out, const char *mine, int64_t len, int prefix) {
+  char *all = NULL;
+  int64_t *lens = NULL;
+  lab_ctl_gather(mine ? mine : "", mine ? len : 0, &all, &lens);
+  if (lab_ctl_rank() == 0 && all && lens) print_gathered(out, lab_ctl_size(), all, lens, prefix);
+  free(all);
+  free(lens);
 }

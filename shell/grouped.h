@@ -17,4 +17,10 @@ void rank_set_str(const int *member, int n, char *buf, size_t size);
  * as is. Texts may lack a final newline; one is added. */
 void print_grouped(FILE *out, int n, const char *const *texts, const int64_t *lens, int prefix);
 
+/* Every rank calls it with its own text (NULL: nothing): rank 0 gathers them all and writes
+ * them grouped to out, as print_grouped does. */
+void print_from_all(FILE *out, const char *mine, int64_t len, int prefix);
+/* print_grouped of n texts laid end to end in all (as lab_ctl_gather returns them) */
+void print_gathered(FILE *out, int n, const char *all, const int64_t *lens, int prefix);
+
 #endif

@@ -13,6 +13,7 @@
 #include "grouped.h"
 #include "launcher.h"
 #include "repl.h"
+#include "report.h"
 #include "runtime/lab.h"
 #include "session.h"
 #include "stepper.h"
@@ -172,22 +173,7 @@ static int finish_batch(int failed) {
     lab_ctl_abort(1);
   }
   /* the waits that followed from another rank's stop: one report, the ranks grouped */
-  char *all = NULL;
-  int64_t *lens = NULL;
-  lab_ctl_gather(followed_error ? followed_error : "", followed_error ? (int64_t)strlen(followed_error) : 0, &all, &lens);
-  if (lab_ctl_rank() == 0 && all && lens) {
-    int n = lab_ctl_size();
-    const char **texts = malloc(sizeof *texts * (size_t)n);
-    int64_t o = 0;
-    for (int r = 0; texts && r < n; r++) {
-      texts[r] = all + o;
-      o += lens[r];
-    }
-    if (texts) print_grouped(stderr, n, texts, lens, 1);
-    free(texts);
-  }
-  free(all);
-  free(lens);
+  print_from_all(stderr, followed_error, followed_error ? (int64_t)strlen(followed_error) : 0, 1);
   free(followed_error);
   followed_error = NULL;
   int any = 0;
@@ -325,23 +311,8 @@ int main(int argc, char **argv) {
     status = finish_batch(failed);
   }
   if (captured) { /* every rank is here (finish_batch): rank 0 shows them grouped */
-    char *all = NULL;
-    int64_t *lens = NULL;
-    lab_ctl_gather(e_out ? e_out : "", e_out ? e_len : 0, &all, &lens);
-    if (lab_ctl_rank() == 0) {
-      int n = lab_ctl_size();
-      const char **texts = malloc(sizeof *texts * (size_t)n);
-      int64_t off = 0;
-      for (int r = 0; r < n && texts; r++) {
-        texts[r] = all + off;
-        off += lens[r];
-      }
-      if (texts) print_grouped(stdout, n, texts, lens, 1);
-      fflush(stdout);
-      free(texts);
-    }
-    free(all);
-    free(lens);
+    print_from_all(stdout, e_out, e_len, 1);
+    if (lab_ctl_rank() == 0) fflush(stdout);
     free(e_out);
   }
   if (!batch || (o.interactive && !status)) {

@@ -23,13 +23,16 @@
 #include "completion.h"
 #include "grouped.h"
 #include "live.h"
+#include "report.h"
 #include "repl_magic.h"
 #include "runtime/lab.h"
 #include "session.h"
 #include "show.h"
 #include "stepper.h"
+#include "targets.h"
 #include "term_info.h"
 #include "terminal.h"
+#include "watch.h"
 
 static terminal term;
 static char default_target[256] = "all";
@@ -41,7 +44,8 @@ static const char *help_text =
     "                   use a group of just those ranks\n"
     "  :ranks 0,1       make ranks 0,1 the default target (:ranks all to reset)\n"
     "  :who             every rank's host, pid, device and threads\n"
-    "  :run file [args] run a script on the targeted ranks, then come back here\n"
+    "  :run file [args] run a script on the targeted ranks, then come back here (its\n"
+    "                   lab.dist.stats count from 0, as when the script runs alone)\n"
     "  :step file [args] step through a script on all ranks (n s finish c b l bt locals p q)\n"
     "  :watchdog secs   report a collective that waits longer than this (0: never)\n"
     "  ?f, f?, help(f)  the docstring of a function of lab (help(lab.dist) lists a namespace)\n"
@@ -54,122 +58,6 @@ static const char *help_text =
     "Ctrl-C interrupts the running chunk on every rank (also inside collective waits) or\n"
     "clears the line (or the unfinished chunk) at the prompt. Ctrl-T while a chunk runs shows\n"
     "every rank's traceback and collective. Tab completes globals and fields (lab.dist.<TAB>).\n";
-
-char *with_rank_prefix(int rank, const char *msg) {
-  char head[32];
-  int hl = snprintf(head, sizeof head, "rank %d: ", rank);
-  char *out = malloc(strlen(msg) + (size_t)hl + 1);
-  if (!out) return NULL;
-  if (strncmp(msg, head, (size_t)hl) == 0) strcpy(out, msg);
-  else sprintf(out, "%s%s", head, msg);
-  return out;
-}
-
-/* ---- targets: "all" or "1,3" / "0-2" ---- */
-
-/* Fills member[] (world size entries); returns -1 with a message for a bad spec. */
-static int parse_ranks(const char *spec, int *member, int n, char *err, size_t errn) {
-  if (strcmp(spec, "all") == 0) {
-    for (int r = 0; r < n; r++) member[r] = 1;
-    return 0;
-  }
-  memset(member, 0, sizeof *member * (size_t)n);
-  const char *p = spec;
-  int any = 0;
-  while (*p) {
-    char *end;
-    long a = strtol(p, &end, 10), b = a;
-    if (end == p) break;
-    p = end;
-    if (*p == '-') {
-      b = strtol(p + 1, &end, 10);
-      if (end == p + 1) break;
-      p = end;
-    }
-    if (a < 0 || b >= n || a > b) {
-      if (a == b) snprintf(err, errn, "rank %ld is outside 0-%d (this world has %d ranks)", a, n - 1, n);
-      else if (a > b) snprintf(err, errn, "the range %ld-%ld is empty (write the lower rank first)", a, b);
-      else snprintf(err, errn, "ranks %ld-%ld go outside 0-%d (this world has %d ranks)", a, b, n - 1, n);
-      return -1;
-    }
-    for (long r = a; r <= b; r++) member[r] = any = 1;
-    if (*p == ',') p++;
-    else break;
-  }
-  if (*p || !any) {
-    snprintf(err, errn, "cannot read the rank list '%s' (use e.g. 1,3 or 0-2)", spec);
-    return -1;
-  }
-  return 0;
-}
-
-/* The rank list after %on or :ranks: digits, commas and dashes, with spaces allowed around
- * commas and dashes (%on 1, 2 code). Copies it without spaces into spec; returns where the
- * code starts (after one space), or NULL when no list is there. */
-static const char *split_rank_list(const char *p, char *spec, size_t n) {
-  while (*p == ' ' || *p == '\t') p++;
-  size_t len = 0;
-  const char *q = p;
-  for (;;) {
-    while (*q >= '0' && *q <= '9') {
-      if (len + 1 < n) spec[len++] = *q;
-      q++;
-    }
-    const char *r = q;
-    while (*r == ' ' || *r == '\t') r++;
-    if ((*r == ',' || *r == '-') && len > 0 && spec[len - 1] >= '0' && spec[len - 1] <= '9') {
-      if (len + 1 < n) spec[len++] = *r;
-      q = r + 1;
-      while (*q == ' ' || *q == '\t') q++;
-      continue;
-    }
-    break;
-  }
-  spec[len] = 0;
-  if (strncmp(p, "all", 3) == 0 && (p[3] == 0 || p[3] == ' ' || p[3] == '\t')) {
-    snprintf(spec, n, "all");
-    q = p + 3;
-  }
-  if (!spec[0] || (*q && *q != ' ' && *q != '\t')) return NULL;
-  while (*q == ' ' || *q == '\t') q++;
-  return q;
-}
-
-/* the group of the targeted ranks; made once per target set, by every rank together */
-typedef struct target_group {
-  char spec[256];
-  lab_group *group;
-  struct target_group *next;
-} target_group;
-static target_group *targets;
-
-static lab_group *group_for(const char *spec, int in_target) {
-  for (target_group *t = targets; t; t = t->next)
-    if (strcmp(t->spec, spec) == 0) return t->group;
-  lab_group *g = lab_dist_split(lab_dist_world(), in_target ? 0 : -1, lab_ctl_rank());
-  target_group *t = calloc(1, sizeof *t);
-  if (!t || !g) {
-    free(t);
-    return g;
-  }
-  snprintf(t->spec, sizeof t->spec, "%s", spec);
-  t->group = g;
-  t->next = targets;
-  targets = t;
-  return g;
-}
-
-/* When recovery gave up on a group, every rank forgets every target group (a non-member
- * cannot tell which one was lost, and all must make the next one together); they are made
- * again when next used, so an error never names a group the user did not make. The old
- * groups stay registered: a communicator with abandoned requests is never freed. */
-static void forget_targets(void) {
-  while (targets) {
-    target_group *t = targets;
-    targets = t->next;
-    free(t);
-  }
-}
 
 /* ---- interrupting ---- */
 
@@ -189,114 +77,6 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     snprintf(site, sizeof site, "%s:%d", d.short_src, d.currentline);
     lab_board_set(LAB_RUNNING, "", site);
   }
-}
-
-/* rank 0 reads its terminal while a chunk runs: Ctrl-C interrupts, Ctrl-T shows every rank,
- * other keys are kept for readline (typed ahead); meanwhile it prints the watchdog's report */
-static volatile int watching, running;
-static pthread_t watcher;
-static char typeahead[4096];
-static volatile size_t typeahead_len;
-static size_t typeahead_pos;
-
-static int wake_pipe[2] = {-1, -1}; /* stop_watching wakes the watcher at once */
-
-/* A Ctrl-C that has not ended the chunk after a second: some rank is inside one long C call
- * (a BLAS product cannot stop midway). Say so once, with what the board shows. */
-static void say_interrupt_pending(void) {
-  char *report = lab_board_report();
-  fprintf(term.out, "^C interrupt pending: a rank is inside a long C call and stops when it returns, or its "
-                    "code caught the interrupt (pcall): Ctrl-C again stops it at its next line. "
-                    "What every rank is doing:%s\n", report ? report : "");
-  fflush(term.out);
-  free(report);
-}
-
-/* Ctrl-T: every busy rank writes its traceback into the board (from its hook, or from the
- * collective it waits in); the board is printed when all have, or after a second. */
-static void show_every_rank(void) {
-  lab_board_request_info();
-  double end = lab_now() + 1.0;
-  struct timespec nap = {0, 10000000};
-  while (!lab_board_info_answered() && lab_now() < end) nanosleep(&nap, NULL);
-  char *report = lab_board_info_report();
-  fprintf(term.out, "^T every rank:%s\n", report ? report : "");
-  fflush(term.out);
-  free(report);
-}
-
-/* the watchdog's one report, from the board at one moment, while the chunk still runs */
-static void report_stalls(void) {
-  char *report = lab_board_stalled(lab_board_watchdog());
-  if (!report) return;
-  fprintf(term.out, "%s\n", report);
-  fflush(term.out);
-  free(report);
-  lab_board_stall_shown(); /* the waits it shows may give up now */
-}
-
-static void *watch_terminal(void *arg) {
-  (void)arg;
-  double interrupted_at = 0;
-  int said = 0;
-  while (watching) {
-    struct pollfd p[2] = {{.fd = fileno(term.in), .events = POLLIN}, {.fd = wake_pipe[0], .events = POLLIN}};
-    int ready = poll(p, 2, 50); /* live output within 0.2 s, stalls, pending Ctrl-C */
-    if (interrupted_at > 0 && !said && lab_board_interrupt_requested() && lab_now() - interrupted_at > 1.0) {
-      say_interrupt_pending();
-      said = 1;
-    }
-    report_stalls();
-    live_poll(term.out);
-    if (ready <= 0) continue;
-    if (p[1].revents) {
-      char sink[16];
-      if (read(wake_pipe[0], sink, sizeof sink) < 0) {}
-      continue;
-    }
-    char c;
-    if (read(p[0].fd, &c, 1) != 1) break;
-    if (c == 3 && stepper_breaks_on_interrupt()) { /* after `c` in the stepper: break into (step) */
-      stepper_request_break();
-    } else if (c == 3) {
-      lab_board_request_interrupt();
-      if (interrupted_at == 0) interrupted_at = lab_now();
-    } else if (c == 20) {
-      show_every_rank();
-    }
-    else if (typeahead_len < sizeof typeahead) typeahead[typeahead_len++] = c;
-  }
-  return NULL;
-}
-
-static int getc_with_typeahead(FILE *f) {
-  if (typeahead_pos < typeahead_len) return (unsigned char)typeahead[typeahead_pos++];
-  typeahead_pos = typeahead_len = 0;
-  return rl_getc(f);
-}
-
-static void on_sigint(int sig) {
-  (void)sig;
-  if (running && stepper_breaks_on_interrupt()) stepper_request_break(); /* after `c`: into (step) */
-  else if (running || !term.interactive) lab_board_request_interrupt();
-  else terminal_interrupt_line(&term);
-}
-
-static void start_watching(void) {
-  if (lab_ctl_rank() != 0 || !term.relayed) return;
-  if (wake_pipe[0] < 0 && pipe(wake_pipe) < 0) return;
-  terminal_run_mode(&term);
-  lab_board_set_monitored(1);
-  watching = 1;
-  pthread_create(&watcher, NULL, watch_terminal, NULL);
-}
-
-static void stop_watching(void) {
-  if (lab_ctl_rank() != 0 || !term.relayed || !watching) return;
-  watching = 0;
-  if (write(wake_pipe[1], "x", 1) < 0) {}
-  pthread_join(watcher, NULL);
-  lab_board_set_monitored(0);
 }
 
 /* ---- reading ---- */
@@ -369,88 +149,6 @@ static char *read_chunk(lua_State *L) {
 
 /* ---- running ---- */
 
-static void show(int size, char *all, int64_t *lens) {
-  const char **texts = malloc(sizeof *texts * (size_t)size);
-  int64_t o = 0;
-  for (int r = 0; r < size; r++) {
-    texts[r] = all + o;
-    o += lens[r];
-  }
-  print_grouped(term.out, size, texts, lens, size > 1);
-  free(texts);
-}
-
-/* the length of an error's message without its traceback ("msg\nstack traceback:\n...") */
-static int64_t without_traceback(const char *err, int64_t len) {
-  const char *tb = memmem(err, (size_t)len, "\nstack traceback:", 17);
-  return tb ? tb - err : len;
-}
-
-/* Brings every rank's output and error to rank 0 and shows them. Errors come in two kinds: a
- * rank's own, and a wait given up because another rank had stopped (fail fast: it follows from
- * that rank's error). Own errors are shown first, with their traceback when others followed
- * from them; the rest after. */
-void repl_report(const char *out, long long out_len, const char *err) {
-  int rank = lab_ctl_rank(), size = lab_ctl_size();
-  char *err_text = NULL;
-  if (err) {
-    char head[32];
-    int hl = snprintf(head, sizeof head, "rank %d: ", rank);
-    const char *msg = strncmp(err, head, (size_t)hl) == 0 ? err + hl : err;
-    /* the first byte says which kind: 'O' own, 'F' followed from another rank's */
-    if (asprintf(&err_text, "%cerror: %s", lab_board_gave_up_for_member() ? 'F' : 'O', msg) < 0) err_text = NULL;
-  }
-  char *all_out = NULL, *all_err = NULL;
-  int64_t *out_lens = NULL, *err_lens = NULL;
-  lab_ctl_gather(out ? out : "", out ? out_len : 0, &all_out, &out_lens);
-  lab_ctl_gather(err_text ? err_text : "", err_text ? (int64_t)strlen(err_text) : 0, &all_err, &err_lens);
-  if (rank == 0) {
-    int64_t o = 0; /* leave out what was shown while the chunk ran */
-    for (int r = 0; r < size; r++) {
-      int64_t skip = live_shown(r) < out_lens[r] ? live_shown(r) : out_lens[r];
-      memmove(all_out + o, all_out + o + skip, (size_t)(out_lens[r] - skip));
-      int64_t rest = 0;
-      for (int q = r + 1; q < size; q++) rest += out_lens[q];
-      memmove(all_out + o + out_lens[r] - skip, all_out + o + out_lens[r], (size_t)rest);
-      out_lens[r] -= skip;
-      o += out_lens[r];
-    }
-    show(size, all_out, out_lens);
-    /* own errors first (with their traceback if any wait followed from them), then the rest */
-    const char **own = calloc((size_t)size, sizeof *own), **followed = calloc((size_t)size, sizeof *followed);
-    int64_t *own_len = calloc((size_t)size, sizeof *own_len), *followed_len = calloc((size_t)size, sizeof *followed_len);
-    int any_followed = 0;
-    o = 0;
-    for (int r = 0; own && followed && own_len && followed_len && r < size; r++) {
-      const char *e = all_err + o;
-      o += err_lens[r];
-      if (err_lens[r] == 0) continue;
-      if (e[0] == 'F') followed[r] = e + 1, followed_len[r] = err_lens[r] - 1, any_followed = 1;
-      else own[r] = e + 1, own_len[r] = err_lens[r] - 1;
-    }
-    for (int r = 0; own && followed && own_len && followed_len && r < size; r++) {
-      if (!own[r]) own[r] = "";
-      if (!followed[r]) followed[r] = "";
-      if (!any_followed) own_len[r] = without_traceback(own[r], own_len[r]);
-      followed_len[r] = without_traceback(followed[r], followed_len[r]); /* where it waited says nothing new */
-    }
-    if (own && followed && own_len && followed_len) {
-      print_grouped(term.out, size, own, own_len, size > 1);
-      print_grouped(term.out, size, followed, followed_len, size > 1);
-    }
-    free(own);
-    free(followed);
-    free(own_len);
-    free(followed_len);
-    live_end();
-  }
-  free(all_out);
-  free(all_err);
-  free(out_lens);
-  free(err_lens);
-  free(err_text);
-}
-
 typedef enum { RUN_CHUNK, RUN_SCRIPT } run_kind;
 
 /* The wrappers' part of recovery (lua/lab/replicas.lua): after a chunk that ended in an error,
@@ -497,7 +195,7 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   char perr[256] = "";
   int ok = parse_ranks(spec, member, size, perr, sizeof perr) == 0;
   int mine = ok && member[rank];
-  lab_group *g = ok && strcmp(spec, "all") != 0 ? group_for(spec, mine) : NULL;
+  lab_group *g = ok && strcmp(spec, "all") != 0 ? target_group_for(spec, mine) : NULL;
   char *err = NULL;
   capture cap;
   int captured = 0;
@@ -506,8 +204,8 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   /* rank 0 watches the keyboard until every rank is done, targeted or not */
   if (rank == 0) live_begin(size, ok ? member : NULL);
   lab_board_begin_chunk(); /* every rank, targeted or not: the chunks are numbered in step */
-  running = 1;
-  start_watching();
+  watch_set_running(1);
+  watch_start();
   stepper_arm(L);
   if (!ok) {
     if (rank == 0) err = strdup(perr);
@@ -520,7 +218,8 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
     if (kind == RUN_CHUNK) { /* with its traceback, shown if other ranks' waits follow from it */
       session_run_chunk(L, text, strlen(text), "=stdin", 1, 1, &err);
-    } else {
+    } else { /* a lab counts its own traffic from 0, as when run alone (`llmlab lab.lua`) */
+      lab_dist_reset_stats();
       stepper_run_script(L, text, 0, &err);
     }
     /* a Ctrl-C that cut a C call short (a matrix product stops between batches, an iterator
@@ -539,13 +238,13 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
   /* a rank that is done still joins the pauses of a rank stopped in the stepper */
   lab_ctl_wait_all_done(stepper_answer_pauses);
   stepper_disarm();
-  stop_watching();
-  running = 0;
+  watch_stop();
+  watch_set_running(0);
   if (captured) {
     lab_board_set_output(-1);
     capture_close(&cap);
   }
-  repl_report(out, out_len, err);
+  report_all(term.out, out, out_len, err);
   int failed = err != NULL;
   free(out);
   free(err);
@@ -559,11 +258,11 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
  * a rank waited in a collective left the world unusable for the next chunk, whose first
  * collective then waited for the watchdog) */
 static void step_everywhere(lua_State *L, const char *cmdline, int then_repair) {
-  running = 1;
-  start_watching();
+  watch_set_running(1);
+  watch_start();
   int failed = stepper_session(L, cmdline, lab_ctl_rank() == 0 ? term.out : stdout) < 0;
-  stop_watching();
-  running = 0;
+  watch_stop();
+  watch_set_running(0);
   if (then_repair) after_every_rank_is_done(L, failed);
 }
 
@@ -579,7 +278,7 @@ static void who(lua_State *L) {
   char line[512];
   snprintf(line, sizeof line, "host %s, pid %d, device %s, %d thread%s, local rank %d of %d\n", lab_ctl_host(),
            (int)getpid(), device, threads, threads == 1 ? "" : "s", lab_ctl_local_rank(), lab_ctl_local_size());
-  repl_report(line, (int64_t)strlen(line), NULL);
+  report_all(term.out, line, (int64_t)strlen(line), NULL);
 }
 
 /* Turns what rank 0 read into a message; NULL for commands handled on rank 0 alone. */
@@ -665,8 +364,8 @@ static char *message_for(char *chunk, int *quit) {
 /* the stepper reads its commands on rank 0; inside a running chunk (:run reaching
  * lab.breakpoint) the Ctrl-C watcher lets go of the terminal meanwhile */
 static char *read_for_stepper(const char *prompt) {
-  int was_watching = watching;
-  if (was_watching) stop_watching();
+  int was_watching = watch_active();
+  if (was_watching) watch_stop();
   fflush(term.out);
   char *line = terminal_readline(&term, term.interactive ? prompt : "");
   while (line && terminal_take_interrupt(&term)) { /* Ctrl-C clears the line; it is not a step */
@@ -674,19 +373,20 @@ static char *read_for_stepper(const char *prompt) {
     line = terminal_readline(&term, term.interactive ? prompt : "");
   }
   if (line && line[0]) terminal_add_history(&term, line);
-  if (was_watching) start_watching();
+  if (was_watching) watch_start();
   return line;
 }
 
 static void open_terminal_on_rank0(lua_State *L) {
   if (lab_ctl_rank() != 0) return;
   terminal_open(&term);
+  watch_init(&term);
   rl_catch_signals = 0;
-  rl_getc_function = getc_with_typeahead;
+  rl_getc_function = watch_getc;
   completion_install(L);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = watch_on_sigint;
   sigaction(SIGINT, &sa, NULL);
   stepper_set_terminal(read_for_stepper, term.out);
 }

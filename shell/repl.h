@@ -12,10 +12,5 @@ void repl_run(lua_State *L);
 void repl_step_main(lua_State *L, const char *cmdline);
 /* lab.breakpoint() in a plain script: rank 0 opens its terminal for the stepper */
 void repl_attach_terminal(lua_State *L);
-/* every rank's output and error, shown grouped on rank 0 */
-void repl_report(const char *out, long long out_len, const char *err);
-
-/* "rank N: msg" whatever form msg had (errors raised by lab already carry it). */
-char *with_rank_prefix(int rank, const char *msg);
 
 #endif

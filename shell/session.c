@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunks.h"
 #include "lua/lab.h"
 #include "runtime/lab.h"
 
@@ -62,12 +63,51 @@ static void keep_traceback(lua_State *L, const char *msg) {
   lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
 }
 
+/* "file:line: " of the user's code nearest the error (the newest Lua frame outside lua/lab/),
+ * from stack level `from` on; 0 when there is none */
+static int user_position(lua_State *L, int from, char *buf, size_t n) {
+  lua_Debug ar;
+  for (int level = from; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0 || strcmp(ar.what, "C") == 0) continue;
+    if (strstr(ar.source, "/lua/lab/")) continue;
+    snprintf(buf, n, "%s:%d: ", ar.short_src, ar.currentline);
+    return 1;
+  }
+  return 0;
+}
+
+/* the length of a leading "src:line: " whose src is the library's (lua/lab/), else 0 */
+static size_t library_position(const char *m) {
+  const char *colon = strstr(m, ": ");
+  if (!colon) return 0;
+  const char *d = colon;
+  while (d > m && d[-1] >= '0' && d[-1] <= '9') d--;
+  if (d == colon || d == m || d[-1] != ':') return 0;
+  const char *lib = strstr(m, "lua/lab/");
+  return lib && lib < d && !memchr(m, '\n', (size_t)(colon - m)) ? (size_t)(colon + 2 - m) : 0;
+}
+
+const char *session_locate(lua_State *L, const char *msg, int from) {
+  char where[320];
+  if (lab_board_gave_up_for_member() || !user_position(L, from, where, sizeof where)) return msg;
+  char head[32];
+  int hl = snprintf(head, sizeof head, "rank %d: ", lab_ctl_rank());
+  size_t skip = strncmp(msg, head, (size_t)hl) == 0 ? (size_t)hl : 0; /* lab's errors name the rank first */
+  const char *rest = msg + skip;
+  if (strncmp(rest, where, strlen(where)) == 0 || strncmp(rest, "interrupted!", 12) == 0 ||
+      strncmp(rest, "stepper: quit", 13) == 0)
+    return msg; /* already there; a stop from a hook says nothing of a line */
+  rest += library_position(rest); /* the user's line instead of the library's (:tb shows both) */
+  return lua_pushfstring(L, "%s%s%s", skip ? head : "", where, rest);
+}
+
 static int msghandler_traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
+  msg = session_locate(L, msg, 1);
   luaL_traceback(L, L, msg, 1);
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
@@ -79,6 +119,7 @@ static int msghandler_plain(lua_State *L) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
+  session_locate(L, lua_tostring(L, -1), 1);
   keep_traceback(L, lua_tostring(L, -1));
   return 1;
 }
@@ -174,10 +215,15 @@ int session_run_chunk(lua_State *L, const char *code, size_t len, const char *na
     size_t rl;
     const char *ret = lua_tolstring(L, -1, &rl);
     status = luaL_loadbuffer(L, ret, rl, name);
+    if (status == LUA_OK && strcmp(name, "=stdin") == 0) chunks_keep(L, -1, ret, rl);
     lua_remove(L, -2);
     if (status != LUA_OK) lua_pop(L, 1);
   }
-  if (status != LUA_OK) status = luaL_loadbuffer(L, code, len, name);
+  if (status != LUA_OK) {
+    status = luaL_loadbuffer(L, code, len, name);
+    /* the stepper shows its lines later (l in a function defined here) */
+    if (status == LUA_OK && strcmp(name, "=stdin") == 0) chunks_keep(L, -1, code, len);
+  }
   if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET, traceback);
   if (status == LUA_OK && want_results) status = print_results(L, base, quiet);
   if (status != LUA_OK) {

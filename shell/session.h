@@ -37,6 +37,13 @@ void session_reset_interrupt(void);
 /* 1 when this rank raised an interrupt since the reset (the chunk may have caught it) */
 int session_interrupt_raised(void);
 
+/* From a message handler: msg with "file:line: " of the user's code nearest the error (the
+ * newest Lua frame at stack level `from` or older outside lua/lab/), after lab's "rank N: "
+ * and in place of a library file's position, as lua.c's errors carry the caller's line. Pushes
+ * the new message and returns it, or returns msg as it is (already there, no user frame, an
+ * interrupt, or a wait given up because another rank stopped). */
+const char *session_locate(lua_State *L, const char *msg, int from);
+
 /* Raises "rank N: what" with no position, from a hook ("interrupted!", "stepper: quit"): a
  * user's pcall that catches it sees the rank, as in every other error; the REPL's report and
  * the stepper's outcome strip this rank's prefix and still recognise the rest. */

@@ -1,8 +1,9 @@
-/* Compact, bounded text for Lua values at the REPL (see show.h). Built in a plain C string:
- * Lua's buffers cannot be nested with other values pushed between. */
+/* Compact, bounded text for Lua values at the REPL (see show.h). Built in C strings that
+ * open_memstream grows: Lua's buffers cannot be nested with other values pushed between. */
 #include "show.h"
 
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,22 +14,26 @@
 #define SHOW_KEYS 4096   /* keys sorted per table: past this many, the first SHOW_KEYS sorted */
 #define NAME_DEPTH 3     /* how deep the search for a function's name goes (lab.nn.Linear.init) */
 
+/* a growing string: open_memstream does the growing; s and len are final after text_end */
 typedef struct {
   char *s;
-  size_t len, cap;
+  size_t len;
+  FILE *f;
 } text;
 
+static void text_begin(text *t) {
+  t->s = NULL;
+  t->len = 0;
+  t->f = open_memstream(&t->s, &t->len);
+}
+
+static void text_end(text *t) {
+  if (t->f) fclose(t->f);
+  t->f = NULL;
+}
+
 static void add(text *t, const char *s, size_t n) {
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = (t->len + n + 1) * 2;
-    char *ns = realloc(t->s, cap);
-    if (!ns) return;
-    t->s = ns;
-    t->cap = cap;
-  }
-  memcpy(t->s + t->len, s, n);
-  t->len += n;
-  t->s[t->len] = 0;
+  if (t->f) fwrite(s, 1, n, t->f);
 }
 static void adds(text *t, const char *s) { add(t, s, strlen(s)); }
 
@@ -157,6 +162,21 @@ static void add_function(lua_State *L, text *t, int idx) {
 
 /* ---- tables ---- */
 
+/* a key as the table shows it: name, or [value] (malloc'ed, NULL when out of memory) */
+static char *key_text(lua_State *L, int k, int max_depth) {
+  text key;
+  text_begin(&key);
+  if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
+    adds(&key, lua_tostring(L, k));
+  } else {
+    adds(&key, "[");
+    add_value(L, &key, k, max_depth, max_depth, 1);
+    adds(&key, "]");
+  }
+  text_end(&key);
+  return key.s;
+}
+
 static void add_table(lua_State *L, text *t, int idx, int depth, int max_depth) {
   if (depth >= max_depth) {
     adds(t, "{...}");
@@ -188,20 +208,13 @@ static void add_table(lua_State *L, text *t, int idx, int depth, int max_depth) 
       more = 1;
       continue;
     }
-    text key = {0};
-    if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
-      adds(&key, lua_tostring(L, k));
-    } else {
-      adds(&key, "[");
-      add_value(L, &key, k, max_depth, max_depth, 1);
-      adds(&key, "]");
-    }
+    char *key = key_text(L, k, max_depth);
     if (nk == cap) {
       char **grown = realloc(keys, sizeof *keys * (size_t)(cap *= 2));
       if (grown) keys = grown;
     }
-    if (nk < cap && key.s) keys[nk++] = key.s;
-    else free(key.s);
+    if (nk < cap && key) keys[nk++] = key;
+    else free(key);
   }
   if (keys) qsort(keys, (size_t)nk, sizeof *keys, item_cmp);
   for (int i = 0; i < nk; i++) {
@@ -211,17 +224,9 @@ static void add_table(lua_State *L, text *t, int idx, int depth, int max_depth) 
       adds(t, " = ");
       lua_pushnil(L);
       while (lua_next(L, idx)) { /* find the key whose text this is (few: SHOW_ITEMS per table) */
-        text key = {0};
-        int k = lua_gettop(L) - 1;
-        if (lua_type(L, k) == LUA_TSTRING && is_identifier(lua_tostring(L, k))) {
-          adds(&key, lua_tostring(L, k));
-        } else {
-          adds(&key, "[");
-          add_value(L, &key, k, max_depth, max_depth, 1);
-          adds(&key, "]");
-        }
-        int same = key.s && strcmp(key.s, keys[i]) == 0;
-        free(key.s);
+        char *key = key_text(L, lua_gettop(L) - 1, max_depth);
+        int same = key && strcmp(key, keys[i]) == 0;
+        free(key);
         if (same) {
           add_value(L, t, lua_gettop(L), depth + 1, max_depth, 1);
           lua_pop(L, 2);
@@ -275,34 +280,39 @@ static void add_top(lua_State *L, text *t, int idx, int in_table) {
     return;
   }
   for (int d = SHOW_MAX_DEPTH; d > SHOW_DEPTH; d--) {
-    text deep = {0};
+    text deep;
+    text_begin(&deep);
     add_value(L, &deep, idx, 0, d, in_table);
-    if (deep.len <= SHOW_CHARS) {
-      *t = deep;
-      return;
-    }
+    text_end(&deep);
+    int fits = deep.s && deep.len <= SHOW_CHARS;
+    if (fits) add(t, deep.s, deep.len);
     free(deep.s);
+    if (fits) return;
   }
   add_value(L, t, idx, 0, SHOW_DEPTH, in_table);
 }
 
 void show_value(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  text t = {0};
+  text t;
+  text_begin(&t);
   add_top(L, &t, idx, 0);
-  if (t.s && plain_table(L, idx) && t.len > SHOW_CHARS) { /* bounded: a huge table is cut */
-    t.len = SHOW_CHARS;
-    t.s[t.len] = 0;
-    adds(&t, "...}");
+  text_end(&t);
+  int cut = t.s && plain_table(L, idx) && t.len > SHOW_CHARS; /* bounded: a huge table is cut */
+  lua_pushlstring(L, t.s ? t.s : "", cut ? SHOW_CHARS : t.len);
+  if (cut) {
+    lua_pushliteral(L, "...}");
+    lua_concat(L, 2);
   }
-  lua_pushlstring(L, t.s ? t.s : "", t.len);
   free(t.s);
 }
 
 void show_value_short(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  text t = {0};
+  text t;
+  text_begin(&t);
   add_value(L, &t, idx, 0, SHOW_DEPTH, 1);
+  text_end(&t);
   lua_pushlstring(L, t.s ? t.s : "", t.len);
   free(t.s);
 }

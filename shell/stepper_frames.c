@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunks.h"
 #include "runtime/lab.h"
 #include "show.h"
 
@@ -15,30 +16,49 @@ int frame_exists(lua_State *L, int level) {
   return level >= 0 && lua_getstack(L, level, &ar);
 }
 
-/* the text of line n of a file (cached per file is not worth it at human speed); a position
- * shows it without its indentation, a listing (l) with it */
-static void source_line(const char *src, int n, char *buf, size_t size, int keep_indent) {
+/* line n of the frame's source: its file (read again each time: at human speed caching is not
+ * worth it), or the kept text of a chunk typed at the prompt (shell/chunks.c); a position
+ * shows it without its indentation, a listing (l) with it; 0 when there is no such line */
+static int source_line(const char *src, const char *kept, int n, char *buf, size_t size, int keep_indent) {
   buf[0] = 0;
-  if (!src || src[0] != '@') return;
-  FILE *f = fopen(src + 1, "r");
-  if (!f) return;
   char line[480];
-  for (int i = 1; fgets(line, sizeof line, f); i++)
-    if (i == n) {
-      line[strcspn(line, "\r\n")] = 0;
-      const char *p = line;
-      while (!keep_indent && (*p == ' ' || *p == '\t')) p++;
-      snprintf(buf, size, "%s", p);
-      break;
-    }
-  fclose(f);
+  if (kept) {
+    const char *p = kept;
+    for (int i = 1; i < n && p; i++)
+      if ((p = strchr(p, '\n'))) p++;
+    if (!p || !*p || n < 1) return 0;
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\r\n"), p);
+  } else {
+    FILE *f = src && src[0] == '@' ? fopen(src + 1, "r") : NULL;
+    if (!f) return 0;
+    int found = 0;
+    for (int i = 1; !found && fgets(line, sizeof line, f); i++) found = i == n;
+    fclose(f);
+    if (!found) return 0;
+    line[strcspn(line, "\r\n")] = 0;
+  }
+  const char *p = line;
+  while (!keep_indent && (*p == ' ' || *p == '\t')) p++;
+  snprintf(buf, size, "%s", p);
+  return 1;
+}
+
+/* pushes the kept text of the frame's chunk when it was typed at the prompt; NULL (nothing
+ * pushed) for a file or a C function */
+static const char *push_kept(lua_State *L, lua_Debug *ar) {
+  if (ar->source[0] != '=' || !lua_getinfo(L, "f", ar)) return NULL;
+  const char *kept = chunks_push_text_of(L, -1);
+  lua_remove(L, kept ? -2 : -1);
+  return kept;
 }
 
 void frame_position(lua_State *L, int level, const char *where, char *buf, size_t size) {
   lua_Debug ar;
   if (level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sln", &ar)) {
     char text[512];
-    source_line(ar.source, ar.currentline, text, sizeof text, 0);
+    const char *kept = push_kept(L, &ar);
+    source_line(ar.source, kept, ar.currentline, text, sizeof text, 0);
+    if (kept) lua_pop(L, 1);
     char line[32] = "";
     if (ar.currentline > 0) snprintf(line, sizeof line, ":%d", ar.currentline);
     snprintf(buf, size, "%s%s%s%s  %s%s%s", ar.short_src, line, ar.name ? " in " : "", ar.name ? ar.name : "", text,
@@ -48,13 +68,20 @@ void frame_position(lua_State *L, int level, const char *where, char *buf, size_
   }
 }
 
+const void *frame_function(lua_State *L, int level) {
+  lua_Debug ar;
+  if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;
+  const void *fn = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return fn;
+}
+
 int frame_in_library(lua_State *L, int level) {
   lua_Debug ar;
   return lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && strstr(ar.source, "/lua/lab/") != NULL;
 }
 
-char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause, int *ok) {
-  int top = lua_gettop(L);
+int frame_push_scope(lua_State *L, int level) {
   lua_Debug ar;
   int frame = level >= 0 && lua_getstack(L, level, &ar);
   /* the frame's upvalues, then its locals (a later local of the same name shadows), in a
@@ -76,6 +103,12 @@ char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause
   lua_pushglobaltable(L);
   lua_setfield(L, -2, "__index");
   lua_setmetatable(L, env);
+  return env;
+}
+
+char *frame_eval(lua_State *L, int level, const char *expr, const char *at_pause, int *ok) {
+  int top = lua_gettop(L);
+  int env = frame_push_scope(L, level);
   char *code = NULL;
   if (asprintf(&code, "return %s", expr) < 0) code = NULL;
   int rc = code ? luaL_loadbuffer(L, code, strlen(code), "=p") : LUA_ERRMEM;
@@ -134,13 +167,14 @@ static char *locals_of(lua_State *L, lua_Debug *ar, int frame) {
 }
 
 /* l [N]: seven lines around the frame's line, or around line N of its file */
-static char *listing(lua_Debug *ar, int frame, const char *arg) {
+static char *listing(lua_State *L, lua_Debug *ar, int frame, const char *arg) {
   size_t cap = 4096, len = 0;
   char *out = malloc(cap);
   if (!out) return NULL;
   out[0] = 0;
-  if (frame && ar->source[0] != '@') { /* a C function, or a chunk typed at the prompt */
-    snprintf(out, cap, "(no source file for %s)\n", ar->short_src);
+  const char *kept = frame ? push_kept(L, ar) : NULL; /* a function typed at the prompt */
+  if (frame && !kept && ar->source[0] != '@') { /* a C function, or a chunk no longer kept */
+    snprintf(out, cap, "(no source kept for %s)\n", ar->short_src);
     return out;
   }
   int around = frame ? ar->currentline : 0;
@@ -148,10 +182,11 @@ static char *listing(lua_Debug *ar, int frame, const char *arg) {
   for (int n = frame ? around - 3 : 0; frame && n <= around + 3; n++) {
     if (n < 1) continue;
     char text[512];
-    source_line(ar->source, n, text, sizeof text, 1);
+    if (!source_line(ar->source, kept, n, text, sizeof text, 1) && n > around) break; /* past the end */
     len += (size_t)snprintf(out + len, cap - len, "%s%4d  %s\n", n == ar->currentline ? "->" : "  ", n, text);
     if (len >= cap) break;
   }
+  if (kept) lua_pop(L, 1);
   return out;
 }
 
@@ -186,8 +221,8 @@ char *frame_answer(lua_State *L, const char *cmd, int level) {
   lua_Debug ar;
   int frame = level >= 0 && lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar);
   if (strcmp(cmd, "locals") == 0) return locals_of(L, &ar, frame);
-  if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) return listing(&ar, frame, NULL);
-  if (strncmp(cmd, "l ", 2) == 0) return listing(&ar, frame, cmd + 2);
+  if (strcmp(cmd, "l") == 0 || strcmp(cmd, "list") == 0) return listing(L, &ar, frame, NULL);
+  if (strncmp(cmd, "l ", 2) == 0) return listing(L, &ar, frame, cmd + 2);
   if (strncmp(cmd, "p ", 2) == 0) {
     char *v = frame_eval(L, level, cmd + 2, "p", NULL), *out = NULL;
     if (v && asprintf(&out, "%s\n", v) < 0) out = NULL;

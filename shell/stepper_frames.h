@@ -15,8 +15,16 @@ int frame_exists(lua_State *L, int level);
  * where alone when there is no such frame */
 void frame_position(lua_State *L, int level, const char *where, char *buf, size_t size);
 
+/* the function running at the level (to tell two calls at one depth apart), or NULL */
+const void *frame_function(lua_State *L, int level);
+
 /* 1 if the frame runs code of the library (lua/lab/ files), which s and n step over */
 int frame_in_library(lua_State *L, int level);
+
+/* Pushes the names the frame sees: a table of its upvalues and locals (a later local of a name
+ * shadows an earlier one) whose misses go to the globals; returns its stack index. A level
+ * that does not exist gives the globals alone. p, display and Tab at (step) read it. */
+int frame_push_scope(lua_State *L, int level);
 
 /* The values of expr in the frame, tab-separated as print shows them, or "error: ..."
  * (malloc'ed, no newline); *ok is 0 when it raised. at_pause names the command ("p",

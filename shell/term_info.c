@@ -35,6 +35,13 @@ static int colour_allowed(void) {
   return !(no && *no) && term && *term && strcmp(term, "dumb") != 0; /* no TERM: say nothing of colour */
 }
 
+/* t[key] = value (as a boolean when as_boolean) in the table on top */
+static void set_field(lua_State *L, const char *key, int value, int as_boolean) {
+  if (as_boolean) lua_pushboolean(L, value);
+  else lua_pushinteger(L, value);
+  lua_setfield(L, -2, key);
+}
+
 void term_info_share(lua_State *L, const terminal *t) {
   char *msg = NULL;
   int64_t len = 0;
@@ -52,12 +59,8 @@ void term_info_share(lua_State *L, const terminal *t) {
   lua_getglobal(L, "lab");
   if (lua_istable(L, -1)) {
     lua_createtable(L, 0, 2);
-    if (cols > 0) {
-      lua_pushinteger(L, cols);
-      lua_setfield(L, -2, "columns");
-    }
-    lua_pushboolean(L, colour);
-    lua_setfield(L, -2, "colour");
+    if (cols > 0) set_field(L, "columns", cols, 0); /* no columns: not a terminal */
+    set_field(L, "colour", colour, 1);
     lua_setfield(L, -2, "terminal");
   }
   lua_settop(L, top);

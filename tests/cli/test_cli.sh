@@ -62,12 +62,12 @@ check "a failed rank with another still running aborts after the timeout ($elaps
 
 # rank 1 waits in an all_reduce rank 0 never calls while rank 0 still runs: with LLMLAB_WATCHDOG
 # set, a plain script reports it with what every rank is doing instead of hanging (a rank that
-# has finished instead ends the wait at once, as above)
+# has finished instead ends the wait at once, as above); the error carries the user's line
 start=$(date +%s)
 err="$(LLMLAB_WATCHDOG=1 timeout 60 "$LLMLAB" -n 2 -e 'if lab.dist.rank() == 1 then lab.dist.all_reduce(lab.ones(4)) else local t = lab.clock() while lab.clock() - t < 4 do end end' 2>&1)"
 rc=$?
 elapsed=$(( $(date +%s) - start ))
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: all_reduce: watchdog: no progress for 1 s on world" \
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$err" | grep -q "rank 1: (command line):1: all_reduce: watchdog: no progress for 1 s on world" \
   && echo "$err" | grep -q "rank 1: in all_reduce(4 x f32)" && echo "$err" | grep -q "rank 0: running Lua" && [ $elapsed -lt 30 ]
 check "LLMLAB_WATCHDOG reports a rank the others left in a collective ($elapsed s)" $?
 

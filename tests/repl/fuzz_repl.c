@@ -7,7 +7,9 @@
  * wrapper's aborted step, one normal step of every wrapper must answer `ok` on every rank (the
  * replicas compared and restored if the aborted step diverged them); a rank that failed or
  * finished must end the others' wait without the watchdog; every session must answer =1+1 on
- * every rank and end with code 0. CI runs a fixed budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
+ * every rank and end with code 0. The mix has every command of issue 27: help, :time, :timeit,
+ * :tb, _, `;`, :watchdog, lab.breakpoint() at the prompt, Tab at (step) on the frame's names, l
+ * of a function typed at the prompt, :run with quoted arguments, a post-mortem, stats. CI runs a fixed budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
  * Prints sessions, actions and findings; exits 1 on any crash or hang (with the seed to replay). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -110,6 +112,10 @@ static const char *chunks[] = {
     /* IPython's habits (issue 27) */
     "?lab.dist.all_reduce", "lab.zeros?", "help(lab.dist)", "help(nil)", "nope.nope?", ":time lab.ones(4):sum()",
     ":timeit 1 + 1", ":time lab.dist.all_reduce(lab.ones(2))", ":tb", "=_", "7;", ":watchdog",
+    /* the rest of issue 27: traffic, a breakpoint in a chunk, an error with its line, targets */
+    "=lab.dist.stats()", "lab.dist.reset_stats()", "x = 1; lab.breakpoint(); x = 2",
+    "do local y = 1\rlab.zeros(2, 3):matmul(lab.zeros(2, 3)) end", ":ranks", "%on 1 lab.dist.broadcast(lab.ones(2), 1)",
+    "lab.print_on(0, 'only rank 0')",
 };
 static const char *specs[] = {"0", "1", "0,1", "0-1", "all", "1, 0", "9", "-1", "1-0", "x", "", "0,,1"};
 static const char *stepper_cmds[] = {"n",     "s",        "c",       "p i",       "p total, i",    "bt",
@@ -118,7 +124,9 @@ static const char *stepper_cmds[] = {"n",     "s",        "c",       "p i",     
                                      "until", "until 7",  "s!",      "b",         "display total", "undisplay",
                                      /* pdb's other half (issue 27): Lua lines, pp, interact left with Ctrl-D */
                                      "u = 1", "!n = 2", "total = total * 0", "i * 2", "pp {i, {total}}",
-                                     "lab.dist.all_reduce(lab.ones(1))", "interact\rprint(i)\r\x04"};
+                                     "lab.dist.all_reduce(lab.ones(1))", "interact\rprint(i)\r\x04",
+                                     /* Tab on the frame's names (a local, a field, a global) */
+                                     "p tot\t", "p lab.dist.ran\t()", "!to\t = 0", "p tot\t, i\t", "pp fz_\t"};
 
 static void type_line(session *s, const char *text) {
   type(s, text);
@@ -208,6 +216,34 @@ static int action(session *s, const char *script) {
     else return 0;
     break;
   }
+  case 9: { /* a function typed at the prompt, stepped into (l lists it); :run with quoted
+             * arguments; a stepped script's post-mortem on one rank */
+    int which = pick(3);
+    if (which == 0) {
+      type_line(s, "function fz_scale(v)");
+      type_line(s, "  local w = v * 2");
+      type_line(s, "  return w + lab.dist.rank()");
+      type_line(s, "end");
+      int got = prompt_back(s, wait);
+      if (got == 0) return -1;
+      if (got == 2) break; /* a stepper prompt left open: action's end leaves it */
+      type_line(s, "lab.breakpoint(); print(fz_scale(3))");
+    } else if (which == 1) {
+      snprintf(line, sizeof line, ":run %s \"x y\" z", script);
+      type_line(s, line);
+    } else {
+      snprintf(line, sizeof line, ":step %s/fuzz_err.lua", home_dir);
+      type_line(s, line);
+    }
+    static const char *cmds[] = {"s", "n", "l", "bt", "c", "p w\t", "locals", "up", "p v\t * 2"};
+    for (int i = 0, n = 1 + pick(5); i < n; i++) {
+      int got = prompt_back(s, wait);
+      if (got == 0) return -1;
+      if (got == 1) return 0;
+      type_line(s, cmds[pick((int)(sizeof cmds / sizeof *cmds))]);
+    }
+    break;
+  }
   case 8: /* an unfinished chunk abandoned with Ctrl-C or Ctrl-D at >> */
     type_line(s, "if true then");
     usleep(100000);
@@ -271,6 +307,10 @@ static void test_fuzz(void **state) {
   fprintf(f, "local total = 0\nfor i = 1, 4 do\n  total = total + i\nend\n"
              "if lab.dist.rank() == 0 then lab.breakpoint() end\nlab.dist.all_reduce(lab.ones(2))\nprint(total)\n");
   fclose(f);
+  char err_script[512]; /* rank 1 raises inside the library (nn.Linear's check), the rest in lab's C */
+  snprintf(err_script, sizeof err_script, "%s/fuzz_err.lua", home_dir);
+  write_text_file(err_script, "local a = lab.zeros(2, 3)\nif lab.dist.rank() == 1 then\n"
+                              "  lab.nn.Linear(4, 4)(lab.zeros(3, 5))\nelse\n  a:matmul(a)\nend\n");
   setenv("LLMLAB_WATCHDOG", "2", 1);
   int actions = 0;
   double t0 = pty_now();

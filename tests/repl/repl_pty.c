@@ -192,6 +192,13 @@ int board_shows(session *s, const char *state, int busy, double timeout) {
   return 0;
 }
 
+void write_text_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
 void start_ranks(session *s, const char *n) {
   char *argv[] = {(char *)llmlab_path, "-n", (char *)n, NULL};
   spawn(s, argv);

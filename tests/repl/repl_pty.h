@@ -38,6 +38,8 @@ int finish(session *s, double timeout);
 int board_shows(session *s, const char *state, int busy, double timeout);
 /* spawn llmlab -n N and wait for the prompt */
 void start_ranks(session *s, const char *n);
+/* writes text to a new file at path (a script a test runs) */
+void write_text_file(const char *path, const char *text);
 /* common set-up from main's argv */
 void pty_setup(int argc, char **argv);
 

@@ -25,7 +25,7 @@ static void error_on_one_rank(session *s) {
   assert_true(expect(s, "[2] error: ", 10));
   assert_true(expect(s, "only on two", 5));
   type(s, "lab.ones(4, 8):matmul(lab.ones(16, 4))\r");
-  assert_true(expect(s, "[0-3] error: matmul: shapes [4, 8] and [16, 4]", 10));
+  assert_true(expect(s, "[0-3] error: stdin:1: matmul: shapes [4, 8] and [16, 4]", 10));
   type(s, "=1 + 1\r"); /* the REPL goes on */
   assert_true(expect(s, "[0-3] 2", 10));
 }

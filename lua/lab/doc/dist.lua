@@ -32,7 +32,7 @@ return {
   set_nccl_env = "lab.dist.set_nccl_env(name, value): sets an NCCL_* variable of this process (before NCCL starts)",
   set_checked = "lab.dist.set_checked(on): check that every rank calls the same collective (a desync is reported)",
   checked = "lab.dist.checked() -> boolean: whether collectives are checked",
-  stats = "lab.dist.stats() -> {[group] = {[op] = {calls=, bytes=, wire_bytes=}}}: this rank's traffic so far",
+  stats = "lab.dist.stats() -> {[group] = {[op] = {calls=, bytes=, wire_bytes=}}}: this rank's traffic so far (from 0 at each :run of the REPL, as a lab run alone)",
   reset_stats = "lab.dist.reset_stats(): zeroes the traffic counts and communication times",
   set_watchdog = "lab.dist.set_watchdog(seconds): a collective with no progress this long raises (0: never)",
   watchdog = "lab.dist.watchdog() -> seconds: the watchdog's limit",
