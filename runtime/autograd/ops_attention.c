@@ -12,6 +12,7 @@
 #include "../error.h"
 #include "../matmul.h"
 #include "../transfer.h"
+#include "attention_block_math.h"
 #include "ops.h"
 #include "util.h"
 
@@ -284,7 +285,8 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
 
 /* ---- the kernels without autograd, for callers that merge blocks themselves ---- */
 
-/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype the device's kernels take */
+/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype: 0 when the device's kernels take
+ * them, 1 when the block goes by the math path (attention_block_math.c), -1 after lab_fail */
 static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor *v, int64_t *dims) {
   char a[128], b[128], c[128];
   int ok = q->ndim >= 2 && q->ndim == k->ndim && k->ndim == v->ndim && q->dtype == k->dtype && k->dtype == v->dtype;
@@ -301,10 +303,8 @@ static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor 
   for (int d = 0; d < q->ndim - 2; d++) dims[0] *= q->shape[d];
   dims[1] = q->shape[q->ndim - 2], dims[2] = k->shape[k->ndim - 2];
   dims[3] = q->shape[q->ndim - 1], dims[4] = v->shape[v->ndim - 1];
-  if (!ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, dims[3], dims[4]))
-    return lab_fail(op, "no FlashAttention kernel on %s for %s with head dims %lld and %lld", ops->name,
-                    lab_dtype_name(q->dtype), (long long)dims[3], (long long)dims[4]);
-  return 0;
+  /* no kernel for the case (cuda's take bf16/f16 at head dims 64 and 128): the math path */
+  return !ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, dims[3], dims[4]);
 }
 
 int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_tensor **out,
@@ -312,8 +312,10 @@ int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
   const char *op = "flash_block";
   int64_t dims[5];
   *out = *lse = NULL;
-  if (block_check(op, q, k, v, dims) < 0) return -1;
+  int math = block_check(op, q, k, v, dims);
+  if (math < 0) return -1;
   if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
+  if (math) return lab_attn_block_math_fwd(q, k, v, causal, scale, out, lse);
   lab_device dev = lab_device_of(q);
   int64_t oshape[LAB_MAX_DIMS];
   for (int d = 0; d < q->ndim; d++) oshape[d] = q->shape[d];
@@ -345,7 +347,8 @@ int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor 
   char a1[128], b1[128];
   int64_t dims[5];
   *dq = *dk = *dv = NULL;
-  if (block_check(op, q, k, v, dims) < 0) return -1;
+  int math = block_check(op, q, k, v, dims);
+  if (math < 0) return -1;
   int ok = out->ndim == q->ndim && dout->ndim == q->ndim && out->dtype == q->dtype && dout->dtype == q->dtype &&
            lse->dtype == LAB_F32 && lab_numel(lse) == dims[0] * dims[1] &&
            lab_numel(out) == dims[0] * dims[1] * dims[4] && lab_numel(dout) == lab_numel(out);
@@ -356,6 +359,7 @@ int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor 
   lab_device dev;
   if (lab_common_device(op, 6, all, &dev) < 0) return -1;
   if (scale <= 0) scale = 1.0 / sqrt((double)dims[3]);
+  if (math) return lab_attn_block_math_bwd(q, k, v, out, dout, lse, causal, scale, dq, dk, dv);
   lab_tensor *c[6] = {0};
   int good = 1;
   for (int i = 0; i < 6; i++) good = good && (c[i] = lab_contiguous(all[i])) != NULL;
