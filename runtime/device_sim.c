@@ -406,3 +406,11 @@ const lab_device_ops *lab_sim_device_ops(void) {
 #endif
   return &sim_ops;
 }
+
+int lab_sim_is_simrt(void) {
+#ifdef LLMLAB_HAVE_SIMT
+  return lab_sim_device_ops() == &simrt_ops;
+#else
+  return 0;
+#endif
+}

@@ -15,7 +15,8 @@
 #include "../device.h"
 #include "dist.h"
 
-enum { LAB_DEVPLAN_UNDECIDED = 0, LAB_DEVPLAN_NCCL, LAB_DEVPLAN_STAGED };
+/* SIM_NCCL: the plan NCCL, decided for sim tensors (runtime/simrt's NCCL on MPI runs nccl.c) */
+enum { LAB_DEVPLAN_UNDECIDED = 0, LAB_DEVPLAN_NCCL, LAB_DEVPLAN_STAGED, LAB_DEVPLAN_SIM_NCCL };
 typedef enum { LAB_PATH_HOST, LAB_PATH_STAGED, LAB_PATH_DEVICE } lab_coll_path;
 
 /* A GPU's identity across the job: "host/PCI bus id" (empty: this rank has no GPU). */
@@ -56,6 +57,10 @@ void lab_devcomm_free(lab_group *g);
  * of g calls it, as at the group's first collective on cuda tensors); 0 or -1. lab.dist.backend
  * calls it so that it can answer for cuda tensors before any collective. */
 int lab_devcomm_decide(lab_group *g, lab_device a);
+
+/* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
+ * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
+long lab_devcomm_sim_nccl_calls(void);
 
 /* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" for lab.dist.backend_of. */
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n);
