@@ -2,9 +2,12 @@
  * group. CPU tensors go to the group's host backend (MPI). CUDA tensors go to NCCL when it is
  * compiled in and every member of the group drives a GPU of its own; NCCL refuses two ranks of
  * one communicator on the same GPU ("Duplicate GPU detected"), so when members share a GPU (or
- * NCCL is absent, or the tensors are sim or of mixed devices) the collective runs through MPI
- * on host copies (dist.c's staged path), and the first such collective on a group says why,
- * once. NCCL is a plugin (runtime/cuda/loader.h) opened at that first collective. The choice
+ * NCCL is absent, or the tensors are of mixed devices) the collective runs through MPI on host
+ * copies (dist.c's staged path), and the first such collective on a group says why, once. NCCL
+ * is a plugin (runtime/cuda/loader.h) opened at that first collective. Sim tensors take the
+ * same path with nccl.c's second build over runtime/simrt's NCCL on MPI (each process's sim
+ * GPUs are its own), or stage where the sim has none; a group's plan is decided by the first
+ * device type it meets, and the other type's tensors then stage. The choice
  * is plain logic (lab_devcomm_plan, lab_coll_path_of), tested on the CPU; the NCCL calls are in
  * nccl.c. */
 #ifndef LAB_RUNTIME_DIST_DEVCOMM_H
