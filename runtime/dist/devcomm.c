@@ -11,9 +11,6 @@
 #include "../cuda/loader.h"
 #include "../error.h"
 #include "nccl.h" /* LAB_NCCL_ID_BYTES; the functions are reached through the plugin */
-#ifdef LLMLAB_HAVE_SIMT
-#include "../simrt/nccl_table.h"
-#endif
 
 /* The NCCL of a device type: the plugin for cuda; for sim, nccl.c compiled against
  * runtime/simrt's NCCL on MPI (NULL where the build or the sim's table has none). */

@@ -1,4 +1,7 @@
-/* The sim's NCCL backend table (nccl_table.h): nccl.c's functions under their sim names. */
+/* The sim's NCCL backend as devcomm.c reaches it (declared in runtime/cuda/loader.h beside the
+ * real plugin's): runtime/dist/nccl.c compiled against runtime/simrt's shims (nccl_mpi.c:
+ * NCCL on MPI), as the nccl plugin's table, so sim tensors' collectives take nccl.c's path as
+ * cuda tensors' do. */
 #include "shim/nccl.h" /* first: lab_nccl_* are lab_simrt_nccl_* here */
 
 #include <stdlib.h>
@@ -6,7 +9,7 @@
 
 #include "../device_sim.h"
 #include "../dist/nccl.h"
-#include "nccl_table.h"
+#include "../cuda/loader.h"
 
 const lab_nccl_plugin *lab_simrt_nccl_plugin(void) {
   static lab_nccl_plugin p;
