@@ -172,6 +172,9 @@ lab_group *lab_devcomm_group(lab_group *g) {
     free(dev);
     return NULL;
   }
+  /* g owns it (lab_devcomm_free): work objects on it retain and release it, which must never
+   * reach 0 and free it (its world ranks are g's) while g still points at it */
+  dev->refs = 1;
   g->device = dev;
   return dev;
 }

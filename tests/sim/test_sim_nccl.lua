@@ -100,4 +100,22 @@ T.test("the NCCL op reads what the compute stream wrote before it (the stream wa
   end
 end)
 
+T.test("a user group's NCCL communicator: async work on it, then the group released", function()
+  -- work objects hold the group whose backend ran them (the device group): releasing the work
+  -- once freed that device group (its count started at 0) and then the user group's release
+  -- freed it again ("double free or corruption" in lab_devcomm_free, test_tp's place lane run)
+  local all = {}
+  for i = 0, n - 1 do all[#all + 1] = i end
+  for round = 1, 2 do
+    local g = dist.new_group(all)
+    both("async all_reduce on a new group, round " .. round, 1, 1e-5, function(x)
+      local w = dist.all_reduce(x, { group = g, async = true })
+      w:wait()
+    end, lab.randn(20, cpu))
+    g = nil
+    collectgarbage()
+    collectgarbage()
+  end
+end)
+
 T.finish()
