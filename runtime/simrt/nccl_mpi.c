@@ -66,6 +66,7 @@ struct ncclComm {
   ncclResult_t async;
   op *pending;
   char last[200];
+  struct ncclComm *next_aborted;
 };
 
 typedef struct {
@@ -81,6 +82,9 @@ static int have_thread;
 static ncclComm_t comms[64]; /* communicators with pending work (progress), NULL slots free */
 static long calls;           /* collectives and sends/recvs posted (lab_simrt_nccl_calls) */
 static int group_depth;
+/* aborted communicators, kept with their pending requests' buffers for the life of the
+ * process (MPI may still write them); a list, so they stay reachable (leak checkers) */
+static ncclComm_t aborted_comms;
 
 long lab_simrt_nccl_calls(void) {
   pthread_mutex_lock(&nm);
@@ -418,6 +422,10 @@ static void untrack(ncclComm_t c) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
   pthread_mutex_lock(&nm);
+  if (!comm->aborted) {
+    comm->next_aborted = aborted_comms;
+    aborted_comms = comm;
+  }
   comm->aborted = 1; /* its items end now; the struct, requests and MPI communicator stay */
   untrack(comm);
   pthread_cond_broadcast(&nc);
