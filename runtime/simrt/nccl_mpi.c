@@ -25,8 +25,10 @@
  *   before its buffer or communicator is freed; collective requests cannot be cancelled), so
  *   a peer that posts later writes only into memory kept for it. nccl.c rebuilds with a new id.
  * - ncclGroupStart/End: every call posts non-blocking requests at once, so a group needs no
- *   deferral (NCCL's groups exist to keep blocking kernels from deadlocking); the depth is
- *   checked. Not modelled: NCCL's transport, algorithms and channels, ncclCommSplit,
+ *   deferral (NCCL's groups exist to keep blocking kernels from deadlocking); only its first
+ *   call waits for the stream. Sends and recvs outside a group (each waits for the one before
+ *   it on the stream, as an NCCL send kernel waits for its peer's recv) deadlock when both
+ *   peers send first, as they would on a GPU: devcomm.c stages them on the sim. Not modelled: NCCL's transport, algorithms and channels, ncclCommSplit,
  *   non-blocking communicators. */
 #include <mpi.h>
 #include <pthread.h>
@@ -82,6 +84,7 @@ static int have_thread;
 static ncclComm_t comms[64]; /* communicators with pending work (progress), NULL slots free */
 static long calls;           /* collectives and sends/recvs posted (lab_simrt_nccl_calls) */
 static int group_depth;
+static int group_waited; /* the open group's first call waited for its stream */
 /* aborted communicators, kept with their pending requests' buffers for the life of the
  * process (MPI may still write them); a list, so they stay reachable (leak checkers) */
 static ncclComm_t aborted_comms;
@@ -332,7 +335,14 @@ static ncclResult_t post(kind k, const void *send, void *recv, size_t count, ncc
   if (!on_mpi_thread()) return ncclInvalidUsage; /* MPI is FUNNELED: one thread drives it */
   if ((k == K_BROADCAST || k == K_REDUCE || k == K_SEND || k == K_RECV) && (root < 0 || root >= c->size))
     return ncclInvalidArgument;
-  if (lab_simrt_drain(s) != cudaSuccess) return ncclUnhandledCudaError;
+  /* inside a group, the first call waits for the stream and the rest are ordered after it:
+   * waiting again would wait for this group's own sends, which complete only once the peers
+   * post the receives that follow them in their groups (a deadlock for messages past MPI's
+   * eager size) */
+  if (group_depth == 0 || !group_waited) {
+    if (lab_simrt_drain(s) != cudaSuccess) return ncclUnhandledCudaError;
+    group_waited = group_depth > 0;
+  }
   size_t esz = esize(t), n = count * esz, P = (size_t)c->size;
   size_t in_n = k == K_REDUCE_SCATTER ? n * P : n;
   op *o = calloc(1, sizeof *o);
@@ -403,7 +413,7 @@ ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t t, int peer, ncclC
 }
 
 ncclResult_t ncclGroupStart(void) {
-  group_depth++;
+  if (group_depth++ == 0) group_waited = 0;
   return ncclSuccess;
 }
 ncclResult_t ncclGroupEnd(void) {
