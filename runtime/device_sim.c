@@ -382,6 +382,9 @@ static int simrt_wanted(void) {
   const char *e = getenv("LLMLAB_SIMRT");
   return !e || strcmp(e, "0") != 0;
 }
+int lab_sim_is_simrt(void) { return lab_sim_device_ops() == &simrt_ops; }
+#else
+int lab_sim_is_simrt(void) { return 0; }
 #endif
 
 const lab_device_ops *lab_sim_device_ops(void) {
@@ -405,12 +408,4 @@ const lab_device_ops *lab_sim_device_ops(void) {
   if (simrt_ops.name) return &simrt_ops;
 #endif
   return &sim_ops;
-}
-
-int lab_sim_is_simrt(void) {
-#ifdef LLMLAB_HAVE_SIMT
-  return lab_sim_device_ops() == &simrt_ops;
-#else
-  return 0;
-#endif
 }
