@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "lab_lua.h"
+#include "runtime/dist/devcomm.h"
 #include "runtime/lab.h"
 
 static void push_device(lua_State *L, lab_device d) {
@@ -52,6 +53,12 @@ static int l_cuda_sim_host_syncs(lua_State *L) {
   return 1;
 }
 
+/* lab.cuda.sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
+static int l_cuda_sim_nccl_calls(lua_State *L) {
+  lua_pushinteger(L, lab_devcomm_sim_nccl_calls());
+  return 1;
+}
+
 static int l_cuda_status(lua_State *L) {
   lua_pushstring(L, lab_cuda_status());
   return 1;
@@ -91,6 +98,7 @@ void ll_register_device(lua_State *L) {
                                   {"synchronize", l_cuda_synchronize},
                                   {"status", l_cuda_status},
                                   {"sim_host_syncs", l_cuda_sim_host_syncs},
+                                  {"sim_nccl_calls", l_cuda_sim_nccl_calls},
                                   {NULL, NULL}};
   luaL_newlib(L, cuda);
   lua_setfield(L, -2, "cuda");

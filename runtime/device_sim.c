@@ -319,6 +319,9 @@ static int simrt_wanted(void) {
   const char *e = getenv("LLMLAB_SIMRT");
   return !e || strcmp(e, "0") != 0;
 }
+int lab_sim_is_simrt(void) { return lab_sim_device_ops() == &simrt_ops; }
+#else
+int lab_sim_is_simrt(void) { return 0; }
 #endif
 
 const lab_device_ops *lab_sim_device_ops(void) {

@@ -62,8 +62,9 @@ typedef enum { LAB_SDPA_AUTO, LAB_SDPA_FLASH, LAB_SDPA_MATH } lab_sdpa_impl;
 lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_sdpa_impl impl);
 /* The FlashAttention kernels without autograd, for callers that merge blocks by their
  * log-sum-exp themselves (ring attention): out [..., T, Dv] and lse [..., T] (f32) of one block;
- * and its dq, dk, dv given the (merged) out, dout and lse. q, k, v of one dtype the device's
- * kernels take. Return 0, or -1 with lab_fail. */
+ * and its dq, dk, dv given the (merged) out, dout and lse. q, k, v of one float dtype; where the device's
+ * kernels refuse it or the head dims, the math path (attention_block_math.h) gives the same
+ * contract. Return 0, or -1 with lab_fail. */
 int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_tensor **out,
                         lab_tensor **lse);
 int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor *out, lab_tensor *dout,

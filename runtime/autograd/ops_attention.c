@@ -12,6 +12,7 @@
 #include "../error.h"
 #include "../matmul.h"
 #include "../transfer.h"
+#include "attention_block_math.h"
 #include "ops.h"
 #include "util.h"
 
@@ -294,8 +295,9 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
 
 /* ---- the kernels without autograd, for callers that merge blocks themselves ---- */
 
-/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype the device's kernels take; p gets
- * the problem (scale and causal as given, scale <= 0: 1/sqrt(D)) */
+/* q [..., T, D], k [..., S, D], v [..., S, Dv] of one dtype; p gets the problem (scale and causal
+ * as given, scale <= 0: 1/sqrt(D)). 0 when the device's kernels take them, 1 when the block goes by
+ * the math path (attention_block_math.c), -1 after lab_fail */
 static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale,
                        flash_problem *p) {
   char a[128], b[128], c[128];
@@ -312,11 +314,9 @@ static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor 
   *p = (flash_problem){.dt = q->dtype, .BH = 1, .T = q->shape[q->ndim - 2], .S = k->shape[k->ndim - 2],
                        .D = q->shape[q->ndim - 1], .Dv = v->shape[v->ndim - 1], .scale = scale, .causal = causal};
   for (int d = 0; d < q->ndim - 2; d++) p->BH *= q->shape[d];
-  if (!ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, p->D, p->Dv))
-    return lab_fail(op, "no FlashAttention kernel on %s for %s with head dims %lld and %lld", ops->name,
-                    lab_dtype_name(q->dtype), (long long)p->D, (long long)p->Dv);
   if (p->scale <= 0) p->scale = 1.0 / sqrt((double)p->D);
-  return 0;
+  /* no kernel for the case (cuda's take bf16/f16 at head dims 64 and 128): the math path */
+  return !ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, p->D, p->Dv);
 }
 
 int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal, double scale, lab_tensor **out,
@@ -324,7 +324,9 @@ int lab_flash_block_fwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
   const char *op = "flash_block";
   flash_problem p;
   *out = *lse = NULL;
-  if (block_check(op, q, k, v, causal, scale, &p) < 0) return -1;
+  int math = block_check(op, q, k, v, causal, scale, &p);
+  if (math < 0) return -1;
+  if (math) return lab_attn_block_math_fwd(q, k, v, causal, p.scale, out, lse);
   lab_device dev = lab_device_of(q);
   int64_t oshape[LAB_MAX_DIMS];
   for (int d = 0; d < q->ndim; d++) oshape[d] = q->shape[d];
@@ -356,7 +358,8 @@ int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor 
   char a1[128], b1[128];
   flash_problem p;
   *dq = *dk = *dv = NULL;
-  if (block_check(op, q, k, v, causal, scale, &p) < 0) return -1;
+  int math = block_check(op, q, k, v, causal, scale, &p);
+  if (math < 0) return -1;
   int ok = out->ndim == q->ndim && dout->ndim == q->ndim && out->dtype == q->dtype && dout->dtype == q->dtype &&
            lse->dtype == LAB_F32 && lab_numel(lse) == p.BH * p.T &&
            lab_numel(out) == p.BH * p.T * p.Dv && lab_numel(dout) == lab_numel(out);
@@ -366,6 +369,7 @@ int lab_flash_block_bwd(lab_tensor *q, lab_tensor *k, lab_tensor *v, lab_tensor 
   lab_tensor *all[6] = {q, k, v, out, dout, lse};
   lab_device dev;
   if (lab_common_device(op, 6, all, &dev) < 0) return -1;
+  if (math) return lab_attn_block_math_bwd(q, k, v, out, dout, lse, causal, p.scale, dq, dk, dv);
   lab_tensor *c[6] = {0};
   int good = 1;
   for (int i = 0; i < 6; i++) good = good && (c[i] = lab_contiguous(all[i])) != NULL;

@@ -30,6 +30,14 @@ const lab_device_ops *lab_cuda_load(void);
 /* The NCCL backend (opens the cuda plugin first); NULL with lab_nccl_why. */
 const lab_nccl_plugin *lab_nccl_load(void);
 const char *lab_cuda_why(void);
+/* The sim's NCCL (runtime/simrt/nccl_table.c, built with the SIMT interpreter): nccl.c
+ * compiled against runtime/simrt's NCCL on MPI, as this plugin table; NULL when the sim is not
+ * running runtime/cuda's device over runtime/simrt (LLMLAB_SIMRT=0, LLMLAB_SIMT=0: its memory
+ * is not the emulated runtime's) or LLMLAB_SIM_NCCL=0 (collectives on sim tensors then stage
+ * through MPI, as before). */
+const lab_nccl_plugin *lab_simrt_nccl_plugin(void);
+/* collectives and sends/recvs the sim's NCCL posted in this process (lab.cuda.sim_nccl_calls) */
+long lab_simrt_nccl_calls(void);
 const char *lab_nccl_why(void);
 /* 1 once the cuda plugin is open (asks nothing, loads nothing). */
 int lab_cuda_loaded(void);

@@ -35,6 +35,13 @@ typedef struct {
   const char *(*version)(void);
 } lab_nccl_plugin;
 
+/* The table of runtime/dist/nccl.h's functions: one spelling for both builds of nccl.c (the
+ * plugin's, and the sim's, where shim/nccl.h renames them lab_simrt_nccl_*) */
+#define LAB_NCCL_PLUGIN_TABLE()                                                                          \
+  ((lab_nccl_plugin){.abi = LAB_PLUGIN_ABI, .ops_size = sizeof(lab_device_ops), .group_size = sizeof(lab_group), \
+                     .gpu_key = lab_nccl_gpu_key, .unique_id = lab_nccl_unique_id,                         \
+                     .group_init = lab_nccl_group_init, .version = lab_nccl_version})
+
 #define LAB_CUDA_PLUGIN_ENTRY "llmlab_cuda_plugin"
 #define LAB_NCCL_PLUGIN_ENTRY "llmlab_nccl_plugin"
 typedef const lab_cuda_plugin *(*lab_cuda_plugin_entry)(void);

@@ -14,12 +14,6 @@ cudaStream_t lab_cuda_compute_stream(int index) { return (cudaStream_t)cuda_stre
 __attribute__((visibility("default"))) const lab_nccl_plugin *llmlab_nccl_plugin(const lab_cuda_plugin *cuda) {
   static lab_nccl_plugin p;
   cuda_stream = cuda->compute_stream;
-  p = (lab_nccl_plugin){.abi = LAB_PLUGIN_ABI,
-                        .ops_size = sizeof(lab_device_ops),
-                        .group_size = sizeof(lab_group),
-                        .gpu_key = lab_nccl_gpu_key,
-                        .unique_id = lab_nccl_unique_id,
-                        .group_init = lab_nccl_group_init,
-                        .version = lab_nccl_version};
+  p = LAB_NCCL_PLUGIN_TABLE();
   return &p;
 }

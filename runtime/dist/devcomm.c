@@ -12,6 +12,28 @@
 #include "../error.h"
 #include "nccl.h" /* LAB_NCCL_ID_BYTES; the functions are reached through the plugin */
 
+/* The NCCL of a device type: the plugin for cuda; for sim, nccl.c compiled against
+ * runtime/simrt's NCCL on MPI (NULL where the build or the sim's table has none). */
+static const lab_nccl_plugin *nccl_of(lab_device_type t) {
+  if (t == LAB_DEV_CUDA) return lab_nccl_load();
+#ifdef LLMLAB_HAVE_SIMT
+  if (t == LAB_DEV_SIM) return lab_simrt_nccl_plugin();
+#endif
+  return NULL;
+}
+static const char *nccl_why(lab_device_type t) {
+  return t == LAB_DEV_CUDA ? lab_nccl_why() : "the sim device has no NCCL here (a build without the SIMT "
+                                              "interpreter, LLMLAB_SIMRT=0, LLMLAB_SIMT=0 or LLMLAB_SIM_NCCL=0)";
+}
+
+long lab_devcomm_sim_nccl_calls(void) {
+#ifdef LLMLAB_HAVE_SIMT
+  return lab_simrt_nccl_calls();
+#else
+  return 0;
+#endif
+}
+
 int lab_devcomm_plan(int n, const char (*keys)[LAB_GPU_KEY], const int *world_ranks, int built, char *why,
                      size_t len) {
   if (!built) {
@@ -36,20 +58,22 @@ int lab_devcomm_plan(int n, const char (*keys)[LAB_GPU_KEY], const int *world_ra
 
 lab_coll_path lab_coll_path_of(lab_device a, lab_device b, int plan) {
   if (a.type == LAB_DEV_CPU && b.type == LAB_DEV_CPU) return LAB_PATH_HOST;
-  if (a.type == LAB_DEV_CUDA && lab_device_eq(a, b) && plan == LAB_DEVPLAN_NCCL) return LAB_PATH_DEVICE;
+  if (!lab_device_eq(a, b)) return LAB_PATH_STAGED;
+  if (a.type == LAB_DEV_CUDA && plan == LAB_DEVPLAN_NCCL) return LAB_PATH_DEVICE;
+  if (a.type == LAB_DEV_SIM && plan == LAB_DEVPLAN_SIM_NCCL) return LAB_PATH_DEVICE;
   return LAB_PATH_STAGED;
 }
 
-/* this rank's GPU for the group: the default device's if it is cuda, else the one "cuda" names
- * (cuda:(node rank mod GPUs)) */
-static int my_gpu(char *key, size_t n, int *index) {
+/* this rank's GPU of type t for the group: the default device's if it is of that type, else the
+ * one "cuda" ("sim") names (cuda:(node rank mod GPUs)) */
+static int my_gpu(lab_device_type t, char *key, size_t n, int *index) {
   key[0] = 0;
   *index = 0;
-  if (lab_device_count(LAB_DEV_CUDA) <= 0) return 0;
+  if (lab_device_count(t) <= 0) return 0;
   lab_device d = lab_default_device();
-  if (d.type != LAB_DEV_CUDA && lab_device_parse("nccl", "cuda", &d) < 0) return -1;
+  if (d.type != t && lab_device_parse("nccl", t == LAB_DEV_CUDA ? "cuda" : "sim", &d) < 0) return -1;
   *index = d.index;
-  const lab_nccl_plugin *nccl = lab_nccl_load();
+  const lab_nccl_plugin *nccl = nccl_of(t);
   return nccl ? nccl->gpu_key(*index, key, n) : 0;
 }
 
@@ -65,17 +89,17 @@ int lab_devcomm_setup(lab_group *g) {
 /* Every member calls this in the same collective (the first on cuda tensors of g): NCCL where
  * NCCL loads and every member has a GPU of its own. A member whose tensors are cpu while the
  * others' are cuda is a mismatch checked mode reports only after this exchange. */
-static int decide(lab_group *g) {
+static int decide(lab_group *g, lab_device_type t) {
   if (g->rank < 0) return 0;
   g->device_plan = LAB_DEVPLAN_STAGED;
-  int built = lab_nccl_load() != NULL;
+  int built = nccl_of(t) != NULL;
   /* a rank where NCCL does not load still takes part in the exchange, with no GPU key: the
    * others then stage too ("world rank N has no GPU") */
-  if (!built) snprintf(g->device_why, sizeof g->device_why, "NCCL is not usable: %s", lab_nccl_why());
+  if (!built) snprintf(g->device_why, sizeof g->device_why, "NCCL is not usable: %s", nccl_why(t));
   char mine[LAB_GPU_KEY];
   char(*all)[LAB_GPU_KEY] = calloc((size_t)g->size, LAB_GPU_KEY);
   if (!all) return lab_fail("nccl", "out of memory");
-  int rc = built ? my_gpu(mine, sizeof mine, &g->device_index) : 0;
+  int rc = built ? my_gpu(t, mine, sizeof mine, &g->device_index) : 0;
   if (rc < 0 || !built) mine[0] = 0; /* no NCCL, or a GPU that cannot say its bus id: staged */
   if (g->backend->exchange(g, mine, all, LAB_GPU_KEY) < 0) {
     free(all);
@@ -84,6 +108,7 @@ static int decide(lab_group *g) {
   if (built) {
     g->device_plan = lab_devcomm_plan(g->size, (const char(*)[LAB_GPU_KEY])all, g->world_ranks, 1, g->device_why,
                                       sizeof g->device_why);
+    if (t == LAB_DEV_SIM && g->device_plan == LAB_DEVPLAN_NCCL) g->device_plan = LAB_DEVPLAN_SIM_NCCL;
     /* a member without NCCL sent no key: the plan above says "world rank N has no GPU" */
   }
   free(all);
@@ -91,8 +116,11 @@ static int decide(lab_group *g) {
 }
 
 int lab_devcomm_decide(lab_group *g, lab_device a) {
-  if (g->rank < 0 || g->device_plan != LAB_DEVPLAN_UNDECIDED || a.type != LAB_DEV_CUDA) return 0;
-  return decide(g);
+  if (g->rank < 0 || g->device_plan != LAB_DEVPLAN_UNDECIDED || a.type == LAB_DEV_CPU) return 0;
+  /* sim tensors decide only where the sim has NCCL (every rank of a job has the same build
+   * and environment); else they stage, as before, and the plan stays open for cuda tensors */
+  if (a.type == LAB_DEV_SIM && !nccl_of(LAB_DEV_SIM)) return 0;
+  return decide(g, a.type);
 }
 
 static const char *devname(lab_device d, char *buf, size_t n) { return lab_device_str(d, buf, n); }
@@ -108,6 +136,12 @@ int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, 
   }
   /* making the communicator needs every member: a send or recv before any collective stages */
   if (*path == LAB_PATH_DEVICE && p2p && !g->device) *path = LAB_PATH_STAGED;
+  /* nccl.c issues each send and recv on its own, ungrouped, on the group's one stream: an NCCL
+   * send waits for its peer's recv, so two ranks that isend to each other before they irecv
+   * (ring attention) wait for each other for ever. The sim's NCCL does the same, so its sends
+   * and recvs stage through MPI; on cuda this stays to be fixed in nccl.c (a stream or
+   * communicator per peer, as PyTorch's NCCL process group has, or grouped pairs). */
+  if (*path == LAB_PATH_DEVICE && p2p && a.type == LAB_DEV_SIM) *path = LAB_PATH_STAGED;
   if (*path == LAB_PATH_STAGED && (a.type == LAB_DEV_CUDA || b.type == LAB_DEV_CUDA) &&
       g->device_plan == LAB_DEVPLAN_STAGED && !g->device_said) {
     g->device_said = 1;
@@ -120,9 +154,10 @@ int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, 
 
 lab_group *lab_devcomm_group(lab_group *g) {
   if (g->device) return g->device;
-  const lab_nccl_plugin *nccl = lab_nccl_load();
+  lab_device_type t = g->device_plan == LAB_DEVPLAN_SIM_NCCL ? LAB_DEV_SIM : LAB_DEV_CUDA;
+  const lab_nccl_plugin *nccl = nccl_of(t);
   if (!nccl) {
-    lab_fail("nccl", "NCCL is not usable: %s", lab_nccl_why());
+    lab_fail("nccl", "NCCL is not usable: %s", nccl_why(t));
     return NULL;
   }
   unsigned char id[LAB_NCCL_ID_BYTES] = {0};
@@ -144,6 +179,9 @@ lab_group *lab_devcomm_group(lab_group *g) {
     free(dev);
     return NULL;
   }
+  /* g owns it (lab_devcomm_free): work objects on it retain and release it, which must never
+   * reach 0 and free it (its world ranks are g's) while g still points at it */
+  dev->refs = 1;
   g->device = dev;
   return dev;
 }
@@ -163,13 +201,16 @@ const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n
   case LAB_PATH_HOST: snprintf(buf, n, "mpi"); break;
   case LAB_PATH_DEVICE: snprintf(buf, n, "nccl (%s)", devname(a, s, sizeof s)); break;
   default:
-    if (a.type == LAB_DEV_CUDA && g->device_plan == LAB_DEVPLAN_UNDECIDED) {
+    if ((a.type == LAB_DEV_CUDA || (a.type == LAB_DEV_SIM && nccl_of(LAB_DEV_SIM))) &&
+        g->device_plan == LAB_DEVPLAN_UNDECIDED) {
       snprintf(buf, n, "undecided: the first collective on cuda tensors of %s chooses nccl (every member has a GPU "
                "of its own and NCCL loads) or mpi staged through host memory", g->name);
       break;
     }
     snprintf(buf, n, "mpi, staged through host memory: %s",
-             a.type == LAB_DEV_CUDA ? g->device_why : "collectives on sim tensors always stage (a testing device)");
+             a.type == LAB_DEV_CUDA || (a.type == LAB_DEV_SIM && g->device_plan != LAB_DEVPLAN_UNDECIDED)
+                 ? (g->device_plan == LAB_DEVPLAN_STAGED ? g->device_why : "the group's NCCL is another device type's")
+                 : "collectives on sim tensors stage here (the sim has no NCCL in this build or environment)");
   }
   return buf;
 }

@@ -2,9 +2,12 @@
  * group. CPU tensors go to the group's host backend (MPI). CUDA tensors go to NCCL when it is
  * compiled in and every member of the group drives a GPU of its own; NCCL refuses two ranks of
  * one communicator on the same GPU ("Duplicate GPU detected"), so when members share a GPU (or
- * NCCL is absent, or the tensors are sim or of mixed devices) the collective runs through MPI
- * on host copies (dist.c's staged path), and the first such collective on a group says why,
- * once. NCCL is a plugin (runtime/cuda/loader.h) opened at that first collective. The choice
+ * NCCL is absent, or the tensors are of mixed devices) the collective runs through MPI on host
+ * copies (dist.c's staged path), and the first such collective on a group says why, once. NCCL
+ * is a plugin (runtime/cuda/loader.h) opened at that first collective. Sim tensors take the
+ * same path with nccl.c's second build over runtime/simrt's NCCL on MPI (each process's sim
+ * GPUs are its own), or stage where the sim has none; a group's plan is decided by the first
+ * device type it meets, and the other type's tensors then stage. The choice
  * is plain logic (lab_devcomm_plan, lab_coll_path_of), tested on the CPU; the NCCL calls are in
  * nccl.c. */
 #ifndef LAB_RUNTIME_DIST_DEVCOMM_H
@@ -15,7 +18,8 @@
 #include "../device.h"
 #include "group.h"
 
-enum { LAB_DEVPLAN_UNDECIDED = 0, LAB_DEVPLAN_NCCL, LAB_DEVPLAN_STAGED };
+/* SIM_NCCL: the plan NCCL, decided for sim tensors (runtime/simrt's NCCL on MPI runs nccl.c) */
+enum { LAB_DEVPLAN_UNDECIDED = 0, LAB_DEVPLAN_NCCL, LAB_DEVPLAN_STAGED, LAB_DEVPLAN_SIM_NCCL };
 typedef enum { LAB_PATH_HOST, LAB_PATH_STAGED, LAB_PATH_DEVICE } lab_coll_path;
 
 /* A GPU's identity across the job: "host/PCI bus id" (empty: this rank has no GPU). */
@@ -55,6 +59,10 @@ int lab_devcomm_rebuild(lab_group *g);
  * of g calls it, as at the group's first collective on cuda tensors); 0 or -1. lab.dist.backend
  * calls it so that it can answer for cuda tensors before any collective. */
 int lab_devcomm_decide(lab_group *g, lab_device a);
+
+/* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
+ * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
+long lab_devcomm_sim_nccl_calls(void);
 
 /* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" for lab.dist.backend_of. */
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n);

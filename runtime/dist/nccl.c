@@ -423,13 +423,17 @@ static void n_free_group(lab_group *g) {
 }
 
 /* A new communicator from a new unique id over the host group, in place of an aborted one
- * (ncclCommAbort released it). Every member calls this at the same point (recovery); since an
- * abort on one rank leaves its peers' kernels stuck until their own watchdog aborts them, every
- * member has aborted by then, and all of them rebuild. */
+ * (ncclCommAbort released it). Every member calls this at the same point (recovery, which
+ * calls it when any member's device group was poisoned), and every member rebuilds: a member
+ * whose communicator is still alive aborts it first. It may be alive because this member
+ * never posted the collective the others gave up on (it skipped it, or finished its chunk),
+ * or because it gave up in an MPI wait instead; returning early there left the others alone
+ * in the exchange below, blocked forever outside any chunk (sim.test_nccl_recover). The
+ * aborted communicator's pending kernels end; its buffers are free to reuse. */
 static int n_rebuild(lab_group *g) {
   nccl_group *ng = g->impl;
   lab_group *host = ng->host;
-  if (ng->comm) return 0; /* not aborted: an MPI collective was abandoned, not one of ours */
+  abort_comm(ng);
   unsigned char id[LAB_NCCL_ID_BYTES] = {0};
   unsigned char *all = calloc((size_t)host->size, LAB_NCCL_ID_BYTES);
   if (!all) return lab_fail("recover", "out of memory");

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../device_sim.h"
 #include "simrt_internal.h"
@@ -93,7 +94,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
 }
 cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
   if (device < 0 || device >= ndevices()) return fail(cudaErrorInvalidDevice);
-  snprintf(bus, (size_t)len, "sim:%d", device); /* distinct per device, as a bus id is */
+  /* distinct per device, as a bus id is, and per process: each process emulates its own GPUs,
+   * so two ranks on sim:0 are on two GPUs (NCCL's duplicate-GPU rule does not apply) */
+  snprintf(bus, (size_t)len, "sim-%ld:%d", (long)getpid(), device);
   return cudaSuccess;
 }
 const char *cudaGetErrorString(cudaError_t e) {
@@ -264,6 +267,23 @@ static cudaStream_t resolve(cudaStream_t s) {
   return d;
 }
 
+/* A host wait for `changed` (mu held): where NCCL requests are pending, this thread drives
+ * them while it waits (the stream may wait for an NCCL item: nccl_mpi.c) */
+static void host_wait(void) {
+  if (!lab_simrt_nccl_pending()) {
+    pthread_cond_wait(&changed, &mu);
+    return;
+  }
+  pthread_mutex_unlock(&mu);
+  lab_simrt_nccl_progress();
+  pthread_mutex_lock(&mu);
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_nsec += 200000;
+  if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+  pthread_cond_timedwait(&changed, &mu, &t);
+}
+
 cudaError_t lab_simrt_enqueue(cudaStream_t s, lab_simrt_fn fn, void *arg) {
   item *it = malloc(sizeof *it);
   if (!(s = resolve(s)) || !it) {
@@ -286,7 +306,7 @@ cudaError_t lab_simrt_drain(cudaStream_t s) {
   if (!(s = resolve(s))) return fail(cudaErrorMemoryAllocation);
   pthread_mutex_lock(&mu);
   uint64_t upto = s->enqueued;
-  while (s->done < upto) pthread_cond_wait(&changed, &mu);
+  while (s->done < upto) host_wait();
   cudaError_t e = (cudaError_t)s->error;
   s->error = 0;
   pthread_mutex_unlock(&mu);
@@ -332,7 +352,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 static void sync_all(void) {
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nall; i++)
-    while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) pthread_cond_wait(&changed, &mu);
+    while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) host_wait();
   pthread_mutex_unlock(&mu);
 }
 cudaError_t cudaDeviceSynchronize(void) {
@@ -403,6 +423,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
+  lab_simrt_nccl_progress(); /* a polled NCCL event (nccl.c's guarded waits) moves on */
   pthread_mutex_lock(&mu);
   int ready = !e->s || e->s->done >= e->upto;
   pthread_mutex_unlock(&mu);
@@ -411,7 +432,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   lab_sim_note_host_sync();
   pthread_mutex_lock(&mu);
-  while (e->s && e->s->done < e->upto) pthread_cond_wait(&changed, &mu);
+  while (e->s && e->s->done < e->upto) host_wait();
   pthread_mutex_unlock(&mu);
   return cudaSuccess;
 }

@@ -19,6 +19,12 @@ void lab_simrt_note_failure(const char *text);
 /* a launch failed: the next cudaStreamSynchronize returns e (once) */
 void lab_simrt_set_sticky(int e);
 
+/* the NCCL shim (nccl_mpi.c): nonzero on the thread that drives MPI while NCCL requests are
+ * pending; progress tests them (on that thread only), so host waits on streams that wait for
+ * NCCL items drive MPI while they wait */
+int lab_simrt_nccl_pending(void);
+void lab_simrt_nccl_progress(void);
+
 /* set while the caching allocator runs (alloc.c): its cudaMalloc segments are not memcheck's */
 extern __thread int lab_simrt_in_allocator;
 
