@@ -14,7 +14,7 @@
 #pragma once
 #include <math.h>
 
-#include "common.cuh"
+#include "flash_ptx.cuh"
 
 extern "C" int LAB_CU(flash_aligned)(const void *p); // flash_attention.cu: 16-byte aligned
 
@@ -50,29 +50,6 @@ struct elem<__half> {
     return *reinterpret_cast<uint32_t *>(&v);
   }
 };
-
-// c (16x8 f32) += a (16x16) b (16x8) on the tensor cores
-// (the interpreter: the same product in software from the PTX ISA's fragment tables, kernels/simt/warp.c)
-__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, __nv_bfloat16) {
-#ifdef LAB_SIMT
-  lab_simt_mma_m16n8k16(c, a, b0, b1, 0);
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, __half) {
-#ifdef LAB_SIMT
-  lab_simt_mma_m16n8k16(c, a, b0, b1, 1);
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
 
 // two adjacent 16-bit elements of shared memory (p at an even element) as one register
 template <typename E>
