@@ -277,7 +277,7 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
   if (impl == LAB_SDPA_AUTO) return math_sdpa(q, k, v, causal, scale);
   lab_fail(op, "impl='flash' has no kernel on %s for %s with head dims %lld (q, k) and %lld (v)%s; use impl='math'",
            ops->name, lab_dtype_name(dt), (long long)D, (long long)Dv,
-           dev.type == LAB_DEV_CUDA ? " (cuda: bf16 or f16, head dim 64 or 128 for q, k and v)"
+           dev.type == LAB_DEV_CUDA ? " (cuda: bf16 or f16, head dim 64, 96, 128 or 256 for q, k and v)"
                                     : " (cpu: f32, bf16 or f16)");
   return NULL;
 }

@@ -1,7 +1,7 @@
 -- The CUDA FlashAttention-2 kernels (kernels/cuda/flash_attention*.cu) against math attention
 -- computed in f64 on the cpu from the same rounded inputs: outputs and dq, dk, dv, causal and
--- not, lengths that are not multiples of the 64-row tiles, T != S, head dims 64 and 128, bf16
--- and f16. Sizes are small so compute-sanitizer runs it in seconds. With
+-- not, lengths that are not multiples of the 64-row tiles, T != S, head dims 64, 96, 128 and
+-- 256, bf16 and f16. Sizes are small so compute-sanitizer runs it in seconds. With
 -- LLMLAB_GPU_TEST_DEVICE=sim the same checks run the cpu kernel through the sim device.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. (arg[0]:match("(.*/)") or "./") .. "../lua/?.lua;" .. package.path
 local G = require("gpu_common")
@@ -37,13 +37,15 @@ end
 
 for _, dt in ipairs({ "bf16", "f16" }) do
   local tol = dt == "bf16" and 3e-2 or 4e-3
-  T.test("flash = math (f64) in " .. dt .. ", head dims 64 and 128", function()
+  T.test("flash = math (f64) in " .. dt .. ", head dims 64, 96, 128 and 256", function()
     for _, causal in ipairs({ false, true }) do
       case(1, 2, 1, 1, 64, causal, dt, tol)        -- one query, one key
       case(2, 3, 37, 37, 64, causal, dt, tol)      -- shorter than a tile
       case(1, 2, 100, 100, 128, causal, dt, tol)   -- a tile and a tail
       case(1, 1, 130, 257, 64, causal, dt, tol)    -- T < S: causal aligned at the bottom right
       case(2, 1, 64, 64, 128, causal, dt, tol)     -- exactly one tile
+      case(1, 2, 45, 70, 96, causal, dt, tol)      -- D = 96: 12 chunks a row
+      case(1, 1, 33, 100, 256, causal, dt, tol)    -- D = 256: 32-key tiles, two backward passes
     end
     case(1, 1, 90, 40, 64, false, dt, tol)         -- T > S without the mask
   end)
@@ -57,7 +59,7 @@ T.test("lab.sdpa dispatches to the flash kernel where it applies", function()
     T.eq(lab.sdpa(f, f, f).grad_fn, "sdpa", "f32 on cuda: math (the kernels take bf16 and f16)")
     local odd = lab.randn(1, 2, 8, 48, { device = G.dev }):to("bf16")
     T.raises(function() lab.sdpa(odd, odd, odd, { impl = "flash" }) end, "impl='flash' has no kernel on cuda",
-      "head dim 64 or 128")
+      "head dim 64, 96, 128 or 256")
   end
 end)
 
