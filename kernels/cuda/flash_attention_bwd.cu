@@ -17,8 +17,12 @@
 //      tile (A by ldmatrix .trans of dS^T) and add it to the f32 sums with atomicAdd (the
 //      blocks of other key tiles add theirs). dK and dV leave through shared memory with
 //      16-byte stores. At D = 256 dK and dV do not both fit in registers: two launches of
-//      the same kernel, one for dV, one for dK and dQ (PASS_DV, PASS_DKQ);
+//      the same kernel, one for dV, one for dK and dQ (PASS P_DV, then P_DK | P_DQ);
 //   3. dq = the f32 sums converted to bf16/f16.
+// With lab.use_deterministic_algorithms(true) (a->deterministic) the atomics' order, which
+// varies run to run, is taken out: kernel 2 leaves dQ out, and flash_bwd_dq_k computes it per
+// query tile, summing the key tiles in order (S and dP recomputed: two more products per
+// tile, the price FlashAttention-2's deterministic mode also pays in some form).
 // q, k, v, o, dout and the gradients [BH, T|S, D] contiguous, D = 64, 96, 128 or 256.
 #include "flash_attention.cuh"
 
@@ -44,7 +48,7 @@ __global__ void flash_bwd_post_k(const float *__restrict__ acc, E *__restrict__ 
     dq[i] = elem<E>::from_f(acc[i]);
 }
 
-enum { PASS_ALL, PASS_DV, PASS_DKQ }; // what one flash_bwd_k launch computes
+enum { P_DV = 1, P_DK = 2, P_DQ = 4 }; // what one flash_bwd_k launch computes (PASS: a set of them)
 constexpr int BC = 64;                  // keys per block, 16 per warp
 template <int D>
 struct bwd_tiles {
@@ -63,7 +67,7 @@ __global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, 
                                                        E *__restrict__ dv, int64_t T, int64_t S, float scale,
                                                        int causal) {
   constexpr int LD = D + PAD, BR = bwd_tiles<D>::BR, LDS = BR + PAD;
-  constexpr bool DO_DV = PASS != PASS_DKQ, DO_DK = PASS != PASS_DV; // DO_DK: dK and dQ
+  constexpr bool DO_DV = PASS & P_DV, DO_DK = PASS & P_DK, DO_DQ = PASS & P_DQ;
   constexpr int MT = BR / 16, WPM = WARPS / MT, DQC = D / WPM; // dQ: 16-row tiles, warps per tile, columns per warp
   LAB_DYN_SMEM(unsigned char, smem);
   E *sK = reinterpret_cast<E *>(smem); // [BC][LD]  keys x d
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, 
   int64_t tfirst = causal ? s0 - (S - T) : 0;
   tfirst = (tfirst < 0 ? 0 : tfirst) / BR * BR;
   cp_rows<E, BC, D>(sK, k, s0, S);
-  if (DO_DK) cp_rows<E, BC, D>(sV, v, s0, S);
+  if (DO_DK || DO_DQ) cp_rows<E, BC, D>(sV, v, s0, S);
   if (tfirst < T) cp_rows<E, BR, D>(sQ, q, tfirst, T), cp_rows<E, BR, D>(sdO, dout, tfirst, T);
   cp_async_commit();
 
@@ -115,16 +119,19 @@ __global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, 
     });
 
     if constexpr (DO_DV) mma_pb<E, BR, D>(dV, st, cdO, LD); // dV += P^T dO (dO stored [k = queries][n = d])
-    if constexpr (DO_DK) { // dK and dQ
-      // dP^T = V dO^T, then dS^T = P^T (dP^T - delta) scale, in place of dP^T
-      float ds[BR / 8][4];
+    // dP^T = V dO^T, then dS^T = P^T (dP^T - delta) scale, in place of dP^T
+    [[maybe_unused]] float ds[BR / 8][4];
+    if constexpr (DO_DK || DO_DQ) {
       mma_abt<E, D, BR>(ds, sV, LD, warp * 16, cdO, LD);
       for_c<BR>([&](int j, int e, int col, int) {
         int64_t t = t0 + col;
         ds[j][e] = st[j][e] * (ds[j][e] - (t < T ? delta[t] : 0.f)) * scale;
       });
 
-      // dS^T to shared memory [key][query] for dQ; dK += dS^T Q (Q stored [k = queries][n = d])
+      if constexpr (DO_DK) mma_pb<E, BR, D>(dK, ds, cQ, LD); // dK += dS^T Q (Q stored [k = queries][n = d])
+    }
+    if constexpr (DO_DQ) {
+      // dS^T to shared memory [key][query] for dQ
 #pragma unroll
       for (int kc = 0; kc < BR / 16; kc++) {
         uint32_t da[4];
@@ -135,7 +142,6 @@ __global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, 
         *reinterpret_cast<uint32_t *>(sdS + key * LDS + col + 8) = da[2];
         *reinterpret_cast<uint32_t *>(sdS + (key + 8) * LDS + col + 8) = da[3];
       }
-      mma_pb<E, BR, D>(dK, ds, cQ, LD);
       __syncthreads(); // dS^T of every warp's keys is in shared memory
 
       // dQ (16 queries x DQC columns per warp) += dS K  (A: dS from dS^T by ldmatrix .trans;
@@ -191,27 +197,114 @@ static int launch_bwd_pass(const lab_flash_args *a, cudaStream_t s, const float 
   return (int)cudaGetLastError();
 }
 
+// dQ alone, in a fixed order (lab.use_deterministic_algorithms): one block of 4 warps per
+// (head, 64-query tile), each warp 16 queries, looping over the key tiles in order with K and
+// V double-buffered by cp.async; per tile S = Q K^T, P = exp2(S scale log2e - lse log2e),
+// dP = dO V^T, dS = P (dP - delta) scale, dQ += dS K, all by the same tile loop. dQ stays in
+// f32 registers and leaves once, rounded, through shared memory. Key tiles of 64 rows (32 at
+// D = 256, as the forward).
+template <typename E, int D>
+__global__ void __launch_bounds__(THREADS) flash_bwd_dq_k(const E *__restrict__ q, const E *__restrict__ k,
+                                                          const E *__restrict__ v, const E *__restrict__ dout,
+                                                          const float *__restrict__ lse, const float *__restrict__ delta,
+                                                          E *__restrict__ dq, int64_t T, int64_t S, float scale, int causal) {
+  constexpr int LD = D + PAD, BQ = 64, BK = D <= 128 ? 64 : 32;
+  LAB_DYN_SMEM(unsigned char, smem);
+  E *sQ = reinterpret_cast<E *>(smem), *sdO = sQ + BQ * LD, *sK = sdO + BQ * LD, *sV = sK + 2 * BK * LD;
+  const int64_t tiles = (T + BQ - 1) / BQ;
+  const int64_t bh = blockIdx.x / tiles, t0 = (blockIdx.x % tiles) * BQ;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, qd = threadIdx.x & 3;
+  q += bh * T * D, dout += bh * T * D, dq += bh * T * D, k += bh * S * D, v += bh * S * D;
+  lse += bh * T, delta += bh * T;
+  const float sl2 = scale * LOG2E;
+  int64_t kend = S; // keys past the tile's last query's causal limit are never visited
+  if (causal) {
+    kend = (t0 + BQ < T ? t0 + BQ : T) - 1 + (S - T) + 1;
+    kend = kend < 0 ? 0 : (kend > S ? S : kend);
+  }
+  float L[2], Dl[2]; // this lane's rows g and g + 8
+  for (int h = 0; h < 2; h++) {
+    int64_t t = t0 + warp * 16 + g + 8 * h;
+    L[h] = t < T ? lse[t] * LOG2E : -INFINITY;
+    Dl[h] = t < T ? delta[t] : 0.f;
+  }
+  cp_rows<E, BQ, D>(sQ, q, t0, T), cp_rows<E, BQ, D>(sdO, dout, t0, T);
+  if (kend > 0) cp_rows<E, BK, D>(sK, k, 0, S), cp_rows<E, BK, D>(sV, v, 0, S);
+  cp_async_commit();
+  float acc[D / 8][4] = {};
+  for (int64_t s0 = 0, it = 0; s0 < kend; s0 += BK, it++) {
+    const E *cK = sK + (it & 1) * BK * LD, *cV = sV + (it & 1) * BK * LD;
+    cp_async_wait<0>();
+    __syncthreads(); // this key tile landed for every thread; every warp is done with the other buffer
+    if (s0 + BK < kend) {
+      E *nK = sK + ((it + 1) & 1) * BK * LD, *nV = sV + ((it + 1) & 1) * BK * LD;
+      cp_rows<E, BK, D>(nK, k, s0 + BK, S), cp_rows<E, BK, D>(nV, v, s0 + BK, S);
+    }
+    cp_async_commit();
+    float p[BK / 8][4], ds[BK / 8][4];
+    mma_abt<E, D, BK>(p, sQ, LD, warp * 16, cK, LD);
+    mma_abt<E, D, BK>(ds, sdO, LD, warp * 16, cV, LD);
+    for_c<BK>([&](int j, int e, int col, int row) {
+      int h = row >= 8;
+      bool vis = visible(t0 + warp * 16 + row, s0 + col, T, S, causal) && L[h] != -INFINITY;
+      ds[j][e] = vis ? exp2f(p[j][e] * sl2 - L[h]) * (ds[j][e] - Dl[h]) * scale : 0.f;
+    });
+    mma_pb<E, BK, D>(acc, ds, cK, LD);
+  }
+  cp_async_wait<0>(); // (where no key tile was visited, Q's copy has not landed yet)
+  __syncthreads();     // every lane is done reading sQ
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++) // each warp its own 16 rows of sQ
+      *reinterpret_cast<uint32_t *>(sQ + (warp * 16 + g + 8 * h) * LD + dn * 8 + 2 * qd) =
+          elem<E>::pack(acc[dn][2 * h], acc[dn][2 * h + 1]);
+  __syncthreads();
+  store_rows<E, BQ, D>(dq, sQ, t0, T);
+}
+
+template <typename E, int D>
+static int launch_dq(const lab_flash_args *a, cudaStream_t s, const float *delta) {
+  constexpr int BK = D <= 128 ? 64 : 32;
+  size_t smem = (size_t)(2 * 64 + 4 * BK) * (D + PAD) * 2;
+  cudaError_t e = cudaFuncSetAttribute(flash_bwd_dq_k<E, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return (int)e;
+  int64_t blocks = a->BH * ((a->T + 63) / 64);
+  if (blocks > 0x7fffffffLL) return (int)cudaErrorInvalidConfiguration;
+  lab_launch<flash_bwd_dq_k<E, D>>((unsigned)blocks, THREADS, smem, s, static_cast<const E *>(a->q),
+      static_cast<const E *>(a->k), static_cast<const E *>(a->v), static_cast<const E *>(a->dout),
+      static_cast<const float *>(a->lse), delta, static_cast<E *>(a->dq), a->T, a->S, (float)a->scale, a->causal);
+  return (int)cudaGetLastError();
+}
+
 template <typename E, int D>
 static int launch_bwd(const lab_flash_args *a, cudaStream_t s) {
   float *dq_acc = static_cast<float *>(a->work);
   float *delta = dq_acc + a->BH * a->T * D;
   int64_t rows = a->BH * a->T;
-  cudaError_t e = cudaMemsetAsync(dq_acc, 0, (size_t)(rows * D) * sizeof(float), s);
-  if (e != cudaSuccess) return (int)e;
+  cudaError_t e = cudaSuccess;
+  // deterministic: dq by flash_bwd_dq_k, one block per query tile summing the key tiles in
+  // order, instead of the f32 atomics of flash_bwd_k (whose order varies run to run)
+  const bool det = a->deterministic;
+  if (!det && (e = cudaMemsetAsync(dq_acc, 0, (size_t)(rows * D) * sizeof(float), s)) != cudaSuccess) return (int)e;
   if (rows > 0) {
-    lab_launch<flash_bwd_pre_k<E, D>>((unsigned)((rows + WARPS - 1) / WARPS), THREADS, 0, s, 
+    lab_launch<flash_bwd_pre_k<E, D>>((unsigned)((rows + WARPS - 1) / WARPS), THREADS, 0, s,
         static_cast<const E *>(a->o), static_cast<const E *>(a->dout), delta, rows);
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
   }
+  int rc = 0;
   if (a->S > 0) {
-    if constexpr (bwd_tiles<D>::SPLIT) {
-      if ((e = (cudaError_t)launch_bwd_pass<E, D, PASS_DV>(a, s, delta, dq_acc)) != cudaSuccess) return (int)e;
-      if ((e = (cudaError_t)launch_bwd_pass<E, D, PASS_DKQ>(a, s, delta, dq_acc)) != cudaSuccess) return (int)e;
-    } else if ((e = (cudaError_t)launch_bwd_pass<E, D, PASS_ALL>(a, s, delta, dq_acc)) != cudaSuccess) {
-      return (int)e;
+    if constexpr (bwd_tiles<D>::SPLIT) { // dK and dV do not both fit in registers
+      rc = launch_bwd_pass<E, D, P_DV>(a, s, delta, dq_acc);
+      if (!rc) rc = det ? launch_bwd_pass<E, D, P_DK>(a, s, delta, dq_acc) : launch_bwd_pass<E, D, P_DK | P_DQ>(a, s, delta, dq_acc);
+    } else {
+      rc = det ? launch_bwd_pass<E, D, P_DV | P_DK>(a, s, delta, dq_acc)
+               : launch_bwd_pass<E, D, P_DV | P_DK | P_DQ>(a, s, delta, dq_acc);
     }
   }
-  if (rows > 0) lab_launch<flash_bwd_post_k<E>>(lab_blocks(rows * D, 256), 256, 0, s, dq_acc, static_cast<E *>(a->dq), rows * D);
+  if (rc || rows == 0) return rc;
+  if (det) return launch_dq<E, D>(a, s, delta);
+  lab_launch<flash_bwd_post_k<E>>(lab_blocks(rows * D, 256), 256, 0, s, dq_acc, static_cast<E *>(a->dq), rows * D);
   return (int)cudaGetLastError();
 }
 

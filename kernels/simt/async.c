@@ -104,6 +104,10 @@ void lab_simt_cp_async(void *dst, const void *src, int cp_size, int src_size) {
   if (src_size) {
     simt_access_at(src, (size_t)src_size, 0, pc);
     memcpy(c->data, src, (size_t)src_size);
+  } else {
+    /* nothing is read, but the lane is at this instruction: an empty record keeps its later
+     * accesses paired with its warp's for the sector and bank counts */
+    simt_log(t, pc, (uintptr_t)src, 0, SP_GLOBAL, 0);
   }
   c->dst = (uint32_t)off, c->size = (uint8_t)cp_size, c->group = t->commits, c->pc = pc;
   for (int i = 0; i < cp_size; i++) {

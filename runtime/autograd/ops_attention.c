@@ -11,6 +11,7 @@
 
 #include "../error.h"
 #include "../matmul.h"
+#include "../random.h"
 #include "../transfer.h"
 #include "ops.h"
 #include "util.h"
@@ -100,6 +101,7 @@ static lab_flash_args flash_args(lab_dtype dt, const int64_t *dims, double scale
   lab_flash_args a = {.dt = dt, .BH = dims[0], .T = dims[1], .S = dims[2], .D = dims[3], .Dv = dims[4]};
   a.scale = scale;
   a.causal = causal;
+  a.deterministic = lab_deterministic_algorithms();
   return a;
 }
 
