@@ -135,6 +135,9 @@ typedef struct {
    * entry (0 counts as 1); `lo` serves out (forward) and o (backward) */
   int64_t H;
   lab_flash_layout lq, lk, lv, lo, ldo, ldq, ldk, ldv;
+  /* 1: the backward's results are the same bits on every run (lab.use_deterministic_algorithms;
+   * the cuda kernels then sum dq in a fixed order instead of by atomics) */
+  int deterministic;
 } lab_flash_args;
 
 static inline size_t lab_flash_work_bytes(int64_t BH, int64_t T, int64_t D) {

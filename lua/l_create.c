@@ -272,6 +272,18 @@ static int m_normal_(lua_State *L) {
   return 1;
 }
 
+/* lab.use_deterministic_algorithms(on) and lab.are_deterministic_algorithms_enabled(), as in
+ * PyTorch: with it on, the FlashAttention backward sums dq in a fixed order (no atomics) */
+static int l_use_deterministic(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  lab_use_deterministic_algorithms(lua_toboolean(L, 1));
+  return 0;
+}
+static int l_deterministic_enabled(lua_State *L) {
+  lua_pushboolean(L, lab_deterministic_algorithms());
+  return 1;
+}
+
 static int l_manual_seed(lua_State *L) {
   lab_manual_seed((uint64_t)luaL_checkinteger(L, 1));
   return 0;
@@ -312,6 +324,7 @@ int ll_stack(lua_State *L);
 
 static const luaL_Reg creation[] = {
     {"randint", l_randint},
+    {"use_deterministic_algorithms", l_use_deterministic}, {"are_deterministic_algorithms_enabled", l_deterministic_enabled},
     {"manual_seed", l_manual_seed}, {"seed_per_rank", l_seed_per_rank},
     {"get_rng_state", l_get_rng_state}, {"set_rng_state", l_set_rng_state},
     {"where", ll_where},        {"matmul", ll_matmul},      {"cat", ll_cat},

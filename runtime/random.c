@@ -12,6 +12,10 @@ void lab_manual_seed(uint64_t seed) {
   rng_offset = 0;
 }
 
+static int deterministic;
+void lab_use_deterministic_algorithms(int on) { deterministic = on != 0; }
+int lab_deterministic_algorithms(void) { return deterministic; }
+
 void lab_rng_get_state(uint64_t *seed, uint64_t *offset) {
   *seed = rng_seed;
   *offset = rng_offset;

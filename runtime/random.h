@@ -10,6 +10,11 @@ void lab_manual_seed(uint64_t seed);
 void lab_rng_get_state(uint64_t *seed, uint64_t *offset);
 void lab_rng_set_state(uint64_t seed, uint64_t offset);
 
+/* lab.use_deterministic_algorithms (PyTorch's name): kernels whose results depend on the
+ * order of atomic sums take a fixed-order path instead (the FlashAttention backward's dq) */
+void lab_use_deterministic_algorithms(int on);
+int lab_deterministic_algorithms(void);
+
 int lab_rand_(lab_tensor *t, double lo, double hi);       /* uniform [lo, hi) */
 int lab_randn_(lab_tensor *t, double mean, double std);   /* normal */
 int lab_randint_(lab_tensor *t, int64_t lo, int64_t hi);  /* integers in [lo, hi) */

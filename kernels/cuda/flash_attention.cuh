@@ -1,20 +1,25 @@
 // Shared pieces of the FlashAttention-2 kernels (flash_attention.cu forward,
-// flash_attention_bwd.cu backward): tile sizes, the tensor-core product
-// mma.sync.m16n8k16 (bf16 or f16 operands, f32 accumulators) and its register fragments,
-// and the copies of row tiles from global into shared memory.
+// flash_attention_bwd.cu backward): the shared-memory layout, the one tile copy (cp.async in,
+// 16-byte stores out), the mma operand fragments loaded with ldmatrix, and the masks.
 //
 // Fragments of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), per lane with
 // g = lane / 4 and q = lane % 4, each 32-bit register holding two 16-bit elements:
 //   A 16x16 row-major  a0 (g, 2q..2q+1)  a1 (g+8, 2q..)  a2 (g, 2q+8..)  a3 (g+8, 2q+8..)
 //   B 16x8 "col"       b0 (k = 2q..2q+1, n = g)  b1 (k = 2q+8.., n = g)
 //   C 16x8 f32         c0 c1 (g, 2q..2q+1)  c2 c3 (g+8, 2q..2q+1)
-// So a B operand is read as two adjacent elements of a row of a [n][k] array, and the C
-// fragments of two neighbouring 8-column tiles are exactly the A fragment of the 16-column
-// chunk they form (FlashAttention-2 keeps P in registers that way between its two products).
+// ldmatrix gives each lane row l/4, columns 2(l%4).. of an 8x8 matrix (.trans: the column), so
+// one ldmatrix.x4 loads an A fragment, or the B fragments of two 8-column tiles: from a
+// [n][k] array plain (K for S = Q K^T), from a [k][n] array with .trans (V for O = P V). The
+// C fragments of two neighbouring 8-column tiles are the A fragment of the 16-column chunk
+// they form (P stays in registers between the two products, as FlashAttention-2 keeps it).
+//
+// Shared layout: rows of D elements padded by 8, so a row is an odd number of 16-byte chunks
+// and the 8 rows an ldmatrix phase reads, or a cp.async phase writes (8 rows at one chunk),
+// fall in 8 different bank groups: no conflicts for any D that is a multiple of 32.
 #pragma once
 #include <math.h>
 
-#include "common.cuh"
+#include "flash_ptx.cuh"
 
 extern "C" int LAB_CU(flash_aligned)(const void *p); // flash_attention.cu: 16-byte aligned
 
@@ -22,11 +27,9 @@ LAB_NS_BEGIN
 
 namespace flash {
 
-constexpr int BR = 64;        // query rows per tile (forward: per block; 16 per warp)
-constexpr int BC = 64;        // key rows per tile
 constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
-constexpr int PAD = 8;        // elements added to each shared row: consecutive rows start in other banks
+constexpr int PAD = 8; // elements added to each shared row (see above)
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -51,87 +54,121 @@ struct elem<__half> {
   }
 };
 
-// c (16x8 f32) += a (16x16) b (16x8) on the tensor cores
-// (the interpreter: the same product in software from the PTX ISA's fragment tables, kernels/simt/warp.c)
-__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, __nv_bfloat16) {
-#ifdef LAB_SIMT
-  lab_simt_mma_m16n8k16(c, a, b0, b1, 0);
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, __half) {
-#ifdef LAB_SIMT
-  lab_simt_mma_m16n8k16(c, a, b0, b1, 1);
-#else
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-// two adjacent 16-bit elements of shared memory (p at an even element) as one register
-template <typename E>
-__device__ __forceinline__ uint32_t ld2(const E *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
-
 // The A fragment of rows r0..r0+15, columns c0..c0+15 of a row-major shared array (row stride ld)
 template <typename E>
-__device__ __forceinline__ void load_a(uint32_t a[4], const E *s, int ld, int r0, int c0) {
-  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-  a[0] = ld2(s + (r0 + g) * ld + c0 + 2 * q);
-  a[1] = ld2(s + (r0 + g + 8) * ld + c0 + 2 * q);
-  a[2] = ld2(s + (r0 + g) * ld + c0 + 2 * q + 8);
-  a[3] = ld2(s + (r0 + g + 8) * ld + c0 + 2 * q + 8);
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const E *s, int ld, int r0, int c0) {
+  const int l = threadIdx.x & 31;
+  ldsm<4>(a, s + (r0 + (l & 15)) * ld + c0 + (l >> 4) * 8);
 }
 
-// The B fragment (k = c0..c0+15, n = n0..n0+7) of a shared array stored as [n][k] (row stride ld)
+// The A fragment of rows r0.., columns c0.. of the transpose of a shared array s[c][r]
 template <typename E>
-__device__ __forceinline__ void load_b(uint32_t &b0, uint32_t &b1, const E *s, int ld, int n0, int c0) {
-  const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
-  b0 = ld2(s + (n0 + g) * ld + c0 + 2 * q);
-  b1 = ld2(s + (n0 + g) * ld + c0 + 2 * q + 8);
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const E *s, int ld, int r0, int c0) {
+  const int l = threadIdx.x & 31, m = l >> 3;
+  ldsm_t<4>(a, s + (c0 + (l & 7) + (m >> 1) * 8) * ld + r0 + (m & 1) * 8);
+}
+
+// B fragments (k = c0..c0+15) of the 8-column tiles n0 (b[0], b[1]) and n0 + 8 (b[2], b[3]) of
+// a shared array stored [n][k] (row stride ld)
+template <typename E>
+__device__ __forceinline__ void load_b2(uint32_t (&b)[4], const E *s, int ld, int n0, int c0) {
+  const int l = threadIdx.x & 31;
+  ldsm<4>(b, s + (n0 + (l & 7) + (l >> 4) * 8) * ld + c0 + ((l >> 3) & 1) * 8);
+}
+
+// the same fragments from a shared array stored [k][n]: ldmatrix .trans
+template <typename E>
+__device__ __forceinline__ void load_b2_t(uint32_t (&b)[4], const E *s, int ld, int k0, int n0) {
+  const int l = threadIdx.x & 31;
+  ldsm_t<4>(b, s + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * ld + n0 + (l >> 4) * 8);
 }
 
 // The A fragment of a 16-column chunk from the C fragments of its two 8-column halves
 template <typename E>
-__device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], const float hi[4]) {
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float lo[4], const float hi[4]) {
   a[0] = elem<E>::pack(lo[0], lo[1]);
   a[1] = elem<E>::pack(lo[2], lo[3]);
   a[2] = elem<E>::pack(hi[0], hi[1]);
   a[3] = elem<E>::pack(hi[2], hi[3]);
 }
 
-// rows [r0, r0 + 64) of a [rows][D] global array into shared memory (row stride ld), rows past
-// `rows` as zeros (so masked keys multiply as 0, never as garbage NaN). 16-byte copies.
-template <typename E, int D>
-__device__ __forceinline__ void load_rows(E *dst, int ld, const E *src, int64_t r0, int64_t rows) {
-  constexpr int CH = D / 8;
-  for (int i = threadIdx.x; i < 64 * CH; i += THREADS) {
-    int r = i / CH, c = (i % CH) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r0 + r < rows) v = *reinterpret_cast<const uint4 *>(src + (r0 + r) * D + c);
-    *reinterpret_cast<uint4 *>(dst + r * ld + c) = v;
+// f(j, e, col, row) for each element c[j][e] of this lane's C fragments of a 16 x N tile:
+// its column and its row within the tile
+template <int N, typename F>
+__device__ __forceinline__ void for_c(F f) {
+  const int g = (threadIdx.x & 31) >> 2, qd = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < N / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) f(j, e, j * 8 + 2 * qd + (e & 1), g + (e >= 2 ? 8 : 0));
+}
+
+// c (16 x N) += A B for one warp: A (16 x K) as fa(a, kc) gives its 16-column chunks, B from
+// a row-major shared array, stored [N][K] (BT false: the product's operand is its transpose)
+// or [K][N] (BT true: ldmatrix .trans)
+template <typename E, int K, int N, bool BT, typename FA>
+__device__ __forceinline__ void mma_tile(float (&c)[N / 8][4], FA fa, const E *sb, int ldb) {
+#pragma unroll
+  for (int kc = 0; kc < K / 16; kc++) {
+    uint32_t a[4];
+    fa(a, kc);
+#pragma unroll
+    for (int j = 0; j < N / 16; j++) {
+      uint32_t b[4];
+      if constexpr (BT) load_b2_t(b, sb, ldb, kc * 16, j * 16);
+      else load_b2(b, sb, ldb, j * 16, kc * 16);
+      mma(c[2 * j], a, b[0], b[1], E());
+      mma(c[2 * j + 1], a, b[2], b[3], E());
+    }
   }
 }
 
-// the same rows stored transposed: dst[d][r] (row stride ld >= 64)
-template <typename E, int D>
-__device__ __forceinline__ void load_rows_t(E *dst, int ld, const E *src, int64_t r0, int64_t rows) {
-  constexpr int CH = D / 8;
-  for (int i = threadIdx.x; i < 64 * CH; i += THREADS) {
-    int r = i / CH, c = (i % CH) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r0 + r < rows) v = *reinterpret_cast<const uint4 *>(src + (r0 + r) * D + c);
-    const E *e = reinterpret_cast<const E *>(&v);
+// c = A B^T: A the 16 rows from r0 of a row-major shared array, B stored [N][K]: S = Q K^T and its kin
+template <typename E, int K, int N>
+__device__ __forceinline__ void mma_abt(float (&c)[N / 8][4], const E *sa, int lda, int r0, const E *sb, int ldb) {
 #pragma unroll
-    for (int u = 0; u < 8; u++) dst[(c + u) * ld + r] = e[u];
-  }
+  for (int j = 0; j < N / 8; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;
+  mma_tile<E, K, N, false>(c, [&](uint32_t(&a)[4], int kc) { load_a(a, sa, lda, r0, kc * 16); }, sb, ldb);
+}
+
+// c += P B: P 16 x K in C fragments (registers, rounded to E), B stored [K][N]: O += P V and its kin
+template <typename E, int K, int N>
+__device__ __forceinline__ void mma_pb(float (&c)[N / 8][4], const float (&p)[K / 8][4], const E *sb, int ldb) {
+  mma_tile<E, K, N, true>(c, [&](uint32_t(&a)[4], int kc) { c_to_a<E>(a, p[2 * kc], p[2 * kc + 1]); }, sb, ldb);
+}
+
+// The one walk over an R x D tile in 16-byte chunks, shared by every copy in and out: a warp
+// takes 8 rows x 4 chunks (lane l: row l % 8, chunk l / 8), so each of its global requests is
+// 8 whole 64-byte runs (coalesced) and each shared phase of 8 lanes is 8 rows at one chunk
+// (conflict-free with the padded rows). f(row, column) per chunk.
+template <int R, int D, typename F>
+__device__ __forceinline__ void for_chunks(F f) {
+  constexpr int CH = D / 8, UNITS = R * CH / 32;
+  static_assert(CH % 4 == 0 && R % 8 == 0, "tiles of 8-row, 4-chunk units");
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int u = threadIdx.x >> 5; u < UNITS; u += WARPS)
+    f((u / (CH / 4)) * 8 + (lane & 7), ((u % (CH / 4)) * 4 + (lane >> 3)) * 8);
+}
+
+// rows [r0, r0 + R) of a [rows][D] global array into shared memory (row stride D + PAD) by
+// cp.async (the caller commits and waits); rows past `rows` as zeros, so masked keys multiply
+// as 0, never as garbage NaN
+template <typename E, int R, int D>
+__device__ __forceinline__ void cp_rows(E *dst, const E *src, int64_t r0, int64_t rows) {
+  for_chunks<R, D>([&](int r, int c) {
+    bool in = r0 + r < rows;
+    cp_async_cg(dst + r * (D + PAD) + c, src + (in ? r0 + r : 0) * D + c, in ? 16 : 0);
+  });
+}
+
+// rows [r0, r0 + R) of a shared tile (row stride D + PAD) out to a [rows][D] global array
+template <typename E, int R, int D>
+__device__ __forceinline__ void store_rows(E *dst, const E *src, int64_t r0, int64_t rows) {
+  for_chunks<R, D>([&](int r, int c) {
+    if (r0 + r < rows)
+      *reinterpret_cast<uint4 *>(dst + (r0 + r) * D + c) = *reinterpret_cast<const uint4 *>(src + r * (D + PAD) + c);
+  });
 }
 
 // whether query t sees key s (causal: s <= t + S - T, bottom-right aligned as the cpu kernel)
@@ -140,5 +177,12 @@ __device__ __forceinline__ bool visible(int64_t t, int64_t s, int64_t T, int64_t
 }
 
 }  // namespace flash
+
+// L<E, D>(a, st) for a's dtype and head dim (flash_supports has checked them)
+#define LAB_FLASH_DISPATCH(L, a, st)                                                                   \
+  ((a)->dt == LAB_BF16 ? ((a)->D == 64 ? L<__nv_bfloat16, 64>(a, st) : (a)->D == 96 ? L<__nv_bfloat16, 96>(a, st)  \
+                          : (a)->D == 128 ? L<__nv_bfloat16, 128>(a, st) : L<__nv_bfloat16, 256>(a, st))           \
+                       : ((a)->D == 64 ? L<__half, 64>(a, st) : (a)->D == 96 ? L<__half, 96>(a, st)                \
+                          : (a)->D == 128 ? L<__half, 128>(a, st) : L<__half, 256>(a, st)))
 
 LAB_NS_END

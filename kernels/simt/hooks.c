@@ -147,8 +147,15 @@ void simt_worker_tls(simt_worker *w) {
 void simt_shadow_reserve(simt_worker *w, size_t dyn) {
   if (dyn <= w->sh_dyn_cap) return;
   free(w->sh_dyn);
+  free(w->pend);
   w->sh_dyn = calloc(dyn, sizeof *w->sh_dyn);
+  w->pend = calloc(dyn, sizeof *w->pend);
+  if (!w->sh_dyn || !w->pend) {
+    free(w->sh_dyn), free(w->pend);
+    w->sh_dyn = NULL, w->pend = NULL;
+  }
   w->sh_dyn_cap = w->sh_dyn ? dyn : 0;
+  w->npend = 0;
 }
 
 static void racecheck(simt_thr *t, simt_shadow *sh, uintptr_t off, size_t n, int write, uintptr_t pc,
@@ -183,6 +190,28 @@ static void racecheck(simt_thr *t, simt_shadow *sh, uintptr_t off, size_t n, int
     for (size_t i = 0; i < n; i++) sh[off + i].wep = ep, sh[off + i].wt = me;
 }
 
+/* A shared access to bytes a cp.async has not landed yet (no cp.async.wait_group of its
+ * issuer since): on a GPU it reads stale data or is overwritten by the copy later. */
+static void pending_check(simt_thr *t, simt_worker *w, uintptr_t off, size_t n, int write, uintptr_t pc) {
+  for (size_t i = 0; i < n; i++)
+    if (w->pend[off + i]) {
+      char ob[48];
+      int who = w->pend[off + i] - 1;
+      simt_hazard(t, "cp.async", pc,
+                  "shared %s of %zu bytes at dynamic shared+0x%zx while thread %s's cp.async to it is in flight "
+                  "(no cp.async.wait_group since its issue): %s",
+                  write ? "write" : "read", n, (size_t)(off + i), simt_dim_str(simt_tidx(simt_blk_of(t), who), ob),
+                  write ? "the copy overwrites it later" : "stale data");
+      return;
+    }
+}
+
+void simt_shared_write(simt_thr *t, uintptr_t off, size_t n, uintptr_t pc) {
+  simt_worker *w = lab_simt_worker_self;
+  racecheck(t, w->sh_dyn, off, n, 1, pc, "dynamic shared");
+  simt_log(t, pc, off, (uint32_t)n, SP_SHARED, 1);
+}
+
 static inline void access(const void *p, size_t n, int write, void *ret) {
   simt_thr *t = simt_cur();
   if (!t) return;
@@ -193,6 +222,7 @@ static inline void access(const void *p, size_t n, int write, void *ret) {
   uintptr_t pc = (uintptr_t)ret;
   simt_blk *b = simt_blk_of(t);
   if (b->dyn_n && a - (uintptr_t)w->dyn < b->dyn_n) {
+    if (w->npend) pending_check(t, w, a - (uintptr_t)w->dyn, n, write, pc);
     racecheck(t, w->sh_dyn, a - (uintptr_t)w->dyn, n, write, pc, "dynamic shared");
     simt_log(t, pc, a - (uintptr_t)w->dyn, (uint32_t)n, SP_SHARED, write);
     return;
@@ -207,6 +237,8 @@ static inline void access(const void *p, size_t n, int write, void *ret) {
     simt_log(t, pc, a, (uint32_t)n, SP_GLOBAL, write);
   }
 }
+
+void simt_access_at(const void *p, size_t n, int write, uintptr_t pc) { access(p, n, write, (void *)pc); }
 
 /* ---- the instrumentation's entry points ---- */
 #define RW(N)                                                                                                        \

@@ -11,13 +11,21 @@
 
 enum { T_RUNNABLE, T_BARRIER, T_WARP, T_DONE };
 enum { SP_SHARED, SP_GLOBAL };
-enum { W_NONE, W_SHFL, W_MMA_BF16, W_MMA_F16, W_SYNCWARP };
+enum { W_NONE, W_SHFL, W_MMA_BF16, W_MMA_F16, W_SYNCWARP, W_LDMATRIX };
 
 typedef struct { /* one shared or global access, for the bank and sector counters */
   uintptr_t pc, addr;
   uint32_t size;
   uint8_t space, write;
 } simt_access;
+
+typedef struct { /* one cp.async in flight: its source read at the issue, landing at a wait */
+  unsigned char data[16];
+  uint32_t dst; /* offset in the block's dynamic shared memory */
+  uint8_t size;
+  int group;    /* the commit group it belongs to (the thread's commits so far at the issue) */
+  uintptr_t pc; /* the issue site */
+} simt_cpa;
 
 typedef struct simt_thr {
   struct lab_simt_thread_pub pub; /* first: lab_simt_self points here */
@@ -26,6 +34,8 @@ typedef struct simt_thr {
   const void *site; /* where it waits (return address of the sync call) */
   simt_access *log;
   int nlog, caplog;
+  simt_cpa *cpa; /* cp.async copies issued and not yet landed, oldest first */
+  int ncpa, capcpa, commits;
 } simt_thr;
 
 typedef struct { /* a warp-wide operation being gathered */
@@ -63,6 +73,8 @@ typedef struct simt_worker {
   char *dyn;
   size_t dyn_cap;
   simt_shadow *sh_dyn, *sh_tls;
+  int16_t *pend; /* per byte of dynamic shared memory: 1 + the thread whose cp.async to it is in flight */
+  long npend;    /* bytes with a cp.async in flight (0: no check on shared accesses) */
   size_t sh_dyn_cap;
   uintptr_t tls_lo;
   size_t tls_n;
@@ -98,6 +110,13 @@ void simt_site_name(uintptr_t pc, char *out, size_t n);
 void simt_worker_tls(simt_worker *w);
 void simt_memcheck_forget(void); /* per worker, at each launch */
 void simt_shadow_reserve(simt_worker *w, size_t dyn);
+/* one access as the instrumentation reports it, from an emulated instruction at pc */
+void simt_access_at(const void *p, size_t n, int write, uintptr_t pc);
+/* the racecheck and perf record of a shared write at offset off of dynamic shared memory */
+void simt_shared_write(simt_thr *t, uintptr_t off, size_t n, uintptr_t pc);
+
+/* async.c: cp.async copies a thread leaves in flight when it ends or its block is abandoned */
+void simt_cpa_drop(simt_thr *t);
 
 /* perf.c: groups the warp's logged accesses by site into requests */
 void simt_perf_flush_warp(simt_blk *b, int warp);

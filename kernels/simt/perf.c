@@ -40,7 +40,7 @@ void simt_log(simt_thr *t, uintptr_t pc, uintptr_t addr, uint32_t size, int spac
   if (t->nlog) {
     simt_access *p = &t->log[t->nlog - 1];
     uint32_t n = p->size + size;
-    if (p->space == space && p->write == write && p->addr + p->size == addr && n <= 16 && !(n & (n - 1)) &&
+    if (size && p->space == space && p->write == write && p->addr + p->size == addr && n <= 16 && !(n & (n - 1)) &&
         p->addr % n == 0 && pc - p->pc + 64 < 128) {
       p->size = n;
       return;
@@ -136,6 +136,7 @@ void simt_perf_flush_warp(simt_blk *b, int warp) {
           acc[n] = &t[l].log[k], lane[n++] = l;
           left &= ~(1u << l);
         }
+      if (!first->size) continue; /* a lane at an instruction that touched nothing (cp.async zero fill) */
       site_stat *s = site_of(first->pc, b->d->kernel, first);
       if (!s) continue;
       s->requests++;

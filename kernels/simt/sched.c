@@ -71,6 +71,7 @@ static void fiber_main(void) {
   d->entry(d->args);
   t = simt_cur();
   t->state = T_DONE;
+  simt_cpa_drop(t);
   simt_blk *b = w->blk;
   simt_warp *wp = &b->warps[t->warp];
   if (wp->arrived && (wp->mask >> t->lane & 1u)) {
@@ -202,10 +203,12 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
   w->rng = mix(seed ^ mix((uint64_t)linear) ^ mix((uint64_t)(uintptr_t)d->kernel_id << 32));
   for (int i = 0; i < n; i++) {
     simt_thr *t = &w->thr[i];
-    int nlog = 0, cap = t->caplog;
+    int nlog = 0, cap = t->caplog, capcpa = t->capcpa;
     simt_access *log = t->log;
+    simt_cpa *cpa = t->cpa;
     memset(t, 0, sizeof *t);
     t->log = log, t->caplog = cap, t->nlog = nlog;
+    t->cpa = cpa, t->capcpa = capcpa;
     t->tid = i, t->lane = i & 31, t->warp = i >> 5;
     t->pub.tidx = simt_tidx(&b, i);
     t->pub.blk = &b.pub;
@@ -251,6 +254,7 @@ static void run_block(simt_worker *w, const lab_simt_launch_desc *d, long linear
     if (b.aborted) break;
   }
   for (int wi = 0; wi < b.nwarps; wi++) simt_perf_flush_warp(&b, wi);
+  for (int i = 0; i < n; i++) simt_cpa_drop(&w->thr[i]); /* an abandoned block's copies in flight */
   simt_block_barriers(d, barriers);
   w->blk = NULL;
 }

@@ -92,6 +92,12 @@ void lab_simt_syncwarp(unsigned mask);
 void lab_simt_shfl_xor(unsigned mask, const void *in, void *out, size_t size, int lanemask);
 /* c (16x8 f32) += a (16x16) b (16x8) for the whole warp; kind 0 bf16, 1 f16 */
 void lab_simt_mma_m16n8k16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, int kind);
+/* ldmatrix.m8n8.x{num}{.trans}.b16: row is this lane's row address (lanes < 8 num), r[num] */
+void lab_simt_ldmatrix(uint32_t *r, const void *row, int num, int trans);
+/* cp.async of cp_size bytes (4, 8, 16), bytes past src_size zero; commit_group; wait_group n */
+void lab_simt_cp_async(void *dst, const void *src, int cp_size, int src_size);
+void lab_simt_cp_async_commit(void);
+void lab_simt_cp_async_wait(int n);
 float lab_simt_atomic_add_f32(float *p, float v);
 double lab_simt_atomic_add_f64(double *p, double v);
 unsigned long long lab_simt_atomic_add_u64(unsigned long long *p, unsigned long long v);

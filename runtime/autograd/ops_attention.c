@@ -11,6 +11,7 @@
 
 #include "../error.h"
 #include "../matmul.h"
+#include "../random.h"
 #include "../transfer.h"
 #include "attention_block_math.h"
 #include "ops.h"
@@ -110,7 +111,8 @@ typedef struct {
 /* its launch description, the tensors and layouts still to fill in */
 static lab_flash_args flash_args(const flash_problem *p) {
   return (lab_flash_args){.dt = p->dt, .BH = p->BH, .T = p->T, .S = p->S, .D = p->D, .Dv = p->Dv,
-                          .scale = p->scale, .causal = p->causal};
+                          .scale = p->scale, .causal = p->causal,
+                          .deterministic = lab_deterministic_algorithms()};
 }
 
 /* Layouts (lab_flash_layout), for devices whose kernels take them: the GPT's q, k and v are
@@ -288,7 +290,7 @@ lab_tensor *lab_ad_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int causal,
   if (impl == LAB_SDPA_AUTO) return math_sdpa(q, k, v, causal, scale);
   lab_fail(op, "impl='flash' has no kernel on %s for %s with head dims %lld (q, k) and %lld (v)%s; use impl='math'",
            ops->name, lab_dtype_name(dt), (long long)D, (long long)Dv,
-           dev.type == LAB_DEV_CUDA ? " (cuda: bf16 or f16, head dim 64 or 128 for q, k and v)"
+           dev.type == LAB_DEV_CUDA ? " (cuda: bf16 or f16, head dim 64, 96, 128 or 256 for q, k and v)"
                                     : " (cpu: f32, bf16 or f16)");
   return NULL;
 }
@@ -315,7 +317,7 @@ static int block_check(const char *op, lab_tensor *q, lab_tensor *k, lab_tensor 
                        .D = q->shape[q->ndim - 1], .Dv = v->shape[v->ndim - 1], .scale = scale, .causal = causal};
   for (int d = 0; d < q->ndim - 2; d++) p->BH *= q->shape[d];
   if (p->scale <= 0) p->scale = 1.0 / sqrt((double)p->D);
-  /* no kernel for the case (cuda's take bf16/f16 at head dims 64 and 128): the math path */
+  /* no kernel for the case (cuda's take bf16/f16 at head dims 64, 96, 128 and 256): the math path */
   return !ops->flash_fwd || !ops->flash_supports || !ops->flash_supports(q->dtype, p->D, p->Dv);
 }
 

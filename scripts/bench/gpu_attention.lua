@@ -1,20 +1,24 @@
 -- Attention on a CUDA device: lab.sdpa's FlashAttention-2 kernels (impl='flash',
 -- kernels/cuda/flash_attention*.cu) against math attention (impl='math': the T x T scores
 -- through cuBLASLt and the softmax kernels), bf16, 16k tokens per batch (B = 16384 / T) and
--- 2048 channels (H = 2048 / D) as in the FlashAttention-2 paper's benchmark; head dims 64 and
--- 128, causal and not, forward and forward + backward. Prints ms, TFLOP/s (the paper's count:
+-- 2048 channels (H = 2048 / D) as in the FlashAttention-2 paper's benchmark; head dims 64, 96,
+-- 128 and 256, causal and not, forward and forward + backward. Prints ms, TFLOP/s (the paper's count:
 -- 4 B H T^2 D for the forward, halved when causal; backward 2.5x the forward) and peak device
 -- memory above the inputs, to set beside gpu_attention_torch.py (PyTorch SDPA, flash and cuDNN
 -- backends) on the same GPU. Math is skipped beyond 4096 (its scores alone would take
 -- B H T^2 4 bytes and the run would not fit the GPU check's budget).
---   build/llmlab scripts/bench/gpu_attention.lua [T ...]
+--   build/llmlab scripts/bench/gpu_attention.lua [T ...] [deterministic]
+-- (deterministic: lab.use_deterministic_algorithms(true), the backward's dq in a fixed order)
 -- Target (issue 14): forward >= 300 TFLOP/s at D=128, T >= 4096, non-causal, bf16 on an H200.
 if not lab.cuda.is_available() then
   print("no CUDA device: " .. lab.cuda.status())
   os.exit(77)
 end
 local lengths = {}
-for i = 1, #arg do lengths[#lengths + 1] = tonumber(arg[i]) end
+for i = 1, #arg do
+  if arg[i] == "deterministic" then lab.use_deterministic_algorithms(true)
+  else lengths[#lengths + 1] = tonumber(arg[i]) or error("gpu_attention: argument " .. i .. " (" .. arg[i] .. ") is neither a length nor 'deterministic'", 0) end
+end
 if #lengths == 0 then lengths = { 512, 1024, 2048, 4096, 8192, 16384 } end
 
 local function timed(fn, iters)
@@ -29,7 +33,7 @@ local function timed(fn, iters)
 end
 
 print(string.format("%-6s %4s %6s %-6s %-8s %10s %9s %12s", "impl", "D", "T", "causal", "pass", "ms", "TFLOP/s", "peak memory"))
-for _, D in ipairs({ 64, 128 }) do
+for _, D in ipairs({ 64, 96, 128, 256 }) do
   for _, causal in ipairs({ false, true }) do
     for _, T in ipairs(lengths) do
       local B, H = math.max(1, 16384 // T), 2048 // D

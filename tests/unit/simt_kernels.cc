@@ -5,18 +5,21 @@
 
 LAB_NS_BEGIN
 
-// D = A B + C for one m16n8k16 through the fragment loads flash_attention.cuh uses:
+// D = A B + C for one m16n8k16 through the fragment loads (ldmatrix) flash_attention.cuh uses:
 // a [16][16] row-major, b [8][16] (n x k), c and d [16][8] f32
 template <typename E>
 __global__ void mma_k(const E *a, const E *b, const float *c, float *d) {
-  __shared__ E sa[16 * 16], sb[8 * 16];
+  alignas(16) __shared__ E sa[16 * 16];
+  alignas(16) __shared__ E sb[8 * 16];
   for (int i = threadIdx.x; i < 256; i += 32) sa[i] = a[i];
   for (int i = threadIdx.x; i < 128; i += 32) sb[i] = b[i];
   __syncthreads();
   const int lane = threadIdx.x, g = lane >> 2, q = lane & 3;
   uint32_t fa[4], b0, b1;
   flash::load_a(fa, sa, 16, 0, 0);
-  flash::load_b(b0, b1, sb, 16, 0, 0);
+  uint32_t fb[2]; // b0 from columns 0..7 of sb's rows (lanes 0-7), b1 from columns 8..15 (lanes 8-15)
+  flash::ldsm<2>(fb, sb + (lane & 7) * 16 + ((lane >> 3) & 1) * 8);
+  b0 = fb[0], b1 = fb[1];
   float acc[4] = {c[g * 8 + 2 * q], c[g * 8 + 2 * q + 1], c[(g + 8) * 8 + 2 * q], c[(g + 8) * 8 + 2 * q + 1]};
   flash::mma(acc, fa, b0, b1, E());
   d[g * 8 + 2 * q] = acc[0], d[g * 8 + 2 * q + 1] = acc[1];

@@ -1,5 +1,7 @@
-/* The SIMT interpreter (kernels/simt) on kernels written to test it (simt_kernels.cc): each
- * emulated warp-level instruction for every lane against a plain matrix product or gather,
+/* The SIMT interpreter (kernels/simt) on kernels written to test it (simt_kernels.cc,
+ * simt_ptx_kernels.cc): each emulated warp-level instruction (mma, shfl, ldmatrix x1/x2/x4
+ * plain and .trans) for every lane against a plain matrix product or gather, cp.async (16, 8
+ * and 4 bytes, zero fill, two commit groups) against a plain copy and read before its wait,
  * and each rule (racecheck, synccheck, memcheck, bank conflicts and sectors, the seeded thread
  * order) shown failing where a kernel breaks it and silent where it does not. */
 #include <setjmp.h>
@@ -22,6 +24,9 @@ int simt_test_mask(float *out);
 int simt_test_shift(const float *x, float *y, int n, int off);
 int simt_test_stride(const float *x, float *y, int stride);
 int simt_test_order(int *out);
+int simt_test_ldsm(int n, int trans, const uint16_t *src, uint32_t *out);
+int simt_test_cp_async(const unsigned char *src, unsigned char *out, int threads);
+int simt_test_cp_async_early(const uint32_t *src, uint32_t *out, int mode);
 
 /* "device" memory: one registered range, allocations 256 bytes apart */
 static char arena[1 << 20] __attribute__((aligned(256)));
@@ -207,6 +212,76 @@ static void test_workers(void **state) {
   lab_simt_set_workers(1);
 }
 
+/* element (r, c) of matrix i, where simt_ptx_kernels.cc's ldsm_k stores it */
+static uint16_t elem(const uint16_t *src, int i, int r, int c) { return src[((7 - r) * 4 + i) * 8 + c]; }
+
+static void ldsm_case(int n, int trans) {
+  uint16_t *src = dev_alloc(256 * 2);
+  uint32_t *out = dev_alloc(32 * 4 * 4);
+  for (int i = 0; i < 256; i++) src[i] = (uint16_t)(0x1000 + i * 7);
+  memset(out, 0, 32 * 4 * 4);
+  long hz = lab_simt_hazards();
+  assert_int_equal(simt_test_ldsm(n, trans, src, out), 0);
+  assert_int_equal(lab_simt_hazards(), hz);
+  for (int l = 0; l < 32; l++)
+    for (int i = 0; i < n; i++) {
+      int g = l / 4, q = l % 4;
+      uint16_t lo = trans ? elem(src, i, 2 * q, g) : elem(src, i, g, 2 * q);
+      uint16_t hi = trans ? elem(src, i, 2 * q + 1, g) : elem(src, i, g, 2 * q + 1);
+      assert_int_equal(out[l * 4 + i], (uint32_t)lo | (uint32_t)hi << 16);
+    }
+}
+
+static void test_ldmatrix(void **state) {
+  (void)state;
+  for (int n = 1; n <= 4; n *= 2)
+    for (int trans = 0; trans < 2; trans++) ldsm_case(n, trans);
+}
+
+static void test_cp_async(void **state) {
+  (void)state;
+  int threads = 64;
+  unsigned char *src = dev_alloc(16 * 64), *out = dev_alloc(29 * 64);
+  for (int i = 0; i < 16 * threads; i++) src[i] = (unsigned char)(i * 13 + 1);
+  long hz = lab_simt_hazards();
+  assert_int_equal(simt_test_cp_async(src, out, threads), 0);
+  assert_int_equal(lab_simt_hazards(), hz);
+  for (int t = 0; t < threads; t++) {
+    int sb = (t % 5) * 4;
+    for (int b = 0; b < 16; b++) assert_int_equal(out[16 * t + b], b < sb ? src[16 * t + b] : 0);
+    for (int b = 0; b < 8; b++) assert_int_equal(out[16 * threads + 8 * t + b], b < sb ? src[8 * t + b] : 0);
+    for (int b = 0; b < 4; b++) assert_int_equal(out[24 * threads + 4 * t + b], b < sb ? src[4 * t + b] : 0);
+    assert_int_equal(out[28 * threads + t], sb ? src[16 * t] : 0); /* after wait_group 1 */
+  }
+}
+
+static void test_cp_async_read_before_wait(void **state) {
+  (void)state;
+  uint32_t *src = dev_alloc(64 * 4), *out = dev_alloc(64 * 4);
+  for (int i = 0; i < 64; i++) src[i] = 100u + (uint32_t)i;
+  long hz = lab_simt_hazards();
+  assert_int_equal(simt_test_cp_async_early(src, out, 0), 0); /* wait, barrier, read */
+  assert_int_equal(lab_simt_hazards(), hz);
+  for (int t = 0; t < 64; t++) assert_int_equal(out[t], 100u + (uint32_t)((t + 1) % 64));
+  assert_int_not_equal(simt_test_cp_async_early(src, out, 1), 0); /* read before the wait */
+  assert_true(lab_simt_hazards() > hz);
+  const char *r = lab_simt_last_report();
+  assert_non_null(strstr(r, "simt cp.async: cp_async_early_k block (0,0,0) thread"));
+  assert_non_null(strstr(r, "cp.async to it is in flight"));
+  assert_non_null(strstr(r, "stale data"));
+  for (int t = 0; t < 64; t++) assert_int_equal(out[t], 0xdeadbeefu); /* what a GPU may read */
+  hz = lab_simt_hazards();
+  assert_int_not_equal(simt_test_cp_async_early(src, out, 3), 0); /* wait_group 1 left the second group */
+  assert_true(lab_simt_hazards() > hz);
+  assert_non_null(strstr(lab_simt_last_report(), "stale data"));
+  for (int t = 0; t < 64; t++) assert_int_equal(out[t], 0xdeadbeefu);
+  hz = lab_simt_hazards();
+  assert_int_not_equal(simt_test_cp_async_early(src, out, 2), 0); /* no barrier after the waits */
+  assert_true(lab_simt_hazards() > hz);
+  r = lab_simt_last_report();
+  assert_true(strstr(r, "simt racecheck: cp_async_early_k") || strstr(r, "simt cp.async: cp_async_early_k"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mma_bf16),     cmocka_unit_test(test_mma_f16),
@@ -215,6 +290,8 @@ int main(void) {
       cmocka_unit_test(test_bank_conflicts_and_sectors), cmocka_unit_test(test_seeded_order),
       cmocka_unit_test(test_kernel_stats),
       cmocka_unit_test(test_workers),
+      cmocka_unit_test(test_ldmatrix),     cmocka_unit_test(test_cp_async),
+      cmocka_unit_test(test_cp_async_read_before_wait),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
