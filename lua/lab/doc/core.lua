@@ -3,6 +3,8 @@
 -- l_device.c, l_lab.c;
 -- the Lua ones in lua/lab/init.lua. tests/lua/single/test_docstrings.lua checks each has one.
 return {
+  use_deterministic_algorithms = "lab.use_deterministic_algorithms(on): with true, ops that have a deterministic variant use it (FlashAttention's backward sums dq in a fixed order), as PyTorch's",
+  are_deterministic_algorithms_enabled = "lab.are_deterministic_algorithms_enabled() -> boolean: whether lab.use_deterministic_algorithms(true) is in effect",
   tensor = "lab.tensor(data[, {dtype=, device=, requires_grad=}]) -> tensor: a tensor from a number or nested table",
   zeros = "lab.zeros(size...[, opts]) -> tensor: filled with 0 (opts: dtype, device, requires_grad)",
   ones = "lab.ones(size...[, opts]) -> tensor: filled with 1 (opts: dtype, device, requires_grad)",
