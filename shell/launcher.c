@@ -48,7 +48,9 @@ static void forward_to_mpirun(int sig) {
  * fork fails (the caller then execs in place). Exits with mpirun's status, or dies of its signal. */
 static void run_and_restore_terminal(char **av) {
   struct termios modes;
-  if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &modes) != 0) return;
+  /* only in the terminal's foreground: a background job (under timeout(1), say) that set the
+   * modes would be stopped by SIGTTOU, and its modes are not the user's to restore anyway */
+  if (!isatty(STDIN_FILENO) || tcgetpgrp(STDIN_FILENO) != getpgrp() || tcgetattr(STDIN_FILENO, &modes) != 0) return;
   pid_t pid = fork();
   if (pid < 0) return;
   if (pid == 0) {
@@ -67,6 +69,7 @@ static void run_and_restore_terminal(char **av) {
   signal(SIGQUIT, SIG_IGN);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  signal(SIGTTOU, SIG_IGN); /* the job may have been moved to the background meanwhile */
   tcsetattr(STDIN_FILENO, TCSADRAIN, &modes);
   if (WIFSIGNALED(st)) {
     signal(WTERMSIG(st), SIG_DFL);
