@@ -350,43 +350,36 @@ static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, l
   return 0;
 }
 
+/* Every collective's frame, in one place: the held sends and recvs and the stream order first
+ * (enter), then the NCCL call (an expression of ng), then its event as work (leave). */
+#define NCCL_COLL(name, call)                 \
+  nccl_group *ng = ng_of(g);                  \
+  if (enter(name, ng) < 0) return -1;         \
+  return leave(name, g, ng, (call), work)
+
 static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("all_reduce", ng) < 0) return -1;
-  ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("all_reduce", g, ng, r, work);
+  NCCL_COLL("all_reduce", ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
 }
 
 static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("broadcast", ng) < 0) return -1;
-  ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream);
-  return leave("broadcast", g, ng, r, work);
+  NCCL_COLL("broadcast", ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream));
 }
 
 static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
                     lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("reduce", ng) < 0) return -1;
-  ncclResult_t r = ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream);
-  return leave("reduce", g, ng, r, work);
+  NCCL_COLL("reduce", ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream));
 }
 
 static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("all_gather", ng) < 0) return -1;
-  ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream);
-  return leave("all_gather", g, ng, r, work);
+  NCCL_COLL("all_gather", ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream));
 }
 
 static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                             lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("reduce_scatter", ng) < 0) return -1;
-  ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("reduce_scatter", g, ng, r, work);
+  NCCL_COLL("reduce_scatter",
+            ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
 }
 
 /* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
@@ -421,11 +414,8 @@ static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t coun
 static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                           void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
                           lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("all_to_all_single", ng) < 0) return -1;
-  ncclResult_t r =
-      grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
-  return leave("all_to_all_single", g, ng, r, work);
+  NCCL_COLL("all_to_all_single",
+            grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt));
 }
 
 /* A send or recv is held (see the top); a blocking one is issued with the held ones at once. */

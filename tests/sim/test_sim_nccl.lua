@@ -14,12 +14,7 @@ local cpu = { device = "cpu" }
 
 -- every element of the sim result against the cpu's (floats of random values: the sum's order
 -- differs between MPI's tree and the shim's rank order, so within a few ulps; exact otherwise)
-local function same(sim, ref, what, tol)
-  local a, b = sim:to("cpu"):to("f64"), ref:to("cpu"):to("f64")
-  T.eq(table.concat(a.shape, "x"), table.concat(b.shape, "x"), what .. " shape")
-  local d = a:numel() > 0 and (a - b):abs():max():item() or 0
-  T.ok(d <= (tol or 0), string.format("%s: max |sim - cpu| = %.3g", what, d))
-end
+local same = dofile((arg[0]:match("(.*/)") or "./") .. "sim_same.lua")
 
 -- runs fn(cpu tensors...) and fn(sim copies...), compares every argument fn writes
 local function both(what, calls, tol, fn, ...)

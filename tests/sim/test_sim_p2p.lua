@@ -14,12 +14,7 @@ lab.manual_seed(200 + r)
 local cpu = { device = "cpu" }
 local peer, right, left = 1 - r, (r + 1) % n, (r - 1) % n
 
-local function same(sim, ref, what, tol)
-  local a, b = sim:to("cpu"):to("f64"), ref:to("cpu"):to("f64")
-  T.eq(table.concat(a.shape, "x"), table.concat(b.shape, "x"), what .. " shape")
-  local d = a:numel() > 0 and (a - b):abs():max():item() or 0
-  T.ok(d <= (tol or 0), string.format("%s: max |sim - cpu| = %.3g", what, d))
-end
+local same = dofile((arg[0]:match("(.*/)") or "./") .. "sim_same.lua")
 
 -- fn on cpu tensors, then on their sim copies (counting NCCL calls), every tensor compared
 local function both(what, calls, fn, ...)
