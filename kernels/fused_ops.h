@@ -60,6 +60,12 @@
     (lab_dtype ct, const void *logits, const int64_t *target, const void *lse, void *dlogits, int64_t N,           \
      int64_t C, int64_t ignore_index, double smoothing, double scale),                                             \
     (ct, LAB_P(logits), LAB_P(target), LAB_P(lse), LAB_P(dlogits), N, C, ignore_index, smoothing, scale))          \
+  /* ids (n) into out (n; NULL: check only): each id outside [0, limit) other than `allowed` becomes          \
+   * `allowed` (a row in range, or one the op ignores) and the first one's position + 1 and value go to           \
+   * bad[0], bad[1] unless bad[0] is set (an earlier check failed): a device-side assert (ops_nn.c) */          \
+  X(ids_check, V, lab_ids_check, EMBEDDING, "ids_check", ids, 0,                                                   \
+    (const int64_t *ids, int64_t *out, int64_t n, int64_t limit, int64_t allowed, int64_t *bad),                   \
+    (LAB_P(ids), LAB_P(out), n, limit, allowed, LAB_P(bad)))                                                       \
   /* out (n, D) = weight[idx[i]] rows (idx int64, checked by the caller); dweight[idx[i]] += g[i] */              \
   X(embedding_fwd, V, lab_embedding_fwd, EMBEDDING, "embedding", weight, 0,                                        \
     (lab_dtype ct, const void *weight, const int64_t *idx, void *out, int64_t n, int64_t D),                       \
@@ -100,10 +106,11 @@
     (ct, LAB_P(g), LAB_P(x), LAB_P(w), LAB_P(rstd), LAB_P(dx), LAB_P(dw), rows, D))
 
 /* Every device has these, but a GPU launches them its own way (the cuda table's wrapper is
- * written by hand): cross-entropy's count of rows not ignored comes back to the host. */
+ * written by hand): cross-entropy's count of rows not ignored, kept in the device's scratch. */
 #define LAB_FUSED_OWN(X)                                                                                           \
   /* rows of logits (N, C), int64 targets (N): the per-row loss (0 for ignored rows) and the row's                \
-   * log-sum-exp; returns the count of rows not ignored */                                                        \
+   * log-sum-exp; returns the count of rows not ignored, or -1 where it stays on the device (cuda: the     \
+   * caller takes the mean there, so the forward never waits for the GPU) */                                                        \
   X(xent_fwd, I64, lab_cross_entropy_fwd, LOSS, "cross_entropy", logits, 0,                                        \
     (lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N, int64_t C,         \
      int64_t ignore_index, double smoothing),                                                                      \

@@ -39,6 +39,12 @@ typedef struct lab_device_ops {
   int (*copy)(int index, void *dst, const void *src, size_t n); /* regions may overlap */
   int (*memset)(int index, void *dst, int byte, size_t n);
   int (*synchronize)(int index);
+  /* A device-side assert (CUDA's, as PyTorch's index kernels use it): a record of two int64 in
+   * device memory (position + 1 and the id; zero while none failed) for a kernel to write, which
+   * the device reads back with its next host wait (a copy to the host, synchronize) and raises
+   * there as "op: id V at position P is outside [0, limit)". NULL with lab_fail when an earlier
+   * record failed; a NULL entry (the cpu) means ids are checked on the host at once. */
+  int64_t *(*check_slot)(int index, const char *op, int64_t limit);
   /* a line on the device type's state (runtime version, devices found or why none); optional */
   const char *(*describe)(void);
   /* 1 when gemm takes bf16/f16 operands itself (f32 accumulation), so they are not widened */

@@ -387,6 +387,19 @@ void lab_cross_entropy_bwd(lab_dtype ct, const void *logits, const int64_t *targ
 }
 
 /* ---- embedding ---- */
+/* The id check (fused_ops.h): serial, the first bad id is the lowest position, as on a GPU */
+void lab_ids_check(const int64_t *ids, int64_t *out, int64_t n, int64_t limit, int64_t allowed, int64_t *bad) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = ids[i];
+    int ok = (v >= 0 && v < limit) || v == allowed;
+    if (!ok && bad[0] == 0) {
+      bad[0] = i + 1;
+      bad[1] = v;
+    }
+    if (out) out[i] = ok ? v : allowed;
+  }
+}
+
 void lab_embedding_fwd(lab_dtype ct, const void *weight, const int64_t *idx, void *out,
                        int64_t n, int64_t D) {
   size_t row = lab_dtype_size(ct) * (size_t)D;

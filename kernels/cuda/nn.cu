@@ -331,6 +331,38 @@ extern "C" int LAB_CU(xent_bwd)(lab_dtype ct, const void *logits, const int64_t 
   return (int)cudaGetLastError();
 }
 
+// ---- id checks: a device-side assert (fused_ops.h ids_check), one block, as ids are a step's
+// tokens; the lowest bad position wins, as in the cpu kernel ----
+__global__ void ids_check_k(const long long *ids, long long *out, int64_t n, int64_t limit, long long allowed,
+                            long long *bad) {
+  __shared__ long long first[THREADS];
+  long long mine = n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    long long v = ids[i];
+    bool ok = (v >= 0 && v < limit) || v == allowed;
+    if (!ok && i < mine) mine = i;
+    if (out) out[i] = ok ? v : allowed;
+  }
+  first[threadIdx.x] = mine;
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+    if (threadIdx.x < h && first[threadIdx.x + h] < first[threadIdx.x]) first[threadIdx.x] = first[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && first[0] < n && bad[0] == 0) {
+    bad[0] = first[0] + 1;
+    bad[1] = ids[first[0]];
+  }
+}
+
+extern "C" int LAB_CU(ids_check)(const int64_t *ids, int64_t *out, int64_t n, int64_t limit, int64_t allowed,
+                                int64_t *bad, lab_cuda_stream s) {
+  if (n <= 0) return 0;
+  lab_launch<ids_check_k>(1, THREADS, 0, s, P(const long long *, ids), P(long long *, out), n, limit,
+                          (long long)allowed, P(long long *, bad));
+  return (int)cudaGetLastError();
+}
+
 // ---- embedding ----
 template <typename T>
 __global__ void emb_fwd_k(const T *w, const long long *idx, T *out, int64_t n, int64_t D) {

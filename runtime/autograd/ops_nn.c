@@ -31,7 +31,12 @@ static int float_check(const char *op, const char *what, const lab_tensor *t) {
 }
 
 /* Int64 contiguous ids, each checked to lie in [0, limit) (or equal *allowed, when given: the
- * ignore_index of a loss; a sentinel value instead of NULL let embedding accept id -1). */
+ * ignore_index of a loss; a sentinel value instead of NULL let embedding accept id -1). Where
+ * the device has device-side asserts (check_slot: cuda, the sim over runtime/simrt) the check is
+ * a kernel (ids_check) and a bad id is raised by the device at its next host wait, naming the
+ * op: reading the ids back here stopped the GPU three times a GPT step (issue 23). Its copy of
+ * the ids has every bad one replaced (by 0 or *allowed), so the kernels after it stay in bounds.
+ * Elsewhere (the cpu) the ids are checked on the host and a bad one fails here, at once. */
 static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, const int64_t *allowed) {
   if (lab_dtype_is_float(idx->dtype) || idx->dtype == LAB_BOOL) {
     lab_fail(op, "ids must be integers, got %s", lab_dtype_name(idx->dtype));
@@ -40,21 +45,34 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, const 
   lab_tensor *c = lab_to_dtype(idx, LAB_I64);
   lab_tensor *cc = c ? lab_contiguous(c) : NULL;
   lab_tensor_release(c);
-  lab_tensor *h = cc ? lab_to_host(cc) : NULL; /* checked on the host: a bad id must not reach a kernel */
+  if (!cc) return NULL;
+  int64_t n = lab_numel(cc), keep = allowed ? *allowed : 0; /* 0: a row in range, when there is one */
+  const lab_device_ops *ops = lab_ops_of(cc);
+  if (ops->check_slot && n > 0) {
+    lab_device d = lab_device_of(cc);
+    int64_t *slot = NULL;
+    if (limit == 0 && !allowed) lab_fail(op, "%lld ids, but the range [0, 0) is empty (no rows)", (long long)n);
+    else slot = ops->check_slot(d.index, op, limit);
+    lab_tensor *out = slot ? lab_tensor_empty_on(d, LAB_I64, cc->ndim, cc->shape) : NULL;
+    if (out) ops->ids_check(lab_data(cc), lab_data(out), n, limit, keep, slot);
+    lab_tensor_release(cc);
+    return out;
+  }
+  lab_tensor *h = lab_to_host(cc);
   if (!h) {
     lab_tensor_release(cc);
     return NULL;
   }
-  const int64_t *p = lab_data(h);
-  for (int64_t i = 0; i < lab_numel(h); i++)
-    if ((p[i] < 0 || p[i] >= limit) && !(allowed && p[i] == *allowed)) {
-      lab_fail(op, "id %lld at position %lld is outside [0, %lld) (ids count from 0)", (long long)p[i],
-               (long long)i + 1, (long long)limit);
-      lab_tensor_release(cc);
-      lab_tensor_release(h);
-      return NULL;
-    }
+  int64_t bad[2] = {0, 0};
+  lab_cpu_device_ops()->ids_check(lab_data(h), NULL, n, limit, keep, bad);
+  if (limit == 0 && !allowed && n > 0) bad[0] = 1, bad[1] = ((const int64_t *)lab_data(h))[0]; /* 0 is no row */
   lab_tensor_release(h);
+  if (bad[0]) {
+    lab_fail(op, "id %lld at position %lld is outside [0, %lld) (ids count from 0)", (long long)bad[1],
+             (long long)bad[0], (long long)limit);
+    lab_tensor_release(cc);
+    return NULL;
+  }
   return cc;
 }
 
@@ -287,12 +305,13 @@ lab_tensor *lab_ad_dropout(lab_tensor *x, double p, int training) {
 
 /* ---- cross-entropy ---- */
 
-/* saved: the logits (compute type, [N, C]), the targets (i64) and each row's log-sum-exp */
-enum { XENT_LOGITS, XENT_TARGETS, XENT_LSE };
+/* saved: the logits (compute type, [N, C]), the targets (i64), each row's log-sum-exp and,
+ * where the count of rows not ignored stayed on the device, 1 / count (f64, a device scalar) */
+enum { XENT_LOGITS, XENT_TARGETS, XENT_LSE, XENT_INV_COUNT };
 typedef struct {
   int64_t N, C;
   int64_t ignore_index;
-  int64_t count; /* targets that were not ignored: the mean's divisor */
+  int64_t count; /* targets that were not ignored: the mean's divisor (-1: XENT_INV_COUNT has it) */
   double label_smoothing;
   ag_shape logits_shape; /* before the fold to [N, C] */
 } xent_ctx;
@@ -301,17 +320,64 @@ static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   const xent_ctx *c = AG_CTX(n, xent_ctx);
   lab_tensor *x = n->saved[XENT_LOGITS];
   int64_t N = c->N, C = c->C;
-  double gv;
-  if (lab_item_f64(g, &gv) < 0) return -1;
-  double scale = gv / (double)(c->count ? c->count : 1);
+  double scale = 1;
+  lab_tensor *dev_scale = NULL; /* g / count on the device: the seed gradient never read by the host */
+  if (c->count >= 0) {
+    double gv;
+    if (lab_item_f64(g, &gv) < 0) return -1;
+    scale = gv / (double)(c->count ? c->count : 1);
+  } else {
+    lab_tensor *g64 = lab_to_dtype(g, LAB_F64);
+    lab_tensor *gs = g64 ? lab_binary(LAB_MUL, g64, n->saved[XENT_INV_COUNT], LAB_F64) : NULL;
+    dev_scale = gs ? lab_to_dtype(gs, x->dtype) : NULL;
+    ag_release_all(2, (lab_tensor *[]){g64, gs});
+    if (!dev_scale) return -1;
+  }
   lab_tensor *dx = lab_tensor_empty_on(lab_device_of(x), x->dtype, 2, (int64_t[]){N, C});
+  if (dx) lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[XENT_TARGETS]), lab_data(n->saved[XENT_LSE]),
+                                  lab_data(dx), N, C, c->ignore_index, c->label_smoothing, scale);
+  if (dx && dev_scale && lab_binary_(LAB_MUL, dx, dev_scale) < 0) {
+    lab_tensor_release(dx);
+    dx = NULL;
+  }
+  lab_tensor_release(dev_scale);
   if (!dx) return -1;
-  lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[XENT_TARGETS]), lab_data(n->saved[XENT_LSE]),
-                          lab_data(dx), N, C, c->ignore_index, c->label_smoothing, scale);
   lab_tensor *r = lab_view(dx, c->logits_shape.ndim, c->logits_shape.dims);
   lab_tensor_release(dx);
   gin[0] = ag_cast(r, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
+}
+
+/* The mean in double on the host (the cpu, where the count came back): the sum of every device */
+static lab_tensor *xent_host_mean(lab_tensor *loss, lab_dtype ct, int64_t N, int64_t count, lab_device dev,
+                                  lab_dtype dt) {
+  lab_tensor *h = lab_to_host(loss), *out = NULL;
+  if (h) out = lab_tensor_full_on(dev, dt, 0, NULL, count ? lab_row_sum_f(ct, lab_data(h), N) / (double)count : NAN);
+  lab_tensor_release(h);
+  return out;
+}
+
+/* The mean in double on the device (cuda: the count stayed there), with 1 / count for the
+ * backward: no wait for the GPU. NaN when every row is ignored, as on the host. */
+static lab_tensor *xent_device_mean(lab_tensor *loss, lab_tensor *tg, int64_t ignore_index, lab_dtype dt,
+                                    lab_tensor **inv_count) {
+  lab_tensor *l64 = lab_to_dtype(loss, LAB_F64);
+  lab_tensor *total = l64 ? lab_reduction(LAB_R_SUM, l64, -1, 0, 0) : NULL;
+  lab_tensor *ign = total ? lab_tensor_full_on(lab_device_of(tg), LAB_I64, 0, NULL, (double)ignore_index) : NULL;
+  lab_tensor *kept = ign ? lab_binary(LAB_NE, tg, ign, LAB_F64) : NULL;
+  lab_tensor *count = kept ? lab_reduction(LAB_R_SUM, kept, -1, 0, 0) : NULL;
+  lab_tensor *mean = count ? lab_binary(LAB_DIV, total, count, LAB_F64) : NULL;
+  lab_tensor *out = mean ? lab_to_dtype(mean, dt) : NULL;
+  /* the backward's 1 / max(count, 1): every row ignored gives a zero gradient, as on the host */
+  lab_tensor *one = out ? lab_tensor_full_on(lab_device_of(tg), LAB_F64, 0, NULL, 1) : NULL;
+  lab_tensor *at_least = one ? lab_clamp(count, 1, 1, 0, 0) : NULL;
+  *inv_count = at_least ? lab_binary(LAB_DIV, one, at_least, LAB_F64) : NULL;
+  if (!*inv_count) {
+    lab_tensor_release(out);
+    out = NULL;
+  }
+  ag_release_all(8, (lab_tensor *[]){l64, total, ign, kept, count, mean, one, at_least});
+  return out;
 }
 
 lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t ignore_index,
@@ -345,16 +411,12 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
   lab_tensor *lse = loss ? lab_tensor_empty_on(dev, ct, 1, &N) : NULL;
   lab_tensor *out = NULL;
   int64_t count = 0;
+  lab_tensor *inv_count = NULL;
   if (lse) {
     count = lab_device_ops_of(dev.type)->xent_fwd(ct, lab_data(xc), lab_data(tg), lab_data(loss), lab_data(lse), N,
                                                    C, ignore_index, label_smoothing);
-    /* the mean in double on the host, the same sum on every device */
-    lab_tensor *h = lab_to_host(loss);
-    if (h) {
-      double total = lab_row_sum_f(ct, lab_data(h), N);
-      out = lab_tensor_full_on(dev, logits->dtype, 0, NULL, count ? total / (double)count : NAN);
-    }
-    lab_tensor_release(h);
+    if (count >= 0) out = xent_host_mean(loss, ct, N, count, dev, logits->dtype);
+    else out = xent_device_mean(loss, tg, ignore_index, logits->dtype, &inv_count);
   }
   if (out && lab_ag_needed(1, &logits)) {
     lab_node *n = lab_node_new(op, xent_bw, 1, &logits);
@@ -362,10 +424,11 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
     if (n) {
       *AG_CTX(n, xent_ctx) = (xent_ctx){.N = N, .C = C, .ignore_index = ignore_index, .count = count,
                                           .label_smoothing = label_smoothing, .logits_shape = ag_shape_of(logits)};
-      rc = lab_node_save(n, XENT_LOGITS, xc) | lab_node_save(n, XENT_TARGETS, tg) | lab_node_save(n, XENT_LSE, lse);
+      rc = lab_node_save(n, XENT_LOGITS, xc) | lab_node_save(n, XENT_TARGETS, tg) | lab_node_save(n, XENT_LSE, lse) |
+           (inv_count ? lab_node_save(n, XENT_INV_COUNT, inv_count) : 0);
     }
     out = ag_finish(n, out, rc);
   }
-  ag_release_all(4, (lab_tensor *[]){tg, xc, loss, lse});
+  ag_release_all(5, (lab_tensor *[]){tg, xc, loss, lse, inv_count});
   return out;
 }

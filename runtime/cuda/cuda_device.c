@@ -26,6 +26,12 @@
 #include "cuda_device.h"
 
 #define MAX_GPUS 16
+#define CHECKS 32 /* device-side id checks armed between two host waits (a GPT step arms 3) */
+
+typedef struct {
+  const char *op; /* a static name: "embedding", "cross_entropy" */
+  int64_t limit;
+} armed_check;
 
 typedef struct {
   int ready;
@@ -35,6 +41,10 @@ typedef struct {
   void *workspace;
   size_t workspace_bytes;
   int64_t *count; /* device scratch for cross-entropy's row count */
+  int64_t *checks; /* device: CHECKS records (position + 1, id) for check_slot, zero while none failed */
+  int64_t checks_back[2 * CHECKS]; /* their copy, read back with the next host wait */
+  armed_check armed[CHECKS];
+  int narmed;
   char pending[400]; /* a launch error not yet raised: "op: CUDA error ..." */
 } gpu;
 
@@ -120,7 +130,9 @@ static gpu *use(int index) {
   g->alloc = lab_ca_new((lab_ca_backend){raw_alloc, raw_free, mem_info, NULL});
   g->workspace_bytes = (size_t)32 << 20;
   if (!g->alloc || cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS ||
-      cudaMalloc(&g->workspace, g->workspace_bytes) != cudaSuccess || cudaMalloc((void **)&g->count, 8) != cudaSuccess) {
+      cudaMalloc(&g->workspace, g->workspace_bytes) != cudaSuccess || cudaMalloc((void **)&g->count, 8) != cudaSuccess ||
+      cudaMalloc((void **)&g->checks, sizeof g->checks_back) != cudaSuccess ||
+      cudaMemsetAsync(g->checks, 0, sizeof g->checks_back, g->stream) != cudaSuccess) {
     lab_fail("cuda start-up", "cannot create the stream, allocator or cuBLASLt handle on device %d", index);
     return NULL;
   }
@@ -179,13 +191,45 @@ static int raise_pending(gpu *g, int index) {
   return -1;
 }
 
+/* The host waits for g's stream. The id checks armed since the last wait come back with it (their
+ * copy queued ahead of the wait: no second synchronization) and the first that failed is raised,
+ * naming its op, as CUDA raises a device-side assert at the next synchronizing call. The failed
+ * record is cleared, so the session goes on. */
+static int wait_stream(gpu *g, const char *op) {
+  int n = g->narmed;
+  cudaError_t e = cudaSuccess;
+  if (n) e = cudaMemcpyAsync(g->checks_back, g->checks, (size_t)n * 16, cudaMemcpyDeviceToHost, g->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
+  if (e != cudaSuccess) return fail_cuda(op, e);
+  g->narmed = 0;
+  for (int i = 0; i < n; i++) {
+    const int64_t *r = g->checks_back + 2 * i;
+    if (!r[0]) continue;
+    cudaMemsetAsync(g->checks, 0, (size_t)n * 16, g->stream);
+    return lab_fail(g->armed[i].op,
+                    "id %lld at position %lld is outside [0, %lld) (ids count from 0; found by the device's check, "
+                    "raised at the next synchronization)",
+                    (long long)r[1], (long long)r[0], (long long)g->armed[i].limit);
+  }
+  return 0;
+}
+
+/* a record for a device-side id check (device.h); when every one is armed, a wait reads them */
+static int64_t *cuda_check_slot(int index, const char *op, int64_t limit) {
+  gpu *g = use(index);
+  if (!g || raise_pending(g, index) < 0) return NULL;
+  if (g->narmed == CHECKS && wait_stream(g, op) < 0) return NULL;
+  g->armed[g->narmed] = (armed_check){op, limit};
+  return g->checks + 2 * g->narmed++;
+}
+
 static int copy_kind(int index, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int wait) {
   gpu *g = use(index);
   if (!g) return -1;
   if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, g->stream);
-  if (e == cudaSuccess && (wait || launch_blocking())) e = cudaStreamSynchronize(g->stream);
-  return e == cudaSuccess ? 0 : fail_cuda("copy", e);
+  if (e != cudaSuccess) return fail_cuda("copy", e);
+  return wait || launch_blocking() ? wait_stream(g, "copy") : 0;
 }
 
 /* to pageable host memory: waits, so the values are there when this returns */
@@ -222,8 +266,7 @@ static int cuda_synchronize(int index) {
   gpu *g = use(index);
   if (!g) return -1;
   if (raise_pending(g, index) < 0) return -1;
-  cudaError_t e = cudaStreamSynchronize(g->stream);
-  return e == cudaSuccess ? 0 : fail_cuda("synchronize", e);
+  return wait_stream(g, "synchronize");
 }
 
 /* ---- kernels: the launchers of kernels/cuda on the stream of the device that owns the op's
@@ -249,6 +292,7 @@ static gpu *on(const void *p, int *index) {
  * with LLMLAB_CUDA_LAUNCH_BLOCKING=1 the op waits and raises at once. */
 static int report_on(gpu *g, int index, const char *op, int e) {
   if (!g) return -1;
+  if (!e && launch_blocking() && g->narmed) return wait_stream(g, op); /* a bad id raised at its op */
   if (!e && launch_blocking()) e = (int)cudaStreamSynchronize(g->stream);
   if (!e) return 0;
   if (launch_blocking()) return lab_fail(op, "cuda:%d: CUDA error %d: %s", index, e, cudaGetErrorString((cudaError_t)e));
@@ -304,22 +348,17 @@ LAB_FUSED_WORK(LAUNCH_WORK_)
 #undef LAUNCH_
 #undef LAUNCH_WORK_
 #undef LAB_P
+/* The count of rows not ignored stays on the device (-1 says so): the caller takes the mean there,
+ * so the forward does not wait for the GPU (it did, for this count, on every call). */
 static int64_t cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                            int64_t C, int64_t ignore_index, double smoothing) {
   int index;
   gpu *g = on(logits, &index);
-  int64_t count = 0;
   if (!g) return 0;
-  /* the row count comes back to the host: the caller divides by it (a synchronization that the
-   * loss's own read-back in the caller makes anyway) */
   if (report_on(g, index, "cross_entropy", lab_cu_xent_fwd(ct, logits, target, loss, lse, N, C, ignore_index,
                                                            smoothing, g->count, g->stream)) < 0)
     return 0;
-  if (raise_pending(g, index) < 0) return 0;
-  cudaError_t e = cudaMemcpyAsync(&count, g->count, 8, cudaMemcpyDeviceToHost, g->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
-  if (e != cudaSuccess) report_on(g, index, "cross_entropy", (int)e);
-  return count;
+  return -1;
 }
 /* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64 or 128 */
 static int cu_flash_result(gpu *g, int index, const char *what, int e) {
@@ -518,6 +557,7 @@ static const lab_device_ops cuda_ops = {
     .describe = cuda_describe,
     .gemm_half = 1,
     LAB_DEVICE_MEMORY(cuda) /* device.h */
+    .check_slot = cuda_check_slot,
     LAB_DEVICE_LAUNCHES(cu)
 #define ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cu_##name,
     LAB_FUSED_REQUIRED(ENTRY_) /* kernels/fused_ops.h; no optional ones */

@@ -136,12 +136,6 @@ int lab_devcomm_route(const char *op, lab_group *g, lab_device a, lab_device b, 
   }
   /* making the communicator needs every member: a send or recv before any collective stages */
   if (*path == LAB_PATH_DEVICE && p2p && !g->device) *path = LAB_PATH_STAGED;
-  /* nccl.c issues each send and recv on its own, ungrouped, on the group's one stream: an NCCL
-   * send waits for its peer's recv, so two ranks that isend to each other before they irecv
-   * (ring attention) wait for each other for ever. The sim's NCCL does the same, so its sends
-   * and recvs stage through MPI; on cuda this stays to be fixed in nccl.c (a stream or
-   * communicator per peer, as PyTorch's NCCL process group has, or grouped pairs). */
-  if (*path == LAB_PATH_DEVICE && p2p && a.type == LAB_DEV_SIM) *path = LAB_PATH_STAGED;
   if (*path == LAB_PATH_STAGED && (a.type == LAB_DEV_CUDA || b.type == LAB_DEV_CUDA) &&
       g->device_plan == LAB_DEVPLAN_STAGED && !g->device_said) {
     g->device_said = 1;

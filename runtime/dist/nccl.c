@@ -26,6 +26,12 @@
  *
  * NCCL has no tags and no message sizes: sends and recvs between two ranks match in the order
  * they were posted, and a recv of the wrong size is not detected (the MPI path detects it).
+ * An NCCL send waits for its peer's recv, so sends and recvs issued one by one on the group's
+ * stream deadlock when two ranks isend to each other before they irecv (ring attention). They
+ * are held instead (struct held) and issued as one ncclGroupStart/End group at the group's next
+ * wait, test, collective or blocking send/recv, as PyTorch's batch_isend_irecv groups them:
+ * within a group NCCL progresses every pair at once, and every rank issues its p2p at the same
+ * point relative to its collectives, so the order across ranks stays the posting order.
  * all_to_all and all_to_all_v are grouped sends and recvs (ncclGroupStart/End). bf16 and f16
  * reduce on the device in NCCL's own kernels. */
 #include "nccl.h"
@@ -43,8 +49,22 @@
 
 _Static_assert(sizeof(ncclUniqueId) == LAB_NCCL_ID_BYTES, "LAB_NCCL_ID_BYTES is sizeof(ncclUniqueId)");
 
+#define HELD 64 /* sends and recvs held before a group is issued anyway */
+
+/* a send or recv posted and not yet issued; its work (NULL: a blocking call's) gets the event */
+typedef struct {
+  int send;
+  void *buf;
+  size_t count;
+  ncclDataType_t type;
+  int peer;
+  struct lab_backend_work *work;
+} held;
+
 typedef struct {
   ncclComm_t comm; /* NULL once aborted */
+  held held[HELD];
+  int nheld;
   cudaStream_t stream;
   cudaEvent_t ready; /* recorded on the compute stream before each op */
   int index;         /* the cuda device */
@@ -57,7 +77,8 @@ typedef struct {
 struct lab_backend_work {
   nccl_group *ng;
   lab_group *g;
-  cudaEvent_t done;
+  cudaEvent_t done; /* NULL while held (or when its group failed to issue) */
+  int held;
 };
 
 static const lab_comm_backend nccl_backend;
@@ -174,7 +195,7 @@ int lab_nccl_group_init(lab_group *dev, lab_group *host, int index, const void *
 /* ---- the op's frame: order after the compute stream, run, record, wait ---- */
 
 /* The group's stream waits for what the compute stream has queued (the tensors are written). */
-static int enter(const char *op, nccl_group *ng) {
+static int order(const char *op, nccl_group *ng) {
   if (!ng->comm)
     return lab_fail(op, "the NCCL communicator of %s was aborted after a failed or abandoned collective; %s",
                     ng->host->name, ng->host->id == 0 ? "the REPL rebuilds the world's before the next chunk"
@@ -207,11 +228,19 @@ static int poll_fn(void *ctx, int *done) {
   return 0;
 }
 
+/* held sends and recvs that will never be issued: their waits fail */
+static void drop_held(nccl_group *ng) {
+  for (int i = 0; i < ng->nheld; i++)
+    if (ng->held[i].work) ng->held[i].work->held = 0;
+  ng->nheld = 0;
+}
+
 /* The communicator is in an unknown state: abort it so that its kernels end, and leave the
  * group poisoned (guard.c did) until recovery rebuilds it. */
 static void abort_comm(nccl_group *ng) {
   if (ng->comm) ncclCommAbort(ng->comm);
   ng->comm = NULL;
+  drop_held(ng);
 }
 
 /* Completion of work: the compute stream waits for it; in guarded mode the host polls it too,
@@ -259,12 +288,49 @@ static void event_put(nccl_group *ng, cudaEvent_t ev) {
   ng->spare[ng->nspare++] = ev;
 }
 
+/* An event recorded on the group's stream now, from the pool */
+static cudaError_t record(nccl_group *ng, cudaEvent_t *ev) {
+  cudaError_t e = event_get(ng, ev);
+  if (e == cudaSuccess && (e = cudaEventRecord(*ev, ng->stream)) != cudaSuccess) cudaEventDestroy(*ev);
+  return e;
+}
+
+/* The held sends and recvs issued as one NCCL group, each work given its completion event. */
+static int issue_held(const char *op, nccl_group *ng) {
+  int n = ng->nheld, rc = order(op, ng);
+  ng->nheld = 0;
+  if (rc == 0) {
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < n && r == ncclSuccess; i++) {
+      const held *h = &ng->held[i];
+      r = h->send ? ncclSend(h->buf, h->count, h->type, h->peer, ng->comm, ng->stream)
+                  : ncclRecv(h->buf, h->count, h->type, h->peer, ng->comm, ng->stream);
+    }
+    ncclResult_t r2 = ncclGroupEnd(); /* always closes the group it opened */
+    if (r == ncclSuccess) r = r2;
+    if (r != ncclSuccess) rc = nccl_fail(op, r, ng->comm);
+  }
+  for (int i = 0; i < n; i++) {
+    lab_backend_work *w = ng->held[i].work;
+    w->held = 0;
+    cudaError_t e = rc == 0 ? record(ng, &w->done) : cudaSuccess;
+    if (e != cudaSuccess) rc = cuda_fail(op, e);
+  }
+  return rc;
+}
+
+/* Every op but a send or recv: the held ones are issued first (the posting order), then the
+ * group's stream is ordered after the compute stream. */
+static int enter(const char *op, nccl_group *ng) {
+  if (ng->nheld && issue_held(op, ng) < 0) return -1;
+  return order(op, ng);
+}
+
 /* After the op was queued: record its event; hand it out as work, or finish it now. */
 static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, lab_backend_work **work) {
   if (r != ncclSuccess) return nccl_fail(op, r, ng->comm);
   cudaEvent_t ev;
-  cudaError_t e = event_get(ng, &ev);
-  if (e == cudaSuccess && (e = cudaEventRecord(ev, ng->stream)) != cudaSuccess) cudaEventDestroy(ev);
+  cudaError_t e = record(ng, &ev);
   if (e != cudaSuccess) return cuda_fail(op, e);
   if (!work) {
     int rc = finish(op, ng, ev);
@@ -284,43 +350,36 @@ static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, l
   return 0;
 }
 
+/* Every collective's frame, in one place: the held sends and recvs and the stream order first
+ * (enter), then the NCCL call (an expression of ng), then its event as work (leave). */
+#define NCCL_COLL(name, call)                 \
+  nccl_group *ng = ng_of(g);                  \
+  if (enter(name, ng) < 0) return -1;         \
+  return leave(name, g, ng, (call), work)
+
 static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("all_reduce", ng) < 0) return -1;
-  ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("all_reduce", g, ng, r, work);
+  NCCL_COLL("all_reduce", ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
 }
 
 static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("broadcast", ng) < 0) return -1;
-  ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream);
-  return leave("broadcast", g, ng, r, work);
+  NCCL_COLL("broadcast", ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream));
 }
 
 static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
                     lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("reduce", ng) < 0) return -1;
-  ncclResult_t r = ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream);
-  return leave("reduce", g, ng, r, work);
+  NCCL_COLL("reduce", ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream));
 }
 
 static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("all_gather", ng) < 0) return -1;
-  ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream);
-  return leave("all_gather", g, ng, r, work);
+  NCCL_COLL("all_gather", ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream));
 }
 
 static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                             lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  if (enter("reduce_scatter", ng) < 0) return -1;
-  ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("reduce_scatter", g, ng, r, work);
+  NCCL_COLL("reduce_scatter",
+            ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
 }
 
 /* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
@@ -355,28 +414,39 @@ static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t coun
 static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                           void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
                           lab_backend_work **work) {
+  NCCL_COLL("all_to_all_single",
+            grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt));
+}
+
+/* A send or recv is held (see the top); a blocking one is issued with the held ones at once. */
+static int p2p(const char *op, lab_group *g, int send, void *buf, int64_t count, lab_dtype dt, int peer,
+               lab_backend_work **work) {
   nccl_group *ng = ng_of(g);
-  if (enter("all_to_all_single", ng) < 0) return -1;
-  ncclResult_t r =
-      grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
-  return leave("all_to_all_single", g, ng, r, work);
+  if (!ng->comm) return order(op, ng); /* says it was aborted */
+  if (ng->nheld == HELD && issue_held(op, ng) < 0) return -1;
+  lab_backend_work local, *w = work ? calloc(1, sizeof *w) : &local;
+  if (!w) return lab_fail(op, "out of memory");
+  *w = (lab_backend_work){ng, g, NULL, 1};
+  ng->held[ng->nheld++] = (held){send, buf, (size_t)count, nccl_type(dt), peer, w};
+  if (work) {
+    *work = w;
+    return 0;
+  }
+  int rc = issue_held(op, ng);
+  if (rc == 0) rc = finish(op, ng, local.done);
+  if (local.done) event_put(ng, local.done); /* waits already captured it */
+  return rc;
 }
 
 static int n_send(lab_group *g, const void *buf, int64_t count, lab_dtype dt, int peer, int tag,
                   lab_backend_work **work) {
   (void)tag; /* NCCL matches a pair's messages in order */
-  nccl_group *ng = ng_of(g);
-  if (enter("send", ng) < 0) return -1;
-  ncclResult_t r = ncclSend(buf, (size_t)count, nccl_type(dt), peer, ng->comm, ng->stream);
-  return leave("send", g, ng, r, work);
+  return p2p("send", g, 1, (void *)buf, count, dt, peer, work);
 }
 
 static int n_recv(lab_group *g, void *buf, int64_t count, lab_dtype dt, int peer, int tag, lab_backend_work **work) {
   (void)tag;
-  nccl_group *ng = ng_of(g);
-  if (enter("recv", ng) < 0) return -1;
-  ncclResult_t r = ncclRecv(buf, (size_t)count, nccl_type(dt), peer, ng->comm, ng->stream);
-  return leave("recv", g, ng, r, work);
+  return p2p("recv", g, 0, buf, count, dt, peer, work);
 }
 
 /* barriers and fingerprints are host matters: the host group's MPI channel */
@@ -385,9 +455,19 @@ static int n_exchange(lab_group *g, const void *mine, void *all, int nbytes) {
   return g->host->backend->exchange(g->host, mine, all, nbytes);
 }
 
-static int n_wait(lab_backend_work *w) { return finish("wait", w->ng, w->done); }
+/* a held send or recv is issued (with the others held) before it is waited for or tested */
+static int issued(const char *op, lab_backend_work *w) {
+  if (w->held && issue_held(op, w->ng) < 0) return -1;
+  if (!w->done)
+    return lab_fail(op, "this send or recv was never issued (its NCCL group failed, or the communicator of %s was "
+                    "aborted)", w->ng->host->name);
+  return 0;
+}
+
+static int n_wait(lab_backend_work *w) { return issued("wait", w) < 0 ? -1 : finish("wait", w->ng, w->done); }
 
 static int n_test(lab_backend_work *w, int *done) {
+  if (issued("test", w) < 0) return -1;
   if (poll_fn(&(nccl_poll){w->ng, w->done}, done) < 0) {
     lab_group_poison(w->ng->self);
     abort_comm(w->ng);
@@ -398,7 +478,8 @@ static int n_test(lab_backend_work *w, int *done) {
 
 static void n_free_work(lab_backend_work *w) {
   if (!w) return;
-  event_put(w->ng, w->done);
+  if (w->held) issue_held("wait", w->ng); /* its peer may wait for it; and the list must not keep w */
+  if (w->done) event_put(w->ng, w->done);
   free(w);
 }
 
@@ -410,6 +491,7 @@ static int n_split(lab_group *g, int color, int key, lab_group *out) {
 static void n_free_group(lab_group *g) {
   nccl_group *ng = g->impl;
   if (!ng) return;
+  drop_held(ng);
   if (ng->comm) {
     cudaStreamSynchronize(ng->stream); /* nothing of ours may still run on it */
     ncclCommDestroy(ng->comm);

@@ -28,8 +28,9 @@
  *   deferral (NCCL's groups exist to keep blocking kernels from deadlocking); only its first
  *   call waits for the stream. Sends and recvs outside a group (each waits for the one before
  *   it on the stream, as an NCCL send kernel waits for its peer's recv) deadlock when both
- *   peers send first, as they would on a GPU: devcomm.c stages them on the sim. Not modelled: NCCL's transport, algorithms and channels, ncclCommSplit,
- *   non-blocking communicators. */
+ *   peers send first, as they would on a GPU (nccl.c holds sends and recvs and issues them as
+ *   one group: tests/sim/test_sim_p2p.lua showed the ungrouped ones hanging here). Not modelled:
+ *   NCCL's transport, algorithms and channels, ncclCommSplit, non-blocking communicators. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>

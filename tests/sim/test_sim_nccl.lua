@@ -2,8 +2,8 @@
 -- runtime/simrt's NCCL on MPI (runtime/simrt/nccl_mpi.c), ordered on the emulated streams.
 -- Each op runs on sim tensors and on their cpu twins (MPI), every value compared; the shim's
 -- call counter (lab.cuda.sim_nccl_calls) proves each sim op took the NCCL path (one NCCL call
--- per collective, one per non-empty send or recv of an all-to-all; sends and recvs of their own
--- stage through MPI: see runtime/dist/devcomm.c). At 2 and 4 ranks.
+-- per collective, one per non-empty send or recv of an all-to-all or of a group of held sends
+-- and recvs: see runtime/dist/nccl.c). At 2 and 4 ranks.
 -- Run: build/llmlab -n 2 --device sim tests/sim/test_sim_nccl.lua (ctest: sim.test_sim_nccl.np2/np4)
 package.path = (arg[0]:match("(.*/)") or "./") .. "../lua/?.lua;" .. package.path
 local T = require("harness")
@@ -14,12 +14,7 @@ local cpu = { device = "cpu" }
 
 -- every element of the sim result against the cpu's (floats of random values: the sum's order
 -- differs between MPI's tree and the shim's rank order, so within a few ulps; exact otherwise)
-local function same(sim, ref, what, tol)
-  local a, b = sim:to("cpu"):to("f64"), ref:to("cpu"):to("f64")
-  T.eq(table.concat(a.shape, "x"), table.concat(b.shape, "x"), what .. " shape")
-  local d = a:numel() > 0 and (a - b):abs():max():item() or 0
-  T.ok(d <= (tol or 0), string.format("%s: max |sim - cpu| = %.3g", what, d))
-end
+local same = dofile((arg[0]:match("(.*/)") or "./") .. "sim_same.lua")
 
 -- runs fn(cpu tensors...) and fn(sim copies...), compares every argument fn writes
 local function both(what, calls, tol, fn, ...)
@@ -84,9 +79,10 @@ T.test("all_to_all, all_to_all_single (uneven), send/recv, async = cpu", functio
   both("all_to_all of 200 KB blocks", 2 * n, 0, function(out, x) dist.all_to_all(out, x) end,
     lab.zeros(n, 50000, cpu), lab.randn(n, 50000, cpu))
   -- a ring where every rank isends before it irecvs (ring attention): ungrouped NCCL sends on
-  -- one stream wait for each other's recvs for ever, so on the sim they stage (no NCCL call)
+  -- one stream waited for each other's recvs for ever (so the sim staged them); now held and
+  -- issued as one NCCL group at the first wait (tests/sim/test_sim_p2p.lua)
   local right, left = (r + 1) % n, (r - 1) % n
-  both("isend/irecv ring of 400 KB, staged", 0, 0, function(msg, got)
+  both("isend/irecv ring of 400 KB through NCCL", 2, 0, function(msg, got)
     local s = dist.isend(msg, right, { tag = 3 })
     local q = dist.irecv(got, left, { tag = 3 })
     s:wait(); q:wait()
