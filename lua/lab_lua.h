@@ -114,6 +114,35 @@ ll_fn_ref *ll_fn_ref_new(lua_State *L, int idx);
 /* releases the reference (a free_ctx for the runtime's callbacks) */
 void ll_fn_ref_free(void *p);
 
+/* A binding that only calls fn (l_cbind.c): pushes what a getter returns (as an integer,
+ * boolean, number or string), passes argument 1 to a setter (any value as a boolean, or a
+ * number), or runs an action. Registered from a table ending in {NULL}. */
+typedef enum {
+  LL_CB_INT,        /* int (void) -> integer */
+  LL_CB_LONG,       /* long (void) -> integer */
+  LL_CB_BOOL,       /* int (void) -> boolean */
+  LL_CB_NUMBER,     /* double (void) -> number */
+  LL_CB_STRING,     /* const char * (void) -> string */
+  LL_CB_SET_BOOL,   /* void (int), argument 1 as a boolean */
+  LL_CB_SET_NUMBER, /* void (double), argument 1 a number */
+  LL_CB_RUN         /* void (void) */
+} ll_cbind_kind;
+typedef struct {
+  const char *name;
+  ll_cbind_kind kind;
+  union {
+    int (*get_int)(void);
+    long (*get_long)(void);
+    double (*get_number)(void);
+    const char *(*get_string)(void);
+    void (*set_int)(int);
+    void (*set_number)(double);
+    void (*run)(void);
+  } fn;
+} ll_cbind;
+/* t[name] = a function calling fn for each entry of list, into the table at -1 */
+void ll_set_cbinds(lua_State *L, const ll_cbind *list);
+
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */
 void ll_register_creation(lua_State *L);    /* into table at -1 */
