@@ -255,16 +255,10 @@ static const ll_cbind group_values[] = {
     {NULL, 0, {NULL}}};
 
 void ll_dist_group_funcs(lua_State *L) {
-  luaL_newmetatable(L, GROUP_MT);
-  lua_newtable(L);
-  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
-  luaL_setfuncs(L, gm, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, g_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, g_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg group_meta[] = {{"__gc", g_gc}, {"__tostring", g_tostring}, {NULL, NULL}};
+  static const luaL_Reg group_methods[] = {
+      {"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
+  ll_new_class(L, GROUP_MT, group_meta, group_methods);
   luaL_setfuncs(L, group_funcs, 0);
   ll_set_cbinds(L, group_values);
 }

@@ -97,6 +97,9 @@ const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct l
  * coroutine is collected, and a backward run later would use freed memory. */
 lua_State *ll_main_state(lua_State *L);
 
+/* A userdata class: the metatable named mt with the metamethods meta (__gc, __close, ...) and
+ * __index a table of methods; left off the stack. */
+void ll_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods);
 /* Adds functions to the tensor methods (t:name(...)); the metatable must exist. */
 void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods);
 /* lua_pcall for a callback the runtime runs (a hook, a Function's backward): an error
