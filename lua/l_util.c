@@ -17,6 +17,11 @@ lua_State *ll_main_state(lua_State *L) {
   return main;
 }
 
+int ll_push_unary(lua_State *L, lab_tensor *(*op)(lab_tensor *)) {
+  ll_push_tensor(L, op(ll_check_tensor(L, 1)));
+  return 1;
+}
+
 void ll_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods) {
   luaL_newmetatable(L, mt);
   luaL_setfuncs(L, meta, 0);

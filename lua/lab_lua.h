@@ -20,6 +20,8 @@ lab_tensor *ll_check_tensor_meta(lua_State *L, int idx);
 lab_tensor *ll_test_tensor(lua_State *L, int idx); /* NULL if not a tensor */
 /* Pushes a tensor userdata owning the reference t; raises the runtime error if t is NULL. */
 void ll_push_tensor(lua_State *L, lab_tensor *t);
+/* A binding of op(tensor at 1) -> tensor (t:clone(), lab.silu(x)): pushes the result; 1 */
+int ll_push_unary(lua_State *L, lab_tensor *(*op)(lab_tensor *));
 /* Same, for functions returning -1/0. */
 void ll_check_rc(lua_State *L, int rc);
 
