@@ -128,11 +128,7 @@ static int job_gc(lua_State *L) {
 void ll_register_ckpt_write(lua_State *L) {
   static const luaL_Reg job_meta[] = {{"__gc", job_gc}, {NULL, NULL}};
   static const luaL_Reg job_methods[] = {{"wait", job_wait}, {"finished", job_finished}, {NULL, NULL}};
-  luaL_newmetatable(L, JOB_MT);
-  luaL_setfuncs(L, job_meta, 0);
-  luaL_newlib(L, job_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  ll_new_class(L, JOB_MT, job_meta, job_methods);
   static const luaL_Reg fns[] = {{"write", l_write}, {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
 }

@@ -279,11 +279,6 @@ static int l_use_deterministic(lua_State *L) {
   lab_use_deterministic_algorithms(lua_toboolean(L, 1));
   return 0;
 }
-static int l_deterministic_enabled(lua_State *L) {
-  lua_pushboolean(L, lab_deterministic_algorithms());
-  return 1;
-}
-
 static int l_manual_seed(lua_State *L) {
   lab_manual_seed((uint64_t)luaL_checkinteger(L, 1));
   return 0;
@@ -324,7 +319,7 @@ int ll_stack(lua_State *L);
 
 static const luaL_Reg creation[] = {
     {"randint", l_randint},
-    {"use_deterministic_algorithms", l_use_deterministic}, {"are_deterministic_algorithms_enabled", l_deterministic_enabled},
+    {"use_deterministic_algorithms", l_use_deterministic},
     {"manual_seed", l_manual_seed}, {"seed_per_rank", l_seed_per_rank},
     {"get_rng_state", l_get_rng_state}, {"set_rng_state", l_set_rng_state},
     {"where", ll_where},        {"matmul", ll_matmul},      {"cat", ll_cat},
@@ -355,7 +350,11 @@ static const luaL_Reg factories[] = {
     {"rand", l_rand},             {"randn", l_randn},         {NULL, NULL}};
 
 void ll_register_creation(lua_State *L) {
+  static const ll_cbind flags[] = {
+      {"are_deterministic_algorithms_enabled", LL_CB_BOOL, {.get_int = lab_deterministic_algorithms}},
+      {NULL, 0, {NULL}}};
   luaL_setfuncs(L, creation, 0);
+  ll_set_cbinds(L, flags);
   for (const luaL_Reg *f = factories; f->name; f++) {
     lua_pushcfunction(L, f->func);
     lua_pushstring(L, f->name);

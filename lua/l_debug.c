@@ -144,10 +144,9 @@ void ll_register_debug(lua_State *L) {
                                  {"_sleep", l_sleep},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
+  static const luaL_Reg anomaly[] = {
+      {"_set_anomaly", l_set_anomaly}, {"_anomaly_enabled", l_anomaly_enabled}, {NULL, NULL}};
   lua_getfield(L, -1, "autograd");
-  lua_pushcfunction(L, l_set_anomaly);
-  lua_setfield(L, -2, "_set_anomaly");
-  lua_pushcfunction(L, l_anomaly_enabled);
-  lua_setfield(L, -2, "_anomaly_enabled");
+  luaL_setfuncs(L, anomaly, 0);
   lua_pop(L, 1);
 }

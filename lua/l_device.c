@@ -46,24 +46,6 @@ static int l_cuda_synchronize(lua_State *L) {
   return 0;
 }
 
-/* lab.cuda.sim_host_syncs(): the sim device's count of host synchronizations (device-to-host
- * copies, synchronize, cross-entropy's row count: where a GPU's stream would drain) */
-static int l_cuda_sim_host_syncs(lua_State *L) {
-  lua_pushinteger(L, lab_sim_host_syncs());
-  return 1;
-}
-
-/* lab.cuda.sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
-static int l_cuda_sim_nccl_calls(lua_State *L) {
-  lua_pushinteger(L, lab_devcomm_sim_nccl_calls());
-  return 1;
-}
-
-static int l_cuda_status(lua_State *L) {
-  lua_pushstring(L, lab_cuda_status());
-  return 1;
-}
-
 /* lab._move_(t, device): t's values move to the device in place (identity kept) */
 static int l_move(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -96,11 +78,17 @@ void ll_register_device(lua_State *L) {
   static const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
                                   {"device_count", l_cuda_device_count},
                                   {"synchronize", l_cuda_synchronize},
-                                  {"status", l_cuda_status},
-                                  {"sim_host_syncs", l_cuda_sim_host_syncs},
-                                  {"sim_nccl_calls", l_cuda_sim_nccl_calls},
                                   {NULL, NULL}};
+  static const ll_cbind cuda_values[] = {
+      {"status", LL_CB_STRING, {.get_string = lab_cuda_status}},
+      /* sim_host_syncs(): the sim device's count of host synchronizations (device-to-host
+       * copies, synchronize, cross-entropy's row count: where a GPU's stream would drain) */
+      {"sim_host_syncs", LL_CB_LONG, {.get_long = lab_sim_host_syncs}},
+      /* sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
+      {"sim_nccl_calls", LL_CB_LONG, {.get_long = lab_devcomm_sim_nccl_calls}},
+      {NULL, 0, {NULL}}};
   luaL_newlib(L, cuda);
+  ll_set_cbinds(L, cuda_values);
   lua_setfield(L, -2, "cuda");
   static const luaL_Reg methods[] = {{"cuda", m_cuda}, {"cpu", m_cpu}, {NULL, NULL}};
   ll_add_tensor_methods(L, methods);

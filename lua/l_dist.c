@@ -513,16 +513,9 @@ static const luaL_Reg dist_funcs[] = {
     {NULL, NULL}};
 
 void ll_register_dist(lua_State *L) {
-  luaL_newmetatable(L, WORK_MT);
-  lua_newtable(L);
-  static const luaL_Reg wm[] = {{"wait", w_wait}, {"test", w_test}, {NULL, NULL}};
-  luaL_setfuncs(L, wm, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, w_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, w_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
+  static const luaL_Reg work_meta[] = {{"__gc", w_gc}, {"__close", w_gc}, {NULL, NULL}};
+  static const luaL_Reg work_methods[] = {{"wait", w_wait}, {"test", w_test}, {NULL, NULL}};
+  ll_new_class(L, WORK_MT, work_meta, work_methods);
 
   lua_newtable(L);
   luaL_setfuncs(L, dist_funcs, 0);

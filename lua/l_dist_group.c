@@ -147,21 +147,6 @@ static int l_world(lua_State *L) {
   return 1;
 }
 
-static int l_local_rank(lua_State *L) {
-  lua_pushinteger(L, lab_ctl_local_rank());
-  return 1;
-}
-
-static int l_local_world(lua_State *L) {
-  lua_pushinteger(L, lab_ctl_local_size());
-  return 1;
-}
-
-static int l_hostname(lua_State *L) {
-  lua_pushstring(L, lab_ctl_host());
-  return 1;
-}
-
 static int l_world_group(lua_State *L) {
   push_group(L, lab_dist_world());
   return 1;
@@ -191,16 +176,6 @@ static int l_set_nccl_env(lua_State *L) {
   if (lua_isnil(L, 2)) unsetenv(name);
   else setenv(name, luaL_checkstring(L, 2), 1);
   return 0;
-}
-
-static int l_set_checked(lua_State *L) {
-  lab_dist_set_checked(lua_toboolean(L, 1));
-  return 0;
-}
-
-static int l_checked(lua_State *L) {
-  lua_pushboolean(L, lab_dist_checked());
-  return 1;
 }
 
 /* stats() -> {[group name] = {[op] = {calls=, bytes=, wire_bytes=}}}; only ops used */
@@ -248,74 +223,42 @@ static int l_agree_max(lua_State *L) {
   return 1;
 }
 
-/* set_watchdog(seconds): a blocking collective that makes no progress for this long ends
- * with a report of what every rank is doing (0 turns it off; guarded mode only) */
-static int l_set_watchdog(lua_State *L) {
-  lab_board_set_watchdog(luaL_checknumber(L, 1));
-  return 0;
-}
-
-static int l_watchdog(lua_State *L) {
-  lua_pushnumber(L, lab_board_watchdog());
-  return 1;
-}
-
-static int l_comm_time(lua_State *L) {
-  lua_pushnumber(L, lab_dist_comm_seconds());
-  return 1;
-}
-
-static int l_comm_cpu_time(lua_State *L) {
-  lua_pushnumber(L, lab_dist_comm_cpu_seconds());
-  return 1;
-}
-
-static int l_cpu_time(lua_State *L) {
-  lua_pushnumber(L, lab_cpu_seconds());
-  return 1;
-}
-
-static int l_reset_stats(lua_State *L) {
-  (void)L;
-  lab_dist_reset_stats();
-  return 0;
-}
-
 static const luaL_Reg group_funcs[] = {
     {"rank", l_rank},
     {"world", l_world},
     {"world_size", l_world},
-    {"local_rank", l_local_rank},
-    {"local_world", l_local_world},
-    {"hostname", l_hostname},
     {"world_group", l_world_group},
     {"new_group", l_new_group},
     {"destroy_process_group", g_destroy},
     {"split", l_split},
     {"backend", l_backend},
     {"set_nccl_env", l_set_nccl_env},
-    {"set_checked", l_set_checked},
-    {"checked", l_checked},
     {"stats", l_stats},
-    {"reset_stats", l_reset_stats},
-    {"comm_time", l_comm_time},
-    {"comm_cpu_time", l_comm_cpu_time},
-    {"cpu_time", l_cpu_time},
-    {"set_watchdog", l_set_watchdog},
-    {"watchdog", l_watchdog},
     {"_agree_max", l_agree_max},
     {NULL, NULL}};
 
+/* the ones that only read or set a value of the runtime */
+static const ll_cbind group_values[] = {
+    {"local_rank", LL_CB_INT, {.get_int = lab_ctl_local_rank}},
+    {"local_world", LL_CB_INT, {.get_int = lab_ctl_local_size}},
+    {"hostname", LL_CB_STRING, {.get_string = lab_ctl_host}},
+    {"set_checked", LL_CB_SET_BOOL, {.set_int = lab_dist_set_checked}},
+    {"checked", LL_CB_BOOL, {.get_int = lab_dist_checked}},
+    {"reset_stats", LL_CB_RUN, {.run = lab_dist_reset_stats}},
+    {"comm_time", LL_CB_NUMBER, {.get_number = lab_dist_comm_seconds}},
+    {"comm_cpu_time", LL_CB_NUMBER, {.get_number = lab_dist_comm_cpu_seconds}},
+    {"cpu_time", LL_CB_NUMBER, {.get_number = lab_cpu_seconds}},
+    /* set_watchdog(seconds): a blocking collective that makes no progress for this long ends
+     * with a report of what every rank is doing (0 turns it off; guarded mode only) */
+    {"set_watchdog", LL_CB_SET_NUMBER, {.set_number = lab_board_set_watchdog}},
+    {"watchdog", LL_CB_NUMBER, {.get_number = lab_board_watchdog}},
+    {NULL, 0, {NULL}}};
+
 void ll_dist_group_funcs(lua_State *L) {
-  luaL_newmetatable(L, GROUP_MT);
-  lua_newtable(L);
-  static const luaL_Reg gm[] = {{"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
-  luaL_setfuncs(L, gm, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, g_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, g_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg group_meta[] = {{"__gc", g_gc}, {"__tostring", g_tostring}, {NULL, NULL}};
+  static const luaL_Reg group_methods[] = {
+      {"rank", g_rank}, {"size", g_size}, {"ranks", g_ranks}, {"destroy", g_destroy}, {NULL, NULL}};
+  ll_new_class(L, GROUP_MT, group_meta, group_methods);
   luaL_setfuncs(L, group_funcs, 0);
+  ll_set_cbinds(L, group_values);
 }

@@ -35,19 +35,11 @@ static int grad_mode_scope(lua_State *L, int enable) {
 static int l_no_grad(lua_State *L) { return grad_mode_scope(L, 0); }
 static int l_enable_grad(lua_State *L) { return grad_mode_scope(L, 1); }
 
-static int l_set_grad_enabled(lua_State *L) {
-  lab_set_grad_enabled(lua_toboolean(L, 1));
-  return 0;
-}
-
-static int l_is_grad_enabled(lua_State *L) {
-  lua_pushboolean(L, lab_grad_enabled());
-  return 1;
-}
-
 void ll_register_grad_mode(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
-                                   {"set_grad_enabled", l_set_grad_enabled},
-                                   {"is_grad_enabled", l_is_grad_enabled}, {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad}, {NULL, NULL}};
+  static const ll_cbind mode[] = {{"set_grad_enabled", LL_CB_SET_BOOL, {.set_int = lab_set_grad_enabled}},
+                                  {"is_grad_enabled", LL_CB_BOOL, {.get_int = lab_grad_enabled}},
+                                  {NULL, 0, {NULL}}};
   luaL_setfuncs(L, funcs, 0);
+  ll_set_cbinds(L, mode);
 }

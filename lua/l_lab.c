@@ -79,11 +79,7 @@ static void set_package_path(lua_State *L) {
     snprintf(dir, sizeof dir, "%s", env);
   } else {
     char exe[2048];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-      exe[n] = 0;
-      char *slash = strrchr(exe, '/');
-      if (slash) *slash = 0;
+    if (lab_exe_dir(exe, sizeof exe) == 0) {
       char probe[4200];
       snprintf(probe, sizeof probe, "%s/../lua/lab/init.lua", exe);
       if (access(probe, R_OK) == 0) snprintf(dir, sizeof dir, "%s/../lua", exe);

@@ -32,18 +32,6 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
-static int l_empty_cache(lua_State *L) {
-  (void)L;
-  lab_mem_empty_cache();
-  return 0;
-}
-
-static int l_reset_peak(lua_State *L) {
-  (void)L;
-  lab_mem_reset_peak();
-  return 0;
-}
-
 /* lab.mem.tag(t, 'param' | 'grad' | 'optimizer' | 'activation' | 'comm' | 'other') */
 static int l_tag(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
@@ -58,9 +46,12 @@ static int l_tag(lua_State *L) {
 }
 
 void ll_register_mem(lua_State *L) {
-  static const luaL_Reg f[] = {{"stats", l_stats}, {"reset_peak", l_reset_peak},
-                              {"empty_cache", l_empty_cache}, {"tag", l_tag}, {NULL, NULL}};
+  static const luaL_Reg f[] = {{"stats", l_stats}, {"tag", l_tag}, {NULL, NULL}};
+  static const ll_cbind actions[] = {{"reset_peak", LL_CB_RUN, {.run = lab_mem_reset_peak}},
+                                     {"empty_cache", LL_CB_RUN, {.run = lab_mem_empty_cache}},
+                                     {NULL, 0, {NULL}}};
   lua_newtable(L);
   luaL_setfuncs(L, f, 0);
+  ll_set_cbinds(L, actions);
   lua_setfield(L, -2, "mem");
 }

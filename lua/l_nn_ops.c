@@ -18,10 +18,7 @@ static int m_gelu(lua_State *L) {
   return 1;
 }
 
-static int m_silu(lua_State *L) {
-  ll_push_tensor(L, lab_ad_silu(ll_check_tensor(L, 1)));
-  return 1;
-}
+static int m_silu(lua_State *L) { return ll_push_unary(L, lab_ad_silu); }
 
 static int m_relu(lua_State *L) {
   ll_push_tensor(L, lab_ad_clamp(ll_check_tensor(L, 1), 0, 1, 0, 0));

@@ -64,12 +64,6 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
-static int l_reset(lua_State *L) {
-  (void)L;
-  lab_simt_reset_stats();
-  return 0;
-}
-
 static int l_perf(lua_State *L) {
   if (!lua_isboolean(L, 1)) return ll_error(L, "lab.sim.perf: expected true or false, got %s", luaL_typename(L, 1));
   lab_simt_set_perf(lua_toboolean(L, 1));
@@ -98,10 +92,12 @@ static int l_perf_report(lua_State *L) {
 void ll_register_sim(lua_State *L) {
   lua_newtable(L);
 #ifdef LLMLAB_HAVE_SIMT
-  static const luaL_Reg fns[] = {{"stats", l_stats},     {"reset", l_reset},
-                                 {"perf", l_perf},       {"hazards", l_hazards},
-                                 {"perf_report", l_perf_report}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"stats", l_stats},     {"perf", l_perf},
+                                 {"hazards", l_hazards}, {"perf_report", l_perf_report},
+                                 {NULL, NULL}};
+  static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_simt_reset_stats}}, {NULL, 0, {NULL}}};
   luaL_setfuncs(L, fns, 0);
+  ll_set_cbinds(L, reset);
   lua_pushboolean(L, 1);
 #else
   lua_pushboolean(L, 0);

@@ -417,10 +417,7 @@ static int m_squeeze(lua_State *L) {
   return 1;
 }
 
-static int m_contiguous(lua_State *L) {
-  ll_push_tensor(L, lab_ad_contiguous(ll_check_tensor(L, 1)));
-  return 1;
-}
+static int m_contiguous(lua_State *L) { return ll_push_unary(L, lab_ad_contiguous); }
 
 /* ---- copies ---- */
 
@@ -432,10 +429,7 @@ static int m_copy_(lua_State *L) {
   return 1;
 }
 
-static int m_clone(lua_State *L) {
-  ll_push_tensor(L, lab_ad_clone(ll_check_tensor(L, 1)));
-  return 1;
-}
+static int m_clone(lua_State *L) { return ll_push_unary(L, lab_ad_clone); }
 
 /* t:to(dtype), t:to(device), t:to(device, dtype), t:to(other) (its device and dtype),
  * t:to{device=, dtype=}: t itself when nothing changes; differentiable both ways. */

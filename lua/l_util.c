@@ -17,6 +17,20 @@ lua_State *ll_main_state(lua_State *L) {
   return main;
 }
 
+int ll_push_unary(lua_State *L, lab_tensor *(*op)(lab_tensor *)) {
+  ll_push_tensor(L, op(ll_check_tensor(L, 1)));
+  return 1;
+}
+
+void ll_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods) {
+  luaL_newmetatable(L, mt);
+  luaL_setfuncs(L, meta, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
 void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods) {
   luaL_getmetatable(L, LAB_TENSOR_MT);
   lua_getfield(L, -1, "methods");

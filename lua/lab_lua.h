@@ -20,6 +20,8 @@ lab_tensor *ll_check_tensor_meta(lua_State *L, int idx);
 lab_tensor *ll_test_tensor(lua_State *L, int idx); /* NULL if not a tensor */
 /* Pushes a tensor userdata owning the reference t; raises the runtime error if t is NULL. */
 void ll_push_tensor(lua_State *L, lab_tensor *t);
+/* A binding of op(tensor at 1) -> tensor (t:clone(), lab.silu(x)): pushes the result; 1 */
+int ll_push_unary(lua_State *L, lab_tensor *(*op)(lab_tensor *));
 /* Same, for functions returning -1/0. */
 void ll_check_rc(lua_State *L, int rc);
 
@@ -97,6 +99,9 @@ const int64_t *ll_opt_splits(lua_State *L, int opts, const char *field, struct l
  * coroutine is collected, and a backward run later would use freed memory. */
 lua_State *ll_main_state(lua_State *L);
 
+/* A userdata class: the metatable named mt with the metamethods meta (__gc, __close, ...) and
+ * __index a table of methods; left off the stack. */
+void ll_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods);
 /* Adds functions to the tensor methods (t:name(...)); the metatable must exist. */
 void ll_add_tensor_methods(lua_State *L, const luaL_Reg *methods);
 /* lua_pcall for a callback the runtime runs (a hook, a Function's backward): an error
@@ -113,6 +118,35 @@ typedef struct {
 ll_fn_ref *ll_fn_ref_new(lua_State *L, int idx);
 /* releases the reference (a free_ctx for the runtime's callbacks) */
 void ll_fn_ref_free(void *p);
+
+/* A binding that only calls fn (l_cbind.c): pushes what a getter returns (as an integer,
+ * boolean, number or string), passes argument 1 to a setter (any value as a boolean, or a
+ * number), or runs an action. Registered from a table ending in {NULL}. */
+typedef enum {
+  LL_CB_INT,        /* int (void) -> integer */
+  LL_CB_LONG,       /* long (void) -> integer */
+  LL_CB_BOOL,       /* int (void) -> boolean */
+  LL_CB_NUMBER,     /* double (void) -> number */
+  LL_CB_STRING,     /* const char * (void) -> string */
+  LL_CB_SET_BOOL,   /* void (int), argument 1 as a boolean */
+  LL_CB_SET_NUMBER, /* void (double), argument 1 a number */
+  LL_CB_RUN         /* void (void) */
+} ll_cbind_kind;
+typedef struct {
+  const char *name;
+  ll_cbind_kind kind;
+  union {
+    int (*get_int)(void);
+    long (*get_long)(void);
+    double (*get_number)(void);
+    const char *(*get_string)(void);
+    void (*set_int)(int);
+    void (*set_number)(double);
+    void (*run)(void);
+  } fn;
+} ll_cbind;
+/* t[name] = a function calling fn for each entry of list, into the table at -1 */
+void ll_set_cbinds(lua_State *L, const ll_cbind *list);
 
 int ll_rank(void);
 void ll_register_tensor(lua_State *L);      /* metatable and methods */

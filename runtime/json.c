@@ -227,20 +227,6 @@ static int after_item(parser *ps, char close, const char *kind) {
   return 0;
 }
 
-static int parse_array(parser *ps, lab_json *v, int depth) {
-  size_t cap = 0;
-  v->kind = LAB_JSON_ARRAY;
-  if (empty_container(ps, ']')) return 0;
-  for (;;) {
-    if (grow(ps, v, &cap, 0) != 0) return -1;
-    memset(&v->items[v->len], 0, sizeof v->items[0]);
-    v->len++;
-    if (parse_value(ps, &v->items[v->len - 1], depth + 1) != 0) return -1;
-    int end = after_item(ps, ']', "array");
-    if (end != 0) return end < 0 ? -1 : 0;
-  }
-}
-
 /* Members are kept sorted by key (JSON gives their order no meaning), so duplicates are
  * neighbours and lab_json_get is a binary search: a header of a million keys stays fast. */
 typedef struct {
@@ -271,27 +257,38 @@ static int sort_members(parser *ps, lab_json *v) {
   return 0;
 }
 
-static int parse_object(parser *ps, lab_json *v, int depth) {
+/* an object's key and its colon, after the comma or the opening brace */
+static int parse_key(parser *ps, char **key) {
+  skip_ws(ps);
+  if (ps->p >= ps->end || *ps->p != '"') return fail(ps, "expected a key string");
+  ps->p++;
+  size_t klen;
+  if (parse_string(ps, key, &klen) != 0) return -1;
+  skip_ws(ps);
+  if (ps->p >= ps->end || *ps->p != ':') {
+    free(*key); /* not counted in v->len yet: lab_json_free would not see it */
+    *key = NULL;
+    return fail(ps, "expected : after a key");
+  }
+  ps->p++;
+  return 0;
+}
+
+/* an array or (object = 1) an object, after its opening bracket: items appended to v (with
+ * their keys), an object's members then sorted */
+static int parse_container(parser *ps, lab_json *v, int depth, int object) {
   size_t cap = 0;
-  v->kind = LAB_JSON_OBJECT;
-  if (empty_container(ps, '}')) return 0;
+  char close = object ? '}' : ']';
+  v->kind = object ? LAB_JSON_OBJECT : LAB_JSON_ARRAY;
+  if (empty_container(ps, close)) return 0;
   for (;;) {
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p != '"') return fail(ps, "expected a key string");
-    ps->p++;
-    if (grow(ps, v, &cap, 1) != 0) return -1;
-    char *key;
-    size_t klen;
-    if (parse_string(ps, &key, &klen) != 0) return -1;
+    if (grow(ps, v, &cap, object) != 0) return -1;
     memset(&v->items[v->len], 0, sizeof v->items[0]);
-    v->keys[v->len] = key;
+    if (object && parse_key(ps, &v->keys[v->len]) != 0) return -1;
     v->len++;
-    skip_ws(ps);
-    if (ps->p >= ps->end || *ps->p != ':') return fail(ps, "expected : after a key");
-    ps->p++;
     if (parse_value(ps, &v->items[v->len - 1], depth + 1) != 0) return -1;
-    int end = after_item(ps, '}', "object");
-    if (end != 0) return end < 0 ? -1 : sort_members(ps, v);
+    int end = after_item(ps, close, object ? "object" : "array");
+    if (end != 0) return end < 0 ? -1 : object ? sort_members(ps, v) : 0;
   }
 }
 
@@ -300,8 +297,8 @@ static int parse_value(parser *ps, lab_json *v, int depth) {
   skip_ws(ps);
   if (ps->p >= ps->end) return fail(ps, "unexpected end of input");
   switch (*ps->p) {
-  case '{': ps->p++; return parse_object(ps, v, depth);
-  case '[': ps->p++; return parse_array(ps, v, depth);
+  case '{': ps->p++; return parse_container(ps, v, depth, 1);
+  case '[': ps->p++; return parse_container(ps, v, depth, 0);
   case '"':
     ps->p++;
     v->kind = LAB_JSON_STRING;

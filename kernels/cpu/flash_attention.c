@@ -327,26 +327,31 @@ static int64_t kt_pitch_of(int64_t S) {
   return (p / 16) % 2 ? p : p + 16;
 }
 
-static int fwd_alloc(fwd_bufs *b, int64_t S, int64_t D, int64_t Dv) {
-  size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv + BR * BC + BR * Dv + 2 * BR);
-  b->kt_h = b->v_h = NULL, b->kv_bh = -1, b->kv_upto = 0, b->kt_pitch = kt_pitch_of(S);
-  if ((b->kt_pitch * D + S * Dv) * (int64_t)sizeof(float) <= HEAD_CACHE_BYTES) {
-    b->kt_h = malloc((size_t)(b->kt_pitch * D + S * Dv) * sizeof(float)); /* no memory: the per-tile path */
-    b->v_h = b->kt_h ? b->kt_h + b->kt_pitch * D : NULL;
-  }
-  float *p = malloc(n * sizeof(float));
+/* A thread's scratch: one malloc'd block cut into the n buffers *slot[i] of size[i] floats
+ * (the list gives both the total and the cut, so they cannot disagree; *slot[0] is the block
+ * to free), and a head cache of `cache` floats into *cache_h when it fits HEAD_CACHE_BYTES
+ * (NULL, or no memory for it: the per-tile path). 0, or -1 with nothing left allocated. */
+static int scratch_alloc(float **slot[], const int64_t size[], int n, int64_t cache, float **cache_h) {
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) total += size[i];
+  *cache_h = cache * (int64_t)sizeof(float) <= HEAD_CACHE_BYTES ? malloc((size_t)cache * sizeof(float)) : NULL;
+  float *p = malloc((size_t)total * sizeof(float));
   if (!p) {
-    free(b->kt_h);
+    free(*cache_h);
+    *cache_h = NULL;
     return -1;
   }
-  b->q = p, p += BR * D;
-  b->k = p, p += BC * D;
-  b->kt = p, p += BC * D;
-  b->v = p, p += BC * Dv;
-  b->s = p, p += BR * BC;
-  b->o = p, p += BR * Dv;
-  b->m = p, p += BR;
-  b->l = p;
+  for (int i = 0; i < n; i++) *slot[i] = p, p += size[i];
+  return 0;
+}
+
+static int fwd_alloc(fwd_bufs *b, int64_t S, int64_t D, int64_t Dv) {
+  b->kv_bh = -1, b->kv_upto = 0, b->kt_pitch = kt_pitch_of(S);
+  float **slot[] = {&b->q, &b->k, &b->kt, &b->v, &b->s, &b->o, &b->m, &b->l};
+  const int64_t size[] = {BR * D, BC * D, BC * D, BC * Dv, BR * BC, BR * Dv, BR, BR};
+  if (scratch_alloc(slot, size, (int)(sizeof size / sizeof size[0]), b->kt_pitch * D + S * Dv, &b->kt_h) < 0)
+    return -1;
+  b->v_h = b->kt_h ? b->kt_h + b->kt_pitch * D : NULL;
   return 0;
 }
 
@@ -456,28 +461,11 @@ typedef struct {
 
 static int bwd_alloc(bwd_bufs *b, int64_t T, int64_t D, int64_t Dv) {
   int64_t w = D > Dv ? D : Dv;
-  size_t n = (size_t)(BR * D + BC * D * 2 + BC * Dv * 2 + BR * Dv + 2 * BR * BC + BC * D + BC * Dv + 2 * w);
-  b->q_h = b->g_h = NULL;
-  if (T * (D + Dv) * (int64_t)sizeof(float) <= HEAD_CACHE_BYTES) {
-    b->q_h = malloc((size_t)(T * (D + Dv)) * sizeof(float)); /* no memory: the per-tile path */
-    b->g_h = b->q_h ? b->q_h + T * D : NULL;
-  }
-  float *p = malloc(n * sizeof(float));
-  if (!p) {
-    free(b->q_h);
-    return -1;
-  }
-  b->q = p, p += BR * D;
-  b->k = p, p += BC * D;
-  b->kt = p, p += BC * D;
-  b->v = p, p += BC * Dv;
-  b->vt = p, p += BC * Dv;
-  b->g = p, p += BR * Dv;
-  b->s = p, p += BR * BC;
-  b->dp = p, p += BR * BC;
-  b->dk = p, p += BC * D;
-  b->dv = p, p += BC * Dv;
-  b->row = p;
+  float **slot[] = {&b->q, &b->k, &b->kt, &b->v, &b->vt, &b->g, &b->s, &b->dp, &b->dk, &b->dv, &b->row};
+  const int64_t size[] = {BR * D,  BC * D,  BC * D, BC * Dv, BC * Dv, BR * Dv,
+                          BR * BC, BR * BC, BC * D, BC * Dv, 2 * w};
+  if (scratch_alloc(slot, size, (int)(sizeof size / sizeof size[0]), T * (D + Dv), &b->q_h) < 0) return -1;
+  b->g_h = b->q_h ? b->q_h + T * D : NULL;
   return 0;
 }
 

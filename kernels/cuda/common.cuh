@@ -61,14 +61,15 @@ __device__ __forceinline__ void lab_store(char *p, int dt, CT v) {
   }
 }
 
-// Sum of v over the block (blockDim.x a power of two <= 1024); every thread gets the result.
-template <typename A>
-__device__ A lab_block_sum(A v) {
+// op(a, b) folded over the block's v (blockDim.x a power of two <= 1024) by halving a shared
+// array; every thread gets the result.
+template <typename A, typename Op>
+__device__ A lab_block_reduce(A v, Op op) {
   __shared__ A buf[1024];
   buf[threadIdx.x] = v;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    if (threadIdx.x < s) buf[threadIdx.x] = op(buf[threadIdx.x], buf[threadIdx.x + s]);
     __syncthreads();
   }
   A r = buf[0];
@@ -76,19 +77,20 @@ __device__ A lab_block_sum(A v) {
   return r;
 }
 
+struct lab_sum_op {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
+// the larger: b replaces a only when b > a (a NaN b is passed over)
+struct lab_max_op {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return b > a ? b : a; }
+};
+
 template <typename A>
-__device__ A lab_block_max(A v) {
-  __shared__ A buf[1024];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s && buf[threadIdx.x + s] > buf[threadIdx.x]) buf[threadIdx.x] = buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  A r = buf[0];
-  __syncthreads();
-  return r;
-}
+__device__ A lab_block_sum(A v) { return lab_block_reduce(v, lab_sum_op{}); }
+template <typename A>
+__device__ A lab_block_max(A v) { return lab_block_reduce(v, lab_max_op{}); }
 
 static inline unsigned lab_blocks(int64_t n, unsigned threads) {
   int64_t b = (n + threads - 1) / threads;

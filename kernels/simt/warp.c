@@ -90,31 +90,24 @@ void __tsan_write4(void *p);
 void __tsan_read8(void *p);
 void __tsan_write8(void *p);
 
-float lab_simt_atomic_add_f32(float *p, float v) {
-  __tsan_read4(p);
-  _Atomic uint32_t *u = (_Atomic uint32_t *)(void *)p;
-  uint32_t old = atomic_load(u), nw;
-  float f;
-  do {
-    memcpy(&f, &old, 4);
-    float s = f + v;
-    memcpy(&nw, &s, 4);
-  } while (!atomic_compare_exchange_weak(u, &old, nw));
-  return f;
-}
-
-double lab_simt_atomic_add_f64(double *p, double v) {
-  __tsan_read8(p);
-  _Atomic uint64_t *u = (_Atomic uint64_t *)(void *)p;
-  uint64_t old = atomic_load(u), nw;
-  double f;
-  do {
-    memcpy(&f, &old, 8);
-    double s = f + v;
-    memcpy(&nw, &s, 8);
-  } while (!atomic_compare_exchange_weak(u, &old, nw));
-  return f;
-}
+/* C11 has no atomic add on floating point: a compare-and-swap loop on the bits (T's value in
+ * an unsigned U of its size), one definition for float and double */
+#define LAB_SIMT_CAS_ADD(name, T, U, tsan_read)              \
+  T name(T *p, T v) {                                        \
+    tsan_read(p);                                            \
+    _Atomic U *u = (_Atomic U *)(void *)p;                   \
+    U old = atomic_load(u), nw;                              \
+    T f;                                                     \
+    do {                                                     \
+      memcpy(&f, &old, sizeof f);                            \
+      T s = f + v;                                           \
+      memcpy(&nw, &s, sizeof nw);                            \
+    } while (!atomic_compare_exchange_weak(u, &old, nw));    \
+    return f;                                                \
+  }
+LAB_SIMT_CAS_ADD(lab_simt_atomic_add_f32, float, uint32_t, __tsan_read4)
+LAB_SIMT_CAS_ADD(lab_simt_atomic_add_f64, double, uint64_t, __tsan_read8)
+#undef LAB_SIMT_CAS_ADD
 
 unsigned long long lab_simt_atomic_add_u64(unsigned long long *p, unsigned long long v) {
   __tsan_read8(p);

@@ -13,6 +13,7 @@
 -- The index is parsed by a bounds-checked C parser (JSON is data: nothing here is executed),
 -- checked field by field, and checked against the safetensors header (names, dtypes, shapes)
 -- and its checksum; every tensor's bytes against their crc32.
+local sorted_keys = require("lab.sorted_keys")
 local fmt = {}
 local C = lab._ckpt
 
@@ -216,9 +217,7 @@ end
 -- the tensors must be contiguous (the caller snapshots them for async saves).
 function fmt.files(dir, r, index, tensors_by_key)
   local text = fmt.encode(index, "checkpoint")
-  local keys = {}
-  for key in pairs(index.tensors) do keys[#keys + 1] = key end
-  table.sort(keys)
+  local keys = sorted_keys(index.tensors)
   local list = {}
   for _, key in ipairs(keys) do list[#list + 1] = { key, tensors_by_key[key] } end
   return {

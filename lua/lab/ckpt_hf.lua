@@ -13,6 +13,7 @@
 -- activation, attention scaling), naming the field and both values, since equal tensor
 -- shapes do not make equal models (n_head 5 and 4 share every shape). import_hf(dir) with no
 -- model builds the lab.nn.GPT the file describes.
+local sorted_keys = require("lab.sorted_keys")
 local hf = {}
 local C = lab._ckpt
 local fmt = require("lab.ckpt_format")
@@ -188,9 +189,7 @@ function hf.export_hf(dir, model)
   local problem
   if lab.dist.rank() == 0 then
     local ok, err = pcall(function()
-      local names = {}
-      for h in pairs(map) do names[#names + 1] = h end
-      table.sort(names)
+      local names = sorted_keys(map)
       local list = {}
       for _, h in ipairs(names) do
         local e = map[h]

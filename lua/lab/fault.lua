@@ -62,6 +62,15 @@ function fault.current_step() return current_step end
 
 local function arm(o, fire) pending[#pending + 1] = { step = o.step, fire = fire } end
 
+-- fire(k) at every step k in [from, to]; kept armed until step to has passed
+local function arm_steps(from, to, fire)
+  pending[#pending + 1] = { fire = function(k)
+    if k > to then return nil end
+    if k >= from then fire(k) end
+    return "again"
+  end }
+end
+
 -- flip_bit{what = "param", model =, name =, index = 1, bit = 30, rank =, step =}
 -- flip_bit{what = "param", tensor = t, ...}: a tensor given directly (an amp master, say)
 -- flip_bit{what = "grad", model = ddp_wrapper, name =, ...}: in this rank's local gradient,
@@ -193,13 +202,11 @@ function fault.straggler(o)
     op, 1, "delay = seconds, or {min, max}", d)
   if not mine(o) then return end
   local from, to = o.from or 1, o.to or math.huge
-  pending[#pending + 1] = { fire = function(k)
-    if k < from or k > to then return k < from and "again" or nil end
+  arm_steps(from, to, function(k)
     local s = type(d) == "number" and d or d[1] + math.random() * (d[2] - d[1])
     lab._sleep(s)
     report(k, "straggler: slept %.3f s", s)
-    return "again"
-  end }
+  end)
 end
 
 -- overflow{model =, name = "blocks.1.attn.qkv", scale = 2^66, cols = {from, to}, rank =,
@@ -223,9 +230,8 @@ function fault.overflow(o)
   if not target then errors.raise(op, "the model has no module %s", tostring(o.name)) end
   local from, to = o.from or o.step or 1, o.to or o.step or math.huge
   local handle, announced
-  pending[#pending + 1] = { fire = function(k)
-    if k > to then return nil end
-    if k < from or handle then return "again" end
+  arm_steps(from, to, function()
+    if handle then return end -- the hook stays on from step from to step to
     handle = target:register_forward_hook(function(_, _, out)
       if current_step > to then
         handle:remove()
@@ -243,8 +249,7 @@ function fault.overflow(o)
       return out * v
     end)
     undo[#undo + 1] = function() handle:remove() end
-    return "again"
-  end }
+  end)
 end
 
 -- nan{op = "layer_norm", backward = false, rank =, step =}: the next output (or input

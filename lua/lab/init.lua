@@ -4,34 +4,21 @@ local lab = lab
 local errors = require("lab.errors")
 errors.install(_G) -- pcall, xpcall and coroutine.resume hand back errors that name the rank
 lab._errors = errors -- (private: the argument checks of lua/lab)
-require("lab.autograd")
-lab.nn = require("lab.nn")
-lab.optim = require("lab.optim")
-require("lab.gpt")
-lab.data = require("lab.data")
-lab.train = require("lab.train")
-lab.replicas = require("lab.replicas")
-lab.ddp = require("lab.ddp")
-lab.zero = require("lab.zero")
-require("lab.mem")
-lab.prof = require("lab.prof")
+-- The namespaces written in Lua: lab.<name> = require("lab.<name>") for each name, in this
+-- order (a module may use the ones loaded before it).
+local function load(names)
+  for _, name in ipairs(names) do lab[name] = require("lab." .. name) end
+end
+require("lab.autograd") -- gradcheck, into the C lab.autograd
+load { "nn", "optim" }
+require("lab.gpt") -- lab.nn.GPT and its blocks
+load { "data", "train", "replicas", "ddp", "zero" }
+require("lab.mem") -- report and estimate, into the C lab.mem
+load { "prof" }
 lab.dist.grid = require("lab.grid").new
-lab.tp = require("lab.tp")
-lab.generate = require("lab.generate")
-lab.pp = require("lab.pp")
-lab.moe = require("lab.moe")
-lab.cp = require("lab.cp")
-lab.amp = require("lab.amp")
-lab.lora = require("lab.lora")
-lab.posttrain = require("lab.posttrain")
-lab.ckpt = require("lab.ckpt")
-lab.plan = require("lab.plan")
-lab.plan_presets = require("lab.plan_presets")
-lab.netsim = require("lab.netsim")
-lab.plot = require("lab.plot")
-require("lab.anomaly")
-lab.fault = require("lab.fault")
-lab.monitor = require("lab.monitor")
+load { "tp", "generate", "pp", "moe", "cp", "amp", "lora", "posttrain", "ckpt", "plan", "plan_presets", "netsim", "plot" }
+require("lab.anomaly") -- detect_anomaly, into lab.autograd
+load { "fault", "monitor" }
 lab.help = require("lab.help").help -- help(f): the docstrings of lua/lab/doc/<namespace>.lua
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative

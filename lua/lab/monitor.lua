@@ -22,6 +22,7 @@
 -- or the numbers. Naming one rank by majority needs 3 ranks; at 2 both are named.
 -- Records: mon.records[k] (a table per step) and one JSON line per step (rank 0 writes).
 local errors = require("lab.errors")
+local sorted_keys = require("lab.sorted_keys")
 local replicas = require("lab.monitor_replicas")
 local monitor = { check_replicas = replicas.check_replicas, compare = replicas.compare }
 
@@ -220,9 +221,7 @@ function Monitor:check(o)
   local compute = (lab.clock() - self.t0) - (lab.dist.comm_time() - self.c0)
   rec.grad_norm, rec.grad_norm_by_module = grad_norms(self)
   -- activation statistics: the largest over ranks
-  local names = {}
-  for name in pairs(self.act) do names[#names + 1] = name end
-  table.sort(names)
+  local names = sorted_keys(self.act)
   local row = { loss, compute, rec.grad_norm }
   for _, n in ipairs(names) do
     local s = self.act[n]

@@ -3,6 +3,7 @@
 -- parameters() and state_dict() are the same on every rank), and is called to run forward.
 -- Backward is autograd's: modules never write it by hand.
 local errors = require("lab.errors")
+local sorted_keys = require("lab.sorted_keys")
 local nn = {}
 
 local Module = {}
@@ -252,9 +253,7 @@ function Module:load_state_dict(sd, strict)
   end
   if strict == nil then strict = true end
   local mine = self:state_dict()
-  local names = {}
-  for k in pairs(mine) do names[#names + 1] = k end
-  table.sort(names) -- the same key is reported first on every rank and every run
+  local names = sorted_keys(mine) -- the same key is reported first on every rank and every run
   lab.no_grad(function()
     for _, k in ipairs(names) do
       local t = mine[k]

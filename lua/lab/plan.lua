@@ -133,12 +133,7 @@ local function nearest(name, names)
   return best and bd <= math.max(2, #tostring(name) // 3) and best or nil
 end
 
-local function sorted_names(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local sorted_names = require("lab.sorted_keys")
 
 local function resolve(o)
   if type(o) ~= "table" then fail("expected a table of options {model=, gpus=, gpu=, global_batch=, seq=}, got %s", type(o)) end

@@ -23,6 +23,7 @@
 -- averaged over the tokens of a completion and over completions. Completions here have a
 -- fixed length (max_new_tokens), as in the addition task.
 local errors = require("lab.errors")
+local sorted_keys = require("lab.sorted_keys")
 local posttrain = {}
 local nn = lab.nn
 
@@ -123,9 +124,7 @@ end
 
 -- the statistics averaged over the ranks of group (each rank had its own batch)
 local function average(stats, group)
-  local keys = {}
-  for k in pairs(stats) do keys[#keys + 1] = k end
-  table.sort(keys)
+  local keys = sorted_keys(stats)
   local t = lab.empty(#keys, { dtype = "f64" })
   for i, k in ipairs(keys) do t[i] = stats[k] end
   lab.dist.all_reduce(t, { op = "avg", group = group })

@@ -2,12 +2,11 @@
 -- and cosine decay, gradient clipping, a progress line (in place on a terminal, plain lines
 -- otherwise), and an optional metrics file of JSON lines.
 local errors = require("lab.errors")
+local sorted_keys = require("lab.sorted_keys")
 local train = {}
 
 local function json_line(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
+  local keys = sorted_keys(t)
   local parts = {}
   for _, k in ipairs(keys) do
     local v = t[k]

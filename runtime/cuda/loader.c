@@ -95,11 +95,7 @@ static int plugin_file(const char *name, char *out, size_t n) {
     return access(out, R_OK);
   }
   char exe[1024];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
+  if (lab_exe_dir(exe, sizeof exe) == 0) {
     snprintf(out, n, "%s/%s", exe, name);
     if (access(out, R_OK) == 0) return 0;
   }

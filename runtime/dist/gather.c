@@ -9,34 +9,34 @@
 #include "dist.h"
 #include "stage.h"
 
-/* the root's tensor of size blocks (present there only, absent elsewhere) against the block */
-static int root_pair_check(const char *op, lab_group *g, int is_root, lab_tensor *all, const char *all_name,
-                           lab_tensor *one, const char *one_name) {
+/* The checks and the route both share. The root holds the tensor of size blocks (gather's
+ * output, scatter's input: root_has_out says which), present there only, absent elsewhere;
+ * every rank holds its block. NCCL has neither call: device tensors go through host copies. */
+static int rooted_route(const char *op, lab_group *g, int root, int root_has_out, lab_tensor *out, lab_tensor *in,
+                        lab_coll_path *path) {
+  if (lab_coll_member_check(op, g) < 0 || lab_coll_root_check(op, g, root, root_has_out ? "dst" : "src") < 0) return -1;
+  int is_root = g->rank == root;
+  lab_tensor *all = root_has_out ? out : in, *one = root_has_out ? in : out;
+  const char *all_name = root_has_out ? "output" : "input", *one_name = root_has_out ? "input" : "output";
   if (is_root && !all)
     return lab_fail(op, "the root (rank %d of %s) needs the %s tensor of %d blocks", g->rank, g->name, all_name, g->size);
   if (!is_root && all)
     return lab_fail(op, "only the root passes the %s tensor: rank %d of %s is not the root", all_name, g->rank, g->name);
-  if (is_root) return lab_coll_sized_pair_check(op, g, all, all_name, one, one_name);
-  return lab_coll_contiguous_check(op, one_name, one);
-}
-
-/* the route, where NCCL (which has neither call) takes device tensors through host copies */
-static int route(const char *op, lab_group *g, lab_tensor *a, lab_tensor *b, lab_coll_path *path) {
-  if (lab_coll_route(op, g, a, b, 0, path) < 0) return -1;
+  if (is_root ? lab_coll_sized_pair_check(op, g, all, all_name, one, one_name) < 0
+              : lab_coll_contiguous_check(op, one_name, one) < 0)
+    return -1;
+  if (lab_coll_route(op, g, out, in, 0, path) < 0) return -1;
   if (*path == LAB_PATH_DEVICE) *path = LAB_PATH_STAGED;
   return 0;
 }
 
 /* gather(out: dst's only, in) */
 static int gather(lab_group *g, lab_tensor *out, lab_tensor *in, const lab_coll_args *a, lab_work **work) {
-  const char *name = "gather";
-  if (lab_coll_member_check(name, g) < 0 || lab_coll_root_check(name, g, a->root, "dst") < 0) return -1;
-  int is_root = g->rank == a->root;
-  if (root_pair_check(name, g, is_root, out, "output", in, "input") < 0) return -1;
   lab_coll_path path;
-  if (route(name, g, out, in, &path) < 0) return -1;
+  if (rooted_route("gather", g, a->root, 1, out, in, &path) < 0) return -1;
   if (path == LAB_PATH_STAGED) return lab_coll_staged(g, out, in, 1, 0, gather, a, work);
   /* every rank but the root sends its input once */
+  int is_root = g->rank == a->root;
   return lab_coll_run(g, path, in, -1, (int64_t)lab_nbytes(in), is_root ? 0.0 : 1.0, work, out, in, 0,
                       (lab_coll_call){LAB_OP_GATHER, NULL, lab_data(in), out ? lab_data(out) : NULL, lab_numel(in),
                                       in->dtype, -1, a->root, 0, {0}});
@@ -44,14 +44,11 @@ static int gather(lab_group *g, lab_tensor *out, lab_tensor *in, const lab_coll_
 
 /* scatter(out, in: src's only) */
 static int scatter(lab_group *g, lab_tensor *out, lab_tensor *in, const lab_coll_args *a, lab_work **work) {
-  const char *name = "scatter";
-  if (lab_coll_member_check(name, g) < 0 || lab_coll_root_check(name, g, a->root, "src") < 0) return -1;
-  int is_root = g->rank == a->root;
-  if (root_pair_check(name, g, is_root, in, "input", out, "output") < 0) return -1;
   lab_coll_path path;
-  if (route(name, g, out, in, &path) < 0) return -1;
+  if (rooted_route("scatter", g, a->root, 0, out, in, &path) < 0) return -1;
   if (path == LAB_PATH_STAGED) return lab_coll_staged(g, out, in, 1, 0, scatter, a, work);
   /* the root sends every block but its own */
+  int is_root = g->rank == a->root;
   return lab_coll_run(g, path, out, -1, (int64_t)lab_nbytes(out), is_root ? g->size - 1.0 : 0.0, work, out, in, 0,
                       (lab_coll_call){LAB_OP_SCATTER, NULL, in ? lab_data(in) : NULL, lab_data(out), lab_numel(out),
                                       out->dtype, -1, a->root, 0, {0}});
