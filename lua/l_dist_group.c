@@ -212,13 +212,8 @@ static int l_agree_max(lua_State *L) {
   lua_Integer v = luaL_checkinteger(L, 1);
   lab_group *g = ll_opt_group(L, lua_istable(L, 2) ? 2 : 0);
   if (g->rank < 0) return ll_error(L, "agree_max: this rank is not a member of %s", g->name);
-  int64_t mine = v, *all = calloc((size_t)g->size, sizeof *all);
-  if (!all) return ll_error(L, "agree_max: out of memory");
-  int rc = g->backend->exchange(g, &mine, all, (int)sizeof mine);
-  int64_t best = mine;
-  for (int i = 0; i < g->size; i++) best = all[i] > best ? all[i] : best;
-  free(all);
-  ll_check_rc(L, rc);
+  int64_t best = v;
+  ll_check_rc(L, lab_dist_agree_max(g, v, &best));
   lua_pushinteger(L, best);
   return 1;
 }

@@ -115,6 +115,16 @@ int lab_coll_exchange(lab_group *g, void *mine, void *all, int nbytes) {
   return g->backend->exchange(g, mine, all, nbytes) < 0 ? (lab_dist_abandoned_count() != abandoned ? -2 : -1) : 0;
 }
 
+int lab_dist_agree_max(lab_group *g, int64_t v, int64_t *best) {
+  int64_t *all = calloc((size_t)g->size, sizeof *all);
+  if (!all) return lab_fail("agree_max", "out of memory");
+  int rc = lab_dist_exchange_held(g, &v, all, (int)sizeof v);
+  *best = v;
+  for (int i = 0; rc == 0 && i < g->size; i++) *best = all[i] > *best ? all[i] : *best;
+  free(all);
+  return rc;
+}
+
 int lab_coll_agree(lab_group *g, lab_coll_op op, lab_dtype dt, int64_t count, int redop, int root) {
   if (!checked || op == LAB_OP_SEND || op == LAB_OP_RECV) return 0;
   lab_coll_board_waiting(); /* waiting here counts as being in the collective */

@@ -10,6 +10,7 @@
 
 #include "../cuda/loader.h"
 #include "../error.h"
+#include "held.h"
 #include "nccl.h" /* LAB_NCCL_ID_BYTES; the functions are reached through the plugin */
 
 /* The NCCL of a device type: the plugin for cuda; for sim, nccl.c compiled against
@@ -101,7 +102,7 @@ static int decide(lab_group *g, lab_device_type t) {
   if (!all) return lab_fail("nccl", "out of memory");
   int rc = built ? my_gpu(t, mine, sizeof mine, &g->device_index) : 0;
   if (rc < 0 || !built) mine[0] = 0; /* no NCCL, or a GPU that cannot say its bus id: staged */
-  if (g->backend->exchange(g, mine, all, LAB_GPU_KEY) < 0) {
+  if (lab_dist_exchange_held(g, mine, all, LAB_GPU_KEY) < 0) {
     free(all);
     return -1;
   }
@@ -165,7 +166,7 @@ lab_group *lab_devcomm_group(lab_group *g) {
   }
   /* rank 0's unique id reaches every member over the host group's check channel */
   int rc = g->rank == 0 ? nccl->unique_id(id) : 0;
-  if (rc == 0) rc = g->backend->exchange(g, id, all, LAB_NCCL_ID_BYTES);
+  if (rc == 0) rc = lab_dist_exchange_held(g, id, all, LAB_NCCL_ID_BYTES);
   dev->wait = g->wait; /* the device group waits as its host group does */
   if (rc == 0) rc = nccl->group_init(dev, g, g->device_index, all);
   free(all);

@@ -43,6 +43,9 @@ int lab_redop_from_name(const char *name);
  * fails on every rank if they differ, instead of hanging or corrupting memory. */
 void lab_dist_set_checked(int on);
 int lab_dist_checked(void);
+/* The largest of every member's v (on the check channel; Ctrl-C and the watchdog can end it,
+ * and an exchange given up keeps its buffers for recovery, held.h). 0, or -1 after lab_fail. */
+int lab_dist_agree_max(lab_group *g, int64_t v, int64_t *best);
 /* Call site recorded in the fingerprint (the Lua layer sets it before each call; the
  * traceback shown when ranks disagree is group.h's lab_dist_set_traceback). */
 void lab_dist_set_call_site(const char *site);

@@ -2,6 +2,9 @@
 #include "held.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "../error.h"
 
 typedef struct {
   lab_tensor *t;
@@ -47,3 +50,20 @@ void lab_dist_release_held(void) {
 void lab_dist_keep_held_forever(void) { nitems = 0; /* deliberately leaked */ }
 
 int lab_dist_held_count(void) { return nitems; }
+
+/* mine and every member's answer in one block of this file's: a guarded exchange that gives up
+ * leaves its request to recovery, which may still read mine and write the answers later */
+int lab_dist_exchange_held(lab_group *g, const void *mine, void *all, int nbytes) {
+  char *block = malloc((size_t)nbytes * ((size_t)g->size + 1));
+  if (!block) return lab_fail("exchange", "out of memory");
+  memcpy(block, mine, (size_t)nbytes);
+  int64_t before = abandoned;
+  if (g->backend->exchange(g, block, block + nbytes, nbytes) < 0) {
+    if (abandoned != before) lab_dist_hold_memory(block);
+    else free(block);
+    return -1;
+  }
+  memcpy(all, block + nbytes, (size_t)nbytes * (size_t)g->size);
+  free(block);
+  return 0;
+}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../tensor.h"
+#include "group.h"
 
 /* The backend calls this when a wait gives up and leaves its request to recovery. */
 void lab_dist_note_abandoned(void);
@@ -21,5 +22,8 @@ void lab_dist_release_held(void);
 /* Some abandoned request can never complete: everything held so far stays allocated for good. */
 void lab_dist_keep_held_forever(void);
 int lab_dist_held_count(void);
+/* g's exchange (every member's nbytes of mine into all, in rank order) through a block that is
+ * held, not freed, when the exchange is given up: callers' buffers may then be on the stack. */
+int lab_dist_exchange_held(lab_group *g, const void *mine, void *all, int nbytes);
 
 #endif

@@ -516,13 +516,15 @@ static int n_rebuild(lab_group *g) {
   nccl_group *ng = g->impl;
   lab_group *host = ng->host;
   abort_comm(ng);
-  unsigned char id[LAB_NCCL_ID_BYTES] = {0};
-  unsigned char *all = calloc((size_t)host->size, LAB_NCCL_ID_BYTES);
-  if (!all) return lab_fail("recover", "out of memory");
+  /* rank 0's id and every member's in one block: an exchange given up may still read or write
+   * it (its request goes to recovery), so then it is kept, not freed (a plugin has no held.h) */
+  unsigned char *id = calloc((size_t)host->size + 1, LAB_NCCL_ID_BYTES), *all = id + LAB_NCCL_ID_BYTES;
+  if (!id) return lab_fail("recover", "out of memory");
   int rc = host->rank == 0 ? lab_nccl_unique_id(id) : 0;
-  if (rc == 0) rc = host->backend->exchange(host, id, all, LAB_NCCL_ID_BYTES);
-  if (rc == 0) rc = comm_init(ng, host->rank, host->size, all);
-  free(all);
+  int exchanged = rc == 0 && host->backend->exchange(host, id, all, LAB_NCCL_ID_BYTES) == 0;
+  if (exchanged) rc = comm_init(ng, host->rank, host->size, all);
+  if (exchanged || rc < 0) free(id);
+  else rc = -1;
   if (rc == 0) g->poisoned = 0;
   return rc;
 }
