@@ -81,9 +81,9 @@ run watchdog 60 env LLMLAB_WATCHDOG=3 "$LLMLAB" -n $NP -e \
   'lab.dist.barrier(); if lab.dist.rank() ~= '$LAST' then lab.dist.all_reduce(lab.ones(2)) else local t = lab.clock() while lab.clock() - t < 8 do end end'
 # rank 0's report alone: rank 2 waits on host2, whose clock is 1000 s ahead of host1's (where
 # the kernel has time namespaces): its wait shows in host1's clock, not as -998 s
-awk '/^rank 0: all_reduce: watchdog/{on=1} on && /stack traceback/{exit} on' "$out" > "$MN_STATE/report0"
+awk '/^rank 0: (\(command line\):1: )?all_reduce: watchdog/{on=1} on && /stack traceback/{exit} on' "$out" > "$MN_STATE/report0"
 cp "$MN_STATE/report0" "$out.all" && cat "$out" >> "$out.all" && mv "$out.all" "$out"
-check "watchdog report names every rank with its host" "^rank 0: all_reduce: watchdog: no progress for 3 s" \
+check "watchdog report names every rank with its host" "^rank 0: (\(command line\):1: )?all_reduce: watchdog: no progress for 3 s" \
   "^  rank 0 \(host1\): in all_reduce" "^  rank $LAST \(host$#\): "
 # and every rank waiting shows in it with its wait, though each rank's watchdog fires at about
 # the same moment and those before rank 0's have given up (dist.c keeps a given-up wait on the
@@ -99,7 +99,7 @@ run remote-error 60 "$LLMLAB" -n $NP -e 'if lab.dist.rank() == '$LAST' then erro
 # checkpoints: each host's /tmp is its own disk; $MN_STATE is shared by every host
 run ckpt-save 90 "$LLMLAB" -n $NP -e 'lab.ckpt.save("/tmp/ck", {model = lab.nn.Linear(4, 4), step = 7})'
 check "a save to a directory another host cannot see names the host" \
-  "rank 0: ckpt.save: (host[0-9], )*host$# cannot see rank 0's files in /tmp/ck .*must be shared"
+  "rank 0: (\(command line\):1: )?ckpt.save: (host[0-9], )*host$# cannot see rank 0's files in /tmp/ck .*must be shared"
 run ckpt-copies 90 "$LLMLAB" -n $NP -e 'local m = lab.nn.Linear(4, 4)
   lab.ckpt.save("'$MN_STATE'/a", {model = m, step = 5}); lab.ckpt.save("'$MN_STATE'/b", {model = m, step = 7})
   print("shared load", lab.ckpt.load("'$MN_STATE'/b", {model = m}).step)'
@@ -108,13 +108,13 @@ mn_on host1 sh -c "rm -rf /tmp/ck && cp -r '$MN_STATE/b' /tmp/ck"
 for ((h = 2; h <= $#; h++)); do mn_on host$h sh -c "rm -rf /tmp/ck && cp -r '$MN_STATE/a' /tmp/ck"; done
 run ckpt-load 90 "$LLMLAB" -n $NP -e 'print("loaded step", lab.ckpt.load("/tmp/ck", {model = lab.nn.Linear(4, 4)}).step)'
 check "a load from per-host copies of different steps is refused with each host's view" \
-  "rank 0: ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: host1 \(ranks? [0-9, ]+\) sees step 7, indexes [0-9a-f]+; host2 \(ranks? [0-9, ]+\) sees step 5, indexes [0-9a-f]+.*must be shared"
+  "rank 0: (\(command line\):1: )?ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: host1 \(ranks? [0-9, ]+\) sees step 7, indexes [0-9a-f]+; host2 \(ranks? [0-9, ]+\) sees step 5, indexes [0-9a-f]+.*must be shared"
 ! grep -q "loaded step" "$out" || fail "a rank loaded from a per-host copy"
 mn_on host$# rm -rf /tmp/ck
 run ckpt-missing 90 "$LLMLAB" -n $NP -e 'print("loaded step", lab.ckpt.load("/tmp/ck", {model = lab.nn.Linear(4, 4)}).step)'
 check "a load from a directory some hosts lack names them" \
-  "rank 0: ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: .*host$# \(ranks? [0-9, ]+\) cannot read it: no complete checkpoint at /tmp/ck.*must be shared"
-grep -h "^rank 0: ckpt" "$MN_STATE"/ckpt-*.log 2>/dev/null
+  "rank 0: (\(command line\):1: )?ckpt.load: the hosts do not see the same checkpoint at /tmp/ck: .*host$# \(ranks? [0-9, ]+\) cannot read it: no complete checkpoint at /tmp/ck.*must be shared"
+grep -hE "^rank 0: (\(command line\):1: )?ckpt" "$MN_STATE"/ckpt-*.log 2>/dev/null
 fi
 
 echo "--- the REPL through a pseudo-terminal on host1"
