@@ -87,9 +87,10 @@ static void test_ctrl_c_from_anywhere(void **state) {
   fclose(f);
   snprintf(cmd, sizeof cmd, ":run %s", path);
   interrupt_case(&s, ":run script with collectives on every rank", cmd, "] looping", "interrupted");
-  /* one matrix product of a few seconds on rank 0 (4000^3 multiply-adds on one thread): the
+  /* one matrix product of a few seconds on rank 0 (6000^3 multiply-adds on one thread: 4000^3
+   * took 0.7 s on a Skylake-X core, under the second after which the Ctrl-C is called pending): the
    * Ctrl-C is reported as pending after a second, and raised when the product returns */
-  type(&s, "%on 0 a = lab.randn({4000, 4000})\r");
+  type(&s, "%on 0 a = lab.randn({6000, 6000})\r");
   assert_true(expect(&s, "> ", 60));
   /* Ctrl-C once rank 0 says it multiplies (its live output), not after a fixed 0.3 s: under
    * load the chunk may not have reached the product by then, and the Ctrl-C stops it before */
@@ -98,10 +99,10 @@ static void test_ctrl_c_from_anywhere(void **state) {
   double t0 = pty_now();
   type(&s, "\x03");
   assert_true(expect(&s, "interrupt pending: a rank is inside a long C call", 30));
-  fprintf(stderr, "Ctrl-C at %s ranks during a 4000^2 matmul: 'pending' after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  fprintf(stderr, "Ctrl-C at %s ranks during a 6000^2 matmul: 'pending' after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
   assert_true(expect(&s, "[0] error: interrupted! (inside a C call", 60));
   assert_true(expect(&s, "> ", 10));
-  fprintf(stderr, "Ctrl-C at %s ranks during a 4000^2 matmul: prompt after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
+  fprintf(stderr, "Ctrl-C at %s ranks during a 6000^2 matmul: prompt after %.0f ms\n", ranks, (pty_now() - t0) * 1e3);
   type(&s, "%on 0 a, b = nil, nil; collectgarbage()\r");
   assert_true(expect(&s, "> ", 10));
   char want[64];
