@@ -5,8 +5,10 @@
  * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
  * matrix product (cut short); Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
- * rank while the others wait in a barrier; Ctrl-D. Prints each latency (they are compared with
- * one host in the README). */
+ * rank while the others wait in a barrier; a stepper breakpoint only the remote rank reaches
+ * while the others wait in all_reduce; rank 0's "interrupt pending" report while the remote
+ * rank is inside one product too long to stop, naming every rank with its host; Ctrl-D. Prints
+ * each latency (they are compared with one host in the README). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,6 +109,26 @@ static void c_call(session *s) {
   assert_true(expect(s, "> ", 10));
 }
 
+/* Ctrl-C while the remote rank is inside one product of seconds (6000^3 multiply-adds, one
+ * batch: nothing to stop between): after a second rank 0 says the interrupt is pending, with
+ * what every rank on every host is doing; the remote rank's error follows when it returns */
+static void pending(session *s) {
+  typef(s, "%%on %d a = lab.randn({6000, 6000})\r", last);
+  assert_true(expect(s, "> ", 60));
+  typef(s, "%%on %d print('multiplying') b = a:matmul(a)\r", last);
+  assert_true(expectf(s, 20, "[%d] multiplying", last));
+  double t0 = pty_now();
+  type(s, "\x03");
+  assert_true(expect(s, "interrupt pending: a rank is inside a long C call", 30));
+  double ms = (pty_now() - t0) * 1e3;
+  assert_true(expectf(s, 5, "%s: running Lua", last_label)); /* the remote rank, with its host */
+  assert_true(expectf(s, 60, "[%d] error: interrupted! (inside a C call", last));
+  assert_true(expect(s, "> ", 10));
+  fprintf(stderr, "Ctrl-C during rank %d's 6000^2 matmul on host%d: 'pending' after %.0f ms\n", last, hosts, ms);
+  typef(s, "%%on %d a, b = nil, nil; collectgarbage()\r", last);
+  assert_true(expect(s, "> ", 10));
+}
+
 /* Ctrl-T while every rank spins: the board lists every rank with its host, and the remote
  * rank's traceback */
 static void ctrl_t(session *s) {
@@ -165,11 +187,45 @@ static void remote_breakpoint(session *s) {
   assert_true(expect(s, "> ", 10));
 }
 
+/* a stepper breakpoint that only the remote rank reaches (line 4); the others go on into the
+ * all_reduce of line 6 and join its stop from their wait; c finishes the script everywhere.
+ * The script is in the directory every host shares (MN_STATE; /tmp is each host's own). */
+static void remote_step_breakpoint(session *s) {
+  const char *dir = getenv("MN_STATE") ? getenv("MN_STATE") : home_dir;
+  char path[512];
+  snprintf(path, sizeof path, "%s/remote_step.lua", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "local r = lab.dist.rank()\n"   /* 1 */
+             "local x = lab.ones(1)\n"       /* 2 */
+             "if r == %d then\n"             /* 3 */
+             "  x = x * 2\n"                 /* 4 */
+             "end\n"                         /* 5 */
+             "lab.dist.all_reduce(x)\n"      /* 6 */
+             "print('stepped', x[1])\n",     /* 7 */
+          last);
+  fclose(f);
+  typef(s, ":step %s\r", path);
+  assert_true(expect(s, "(step) ", 30));
+  type(s, "b 4\r");
+  assert_true(expect(s, "breakpoint 1 at ", 10));
+  double t0 = pty_now();
+  type(s, "c\r");
+  assert_true(expectf(s, 30, "[%d] %s:4", last, path));
+  assert_true(expect(s, "(step) ", 20));
+  fprintf(stderr, "stepper breakpoint on rank %d (host%d) only: the prompt after %.0f ms\n", last, hosts,
+          (pty_now() - t0) * 1e3);
+  type(s, "c\r");
+  assert_true(expectf(s, 30, "stepped\t%d.0", last + 2));
+  assert_true(expect(s, "> ", 20));
+}
+
 static const struct {
   const char *name;
   void (*run)(session *);
 } cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
-             {"breakpoint", remote_breakpoint}};
+             {"breakpoint", remote_breakpoint}, {"step_breakpoint", remote_step_breakpoint},
+             {"pending", pending}};
 static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
 
 /* every case in one session (each start across hosts costs seconds), then Ctrl-D */
@@ -185,7 +241,7 @@ static void test_repl_across_hosts(void **state) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|c_call|ctrl_t|watchdog|breakpoint] (run on host1 by "
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint|pending] (run on host1 by "
                     "test_multinode.sh)\n", argv[0]);
     return 2;
   }
