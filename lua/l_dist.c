@@ -326,12 +326,51 @@ static int async_also(lua_State *L, int nret, int async, int idx) {
   return nret + 1;
 }
 
+/* Gather and scatter check arguments that only some ranks have (the root's list, a list given
+ * elsewhere), so a refusal can come from one rank alone, and the others would wait in the
+ * collective for a rank that never comes (torch.distributed hangs there). The members first
+ * agree, on the check channel, whether any refused: rooted_call runs the binding's body
+ * protected, and the body calls rooted_ready just before the collective; a rank whose body
+ * failed before that point takes part in the agreement from rooted_call, then raises its own
+ * error, and the others raise one naming the op and the group. */
+typedef struct {
+  lab_group *g; /* set by the body once known: the members that agree */
+  int agreed;   /* the agreement took place (in rooted_ready) */
+} rooted_state;
+
+static void rooted_ready(lua_State *L, rooted_state *st, const char *op) {
+  int64_t any = 0;
+  st->agreed = 1;
+  if (!st->g || st->g->rank < 0) return;
+  if (lab_dist_agree_max(st->g, 0, &any) < 0) ll_runtime_error(L);
+  if (any)
+    ll_error(L, "%s: another member of %s refused its arguments (its error says why), so no rank entered the %s", op,
+             st->g->name, op);
+}
+
+static int rooted_call(lua_State *L, lua_CFunction body) {
+  rooted_state st = {0};
+  int n = lua_gettop(L);
+  lua_pushlightuserdata(L, &st);
+  lua_pushcclosure(L, body, 1);
+  lua_insert(L, 1);
+  if (lua_pcall(L, n, LUA_MULTRET, 0) == LUA_OK) return lua_gettop(L);
+  if (!st.agreed && st.g && st.g->rank >= 0) {
+    int64_t any = 1;
+    lab_dist_agree_max(st.g, 1, &any); /* this rank's refusal: the others raise too */
+  }
+  return lua_error(L);
+}
+
+static rooted_state *rooted_of(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
 /* gather(t, dst[, {gather_list=, group=, async=}]) -> on dst, the list of every rank's t in rank
  * order (gather_list filled, else a new list); nothing elsewhere (torch.distributed.gather) */
-static int l_gather(lua_State *L) {
+static int gather_body(lua_State *L) {
+  rooted_state *st = rooted_of(L);
+  lab_group *g = st->g = ll_opt_group(L, ll_options_index(L)); /* first: every later refusal is agreed on */
   lab_tensor *in = ll_check_tensor(L, 1);
   int dst, async, opts = rooted_args(L, 2, "gather", "dst", &dst, &async);
-  lab_group *g = ll_opt_group(L, opts);
   int is_root = g->rank >= 0 && g->rank == dst;
   int list = opt_root_list(L, opts, "gather_list", "gather", is_root, dst, g), fin = 0;
   lab_tensor *buf = NULL;
@@ -347,16 +386,21 @@ static int l_gather(lua_State *L) {
   }
   lab_work *w = NULL;
   note_call_site(L);
+  if (lab_gather_check(g, buf, in, dst) < 0) ll_runtime_error(L);
+  rooted_ready(L, st, "gather");
   int rc = lab_gather(g, buf, in, dst, async ? &w : NULL);
   return async_also(L, done(L, rc, w, async, list, fin), async, list);
 }
 
+static int l_gather(lua_State *L) { return rooted_call(L, gather_body); }
+
 /* scatter(list_or_tensor, src[, {scatter_list=, group=, async=}]) -> this rank's block: on src
  * the list of one tensor per rank (or t with {scatter_list = list}, torch's form), elsewhere
  * the tensor that receives it (torch.distributed.scatter) */
-static int l_scatter(lua_State *L) {
+static int scatter_body(lua_State *L) {
+  rooted_state *st = rooted_of(L);
+  lab_group *g = st->g = ll_opt_group(L, ll_options_index(L)); /* first: every later refusal is agreed on */
   int src, async, opts = rooted_args(L, 2, "scatter", "src", &src, &async);
-  lab_group *g = ll_opt_group(L, opts);
   int is_root = g->rank >= 0 && g->rank == src;
   lab_tensor *out = ll_test_tensor(L, 1);
   int list = out ? opt_root_list(L, opts, "scatter_list", "scatter", is_root, src, g) : 0;
@@ -385,9 +429,13 @@ static int l_scatter(lua_State *L) {
   }
   lab_work *w = NULL;
   note_call_site(L);
+  if (lab_scatter_check(g, out, in, src) < 0) ll_runtime_error(L);
+  rooted_ready(L, st, "scatter");
   int rc = lab_scatter(g, out, in, src, async ? &w : NULL);
   return async_also(L, done(L, rc, w, async, ret, 0), async, ret);
 }
+
+static int l_scatter(lua_State *L) { return rooted_call(L, scatter_body); }
 
 /* reduce_scatter(out, in_tensor_or_list[, op][, opts]) */
 static int l_reduce_scatter(lua_State *L) {

@@ -91,6 +91,11 @@ int lab_barrier(lab_group *g);
  * the group's ranks (gather.c). */
 int lab_gather(lab_group *g, lab_tensor *out, lab_tensor *in, int dst, lab_work **work);
 int lab_scatter(lab_group *g, lab_tensor *out, lab_tensor *in, int src, lab_work **work);
+/* Their argument checks alone, on this rank (no message, no collective): what only the root or
+ * only the others can get wrong, for the members to agree on before any enters the collective
+ * (lua/l_dist.c). 0, or -1 after lab_fail. */
+int lab_gather_check(lab_group *g, lab_tensor *out, lab_tensor *in, int dst);
+int lab_scatter_check(lab_group *g, lab_tensor *out, lab_tensor *in, int src);
 
 int lab_work_wait(lab_work *w);
 int lab_work_test(lab_work *w, int *done);

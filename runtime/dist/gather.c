@@ -9,11 +9,10 @@
 #include "dist.h"
 #include "stage.h"
 
-/* The checks and the route both share. The root holds the tensor of size blocks (gather's
- * output, scatter's input: root_has_out says which), present there only, absent elsewhere;
- * every rank holds its block. NCCL has neither call: device tensors go through host copies. */
-static int rooted_route(const char *op, lab_group *g, int root, int root_has_out, lab_tensor *out, lab_tensor *in,
-                        lab_coll_path *path) {
+/* The checks both share, on this rank's arguments alone (no message): the root holds the
+ * tensor of size blocks (gather's output, scatter's input: root_has_out says which), present
+ * there only, absent elsewhere; every rank holds its block. */
+static int rooted_check(const char *op, lab_group *g, int root, int root_has_out, lab_tensor *out, lab_tensor *in) {
   if (lab_coll_member_check(op, g) < 0 || lab_coll_root_check(op, g, root, root_has_out ? "dst" : "src") < 0) return -1;
   int is_root = g->rank == root;
   lab_tensor *all = root_has_out ? out : in, *one = root_has_out ? in : out;
@@ -22,12 +21,24 @@ static int rooted_route(const char *op, lab_group *g, int root, int root_has_out
     return lab_fail(op, "the root (rank %d of %s) needs the %s tensor of %d blocks", g->rank, g->name, all_name, g->size);
   if (!is_root && all)
     return lab_fail(op, "only the root passes the %s tensor: rank %d of %s is not the root", all_name, g->rank, g->name);
-  if (is_root ? lab_coll_sized_pair_check(op, g, all, all_name, one, one_name) < 0
-              : lab_coll_contiguous_check(op, one_name, one) < 0)
-    return -1;
+  return is_root ? lab_coll_sized_pair_check(op, g, all, all_name, one, one_name) : lab_coll_contiguous_check(op, one_name, one);
+}
+
+/* The checks, then the route: NCCL has neither call, so device tensors go through host copies. */
+static int rooted_route(const char *op, lab_group *g, int root, int root_has_out, lab_tensor *out, lab_tensor *in,
+                        lab_coll_path *path) {
+  if (rooted_check(op, g, root, root_has_out, out, in) < 0) return -1;
   if (lab_coll_route(op, g, out, in, 0, path) < 0) return -1;
   if (*path == LAB_PATH_DEVICE) *path = LAB_PATH_STAGED;
   return 0;
+}
+
+int lab_gather_check(lab_group *g, lab_tensor *out, lab_tensor *in, int dst) {
+  return rooted_check("gather", g, dst, 1, out, in);
+}
+
+int lab_scatter_check(lab_group *g, lab_tensor *out, lab_tensor *in, int src) {
+  return rooted_check("scatter", g, src, 0, out, in);
 }
 
 /* gather(out: dst's only, in) */

@@ -144,13 +144,31 @@ T.test("wrong lists and shapes name the op, the values and the rank", function()
   if n > 1 then -- a list off src, and gather_list off dst: refused on the ranks that pass them
     local ok, err = pcall(dist.scatter, { marked(0) }, 0, { group = solo })
     T.ok(ok, tostring(err)) -- on its own group every rank is src
+    -- every rank calls, the root rightly: a refusal on some ranks alone reaches every rank
+    -- before any enters the collective (the root would otherwise wait for them for good)
     local world_root = 0
-    if r ~= world_root then
-      ok, err = pcall(dist.scatter, { marked(0) }, world_root)
-      T.ok(not ok and tostring(err):find("rank " .. r .. ": scatter: rank " .. r .. " of world is not src", 1, true), tostring(err))
-      ok, err = pcall(dist.gather, marked(r), world_root, { gather_list = {} })
-      T.ok(not ok and tostring(err):find("rank " .. r .. ": gather: gather_list is given on rank " .. r, 1, true), tostring(err))
-    end
+    local blocks = {}
+    for i = 1, n do blocks[i] = marked(0) end
+    ok, err = pcall(dist.scatter, r == world_root and blocks or { marked(0) }, world_root)
+    local want = r == world_root and "scatter: another member of world refused its arguments"
+      or "scatter: rank " .. r .. " of world is not src"
+    T.ok(not ok and tostring(err):find("rank " .. r .. ": " .. want, 1, true), tostring(err))
+    ok, err = pcall(dist.gather, marked(r), world_root, r ~= world_root and { gather_list = {} } or {})
+    want = r == world_root and "gather: another member of world refused its arguments"
+      or "gather: gather_list is given on rank " .. r
+    T.ok(not ok and tostring(err):find("rank " .. r .. ": " .. want, 1, true), tostring(err))
+    -- the root alone refuses (no scatter_list): the others raise too instead of waiting
+    ok, err = pcall(dist.scatter, marked(0), world_root)
+    want = r == world_root and "scatter: src (rank 0 of world) needs scatter_list"
+      or "scatter: another member of world refused its arguments"
+    T.ok(not ok and tostring(err):find("rank " .. r .. ": " .. want, 1, true), tostring(err))
+    -- one rank's output not contiguous (a check of the runtime's): the same
+    local out = r == n - 1 and T.place(lab.zeros(3, 2)):t() or marked(0)
+    ok, err = pcall(dist.scatter, out, world_root, r == world_root and { scatter_list = blocks } or {})
+    want = r == n - 1 and "is not contiguous" or "scatter: another member of world refused its arguments"
+    T.ok(not ok and tostring(err):find(want, 1, true), tostring(err))
+    local back = dist.scatter(r == world_root and blocks or marked(0), world_root) -- the world still works
+    same(back, marked(0), "scatter after the refusals")
   end
   solo:destroy()
 end)
