@@ -351,7 +351,8 @@ int lab_simrt_sticky(void) {
 }
 
 /* The host waits below are counted (lab.cuda.sim_host_syncs): where a GPU's host would stall on
- * its stream. A launch's wait for its stream (launch.c) is the sim's own and is not. */
+ * its stream. The sim's own waits (an NCCL call reaching its stream, lab.sim's readers waiting
+ * for queued kernels, integer products on the cpu's kernels) are not. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   lab_sim_note_host_sync();
   cudaError_t e = lab_simrt_drain(s);
