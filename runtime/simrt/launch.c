@@ -54,8 +54,12 @@ static int enqueue_work(void *stream, lab_simt_work *w) {
   return (int)lab_simrt_enqueue((cudaStream_t)stream, run_queued, q);
 }
 
+/* the readers of lab_simt's tables (stats, coverage) wait for queued kernels, not on a stream's
+ * own worker (it would wait for itself), and at most 30 s (a stream stuck behind an NCCL peer
+ * that is gone: what is read then lacks its kernels) */
 static void sync_queued(void) {
-  if (!lab_simrt_on_worker()) lab_simrt_sync_all();
+  if (!lab_simrt_on_worker() && lab_simrt_sync_all_for(30) < 0)
+    fprintf(stderr, "sim: the interpreter's tables read after 30 s without every queued kernel run\n");
 }
 
 static void set_queue(void) { lab_simt_set_queue(enqueue_work, sync_queued); }

@@ -384,6 +384,32 @@ static void sync_all(void) {
     while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) host_wait();
   pthread_mutex_unlock(&mu);
 }
+/* as sync_all, but gives up after `seconds`: lab_simt's readers (the coverage table at exit,
+ * lab.sim.stats) must not hang a process whose stream waits on an NCCL peer that is gone */
+int lab_simrt_sync_all_for(double seconds) {
+  struct timespec end;
+  clock_gettime(CLOCK_REALTIME, &end);
+  end.tv_sec += (time_t)seconds;
+  int ok = 1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nall && ok; i++)
+    while (ok && all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) {
+      if (lab_simrt_nccl_pending()) {
+        pthread_mutex_unlock(&mu);
+        lab_simrt_nccl_progress();
+        pthread_mutex_lock(&mu);
+      }
+      struct timespec t;
+      clock_gettime(CLOCK_REALTIME, &t);
+      if (t.tv_sec > end.tv_sec || (t.tv_sec == end.tv_sec && t.tv_nsec >= end.tv_nsec)) ok = 0;
+      t.tv_nsec += 1000000;
+      if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+      pthread_cond_timedwait(&changed, &mu, &t);
+    }
+  pthread_mutex_unlock(&mu);
+  return ok ? 0 : -1;
+}
+
 cudaError_t cudaDeviceSynchronize(void) {
   lab_sim_note_host_sync();
   sync_all();

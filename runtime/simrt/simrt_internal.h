@@ -26,6 +26,8 @@ int lab_simrt_on_worker(void);
 int lab_simrt_stream_device(cudaStream_t s);
 /* the device whose cudaMalloc holds p, or -1 (host memory, NULL) */
 int lab_simrt_device_of(const void *p);
+/* waits until every stream's queued work ran, at most `seconds`; 0, or -1 when it gave up */
+int lab_simrt_sync_all_for(double seconds);
 
 /* the NCCL shim (nccl_mpi.c): nonzero on the thread that drives MPI while NCCL requests are
  * pending; progress tests them (on that thread only), so host waits on streams that wait for

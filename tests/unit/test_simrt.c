@@ -120,6 +120,8 @@ static void test_kernel_is_stream_work(void **state) {
   assert_int_equal(cudaMalloc((void **)&d, sizeof host), cudaSuccess);
   assert_int_equal(cudaMemsetAsync(d, 0, sizeof host, s), cudaSuccess);
   assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+  /* the kernel queued behind 6 items of 20 ms on s; the copy on t runs after its own 20 ms */
+  for (int i = 0; i < 6; i++) assert_int_equal(cudaMemsetAsync(d, 0, sizeof host, s), cudaSuccess);
   lab_rand_args r = {.kind = LAB_RAND_UNIFORM, .dt = LAB_F32, .seed = 1, .out = d, .n = 256, .a = 1, .b = 2};
   assert_int_equal(lab_cu_rand(&r, s), cudaSuccess);
   assert_int_equal(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, t), cudaSuccess);
