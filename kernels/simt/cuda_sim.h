@@ -69,8 +69,24 @@ static inline cudaError_t func_set_attribute(F *, cudaFuncAttribute, int v) {
   return v >= 0 && v <= (227 << 10) ? cudaSuccess : cudaErrorInvalidValue;
 }
 extern "C" int lab_simt_memset_async(void *p, int byte, size_t n); // through memcheck
-static inline cudaError_t memset_async(void *p, int byte, size_t n, cudaStream_t) {
-  return (cudaError_t)lab_simt_memset_async(p, byte, n);
+// on a stream with a queue set (simt.h): stream work, in order with the launches around it
+struct memset_work : lab_simt_work {
+  void *p;
+  int byte;
+  size_t n;
+  static int run_(lab_simt_work *w) {
+    memset_work *m = static_cast<memset_work *>(w);
+    return lab_simt_memset_async(m->p, m->byte, m->n);
+  }
+  static void drop_(lab_simt_work *w) { delete static_cast<memset_work *>(w); }
+};
+static inline cudaError_t memset_async(void *p, int byte, size_t n, cudaStream_t s) {
+  lab_simt_queue_fn q = lab_simt_queue();
+  if (!q || !s) return (cudaError_t)lab_simt_memset_async(p, byte, n);
+  memset_work *m = new memset_work;
+  m->run = memset_work::run_, m->drop = memset_work::drop_, m->kernel = "cudaMemsetAsync";
+  m->p = p, m->byte = byte, m->n = n;
+  return (cudaError_t)q(s, m);
 }
 
 // "flash_fwd_k<__nv_bfloat16, 64>" from the signature of name_of<kernel>()
@@ -107,19 +123,44 @@ struct pack {
   }
 };
 
+// a launch as stream work: the descriptor and the arguments, captured by value at the launch
+template <auto K, typename... P>
+struct launch_work : lab_simt_work {
+  pack<K, P...> pk;
+  lab_simt_launch_desc d;
+  static int run_(lab_simt_work *w) {
+    launch_work *l = static_cast<launch_work *>(w);
+    l->d.args = &l->pk;
+    return lab_simt_launch(&l->d);
+  }
+  static void drop_(lab_simt_work *w) { delete static_cast<launch_work *>(w); }
+};
+
+// Runs the launch now (no queue, or no stream), or hands it to the stream's queue: a
+// configuration a GPU refuses fails here, at the launch, as cudaGetLastError reports it there;
+// what the kernel does fails when the stream runs it (runtime/simrt keeps that sticky).
 template <auto K, typename... P, typename... A>
-static int run(void (*)(P...), dim3 g, dim3 b, size_t smem, A &&...a) {
-  pack<K, P...> pk{std::tuple<std::decay_t<P>...>(static_cast<std::decay_t<P>>(a)...)};
+static int run(void (*)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t s, A &&...a) {
   lab_simt_launch_desc d = {name_of<K>(), registered<K>::id, {g.x, g.y, g.z}, {b.x, b.y, b.z}, smem,
-                            &pack<K, P...>::entry, &pk};
-  return lab_simt_launch(&d);
+                            &pack<K, P...>::entry, nullptr};
+  lab_simt_queue_fn q = lab_simt_queue();
+  if (!q || !s) {
+    pack<K, P...> pk{std::tuple<std::decay_t<P>...>(static_cast<std::decay_t<P>>(a)...)};
+    d.args = &pk;
+    return lab_simt_launch(&d);
+  }
+  if (int e = lab_simt_check_config(&d)) return e;
+  launch_work<K, P...> *l = new launch_work<K, P...>{
+      {launch_work<K, P...>::run_, launch_work<K, P...>::drop_, d.kernel},
+      {std::tuple<std::decay_t<P>...>(static_cast<std::decay_t<P>>(a)...)},
+      d};
+  return q(s, l);
 }
 }  // namespace lab_simt_rt
 
 template <auto K, typename... A>
 static inline void lab_launch(dim3 g, dim3 b, size_t smem, cudaStream_t s, A &&...a) {
-  (void)s; // the interpreter runs a launch to completion
-  int e = lab_simt_rt::run<K>(K, g, b, smem, static_cast<A &&>(a)...);
+  int e = lab_simt_rt::run<K>(K, g, b, smem, s, static_cast<A &&>(a)...);
   if (e) lab_simt_rt::last_error = e;
 }
 

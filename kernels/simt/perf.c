@@ -149,6 +149,7 @@ void simt_perf_flush_warp(simt_blk *b, int warp) {
 }
 
 void lab_simt_perf_report(FILE *f) {
+  lab_simt_sync_queued();
   pthread_mutex_lock(&mu);
   for (size_t i = 0; i < nsites; i++) {
     site_stat *s = &sites[i];
@@ -169,6 +170,7 @@ void lab_simt_perf_report(FILE *f) {
 /* totals for one kernel (tests and lab 08 read these): shared wavefronts and their ideal,
  * global sectors and their ideal */
 void lab_simt_perf_totals(const char *kernel, long out[4]) {
+  lab_simt_sync_queued();
   memset(out, 0, 4 * sizeof *out);
   pthread_mutex_lock(&mu);
   for (size_t i = 0; i < nsites; i++)
@@ -180,6 +182,7 @@ void lab_simt_perf_totals(const char *kernel, long out[4]) {
 }
 
 void lab_simt_reset_stats(void) {
+  lab_simt_sync_queued();
   pthread_mutex_lock(&mu);
   nsites = 0;
   memset(table, 0, sizeof table);

@@ -100,7 +100,10 @@ void simt_hazard(simt_thr *t, const char *kind, uintptr_t pc, const char *fmt, .
   pthread_mutex_unlock(&mu);
 }
 
-long lab_simt_hazards(void) { return atomic_load(&total); }
+long lab_simt_hazards(void) {
+  lab_simt_sync_queued();
+  return atomic_load(&total);
+}
 const char *lab_simt_last_report(void) { return last; }
 
 /* ---- coverage and per-kernel stats ---- */
@@ -147,6 +150,7 @@ void simt_coverage_time(const lab_simt_launch_desc *d, double seconds) {
 }
 
 int lab_simt_kernel_stat(int i, lab_simt_kernel_stats *out) {
+  lab_simt_sync_queued();
   pthread_mutex_lock(&mu);
   int k = 0, found = -1;
   for (int j = 0; j < nkernels && found < 0; j++)
@@ -166,6 +170,7 @@ void simt_reset_kernel_stats(void) {
 }
 
 void lab_simt_coverage(FILE *f) {
+  lab_simt_sync_queued();
   for (int i = 0; i < nkernels; i++)
     fprintf(f, "simt coverage: %s -> %ld launches, %ld blocks, %.3f s\n", kernels[i].name, kernels[i].launches,
             kernels[i].blocks, kernels[i].seconds);

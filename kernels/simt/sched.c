@@ -308,12 +308,31 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-int lab_simt_launch(const lab_simt_launch_desc *d) {
+int lab_simt_check_config(const lab_simt_launch_desc *d) {
   long nb = (long)d->grid.x * d->grid.y * d->grid.z;
   long nt = (long)d->block.x * d->block.y * d->block.z;
   if (nb <= 0 || nt <= 0 || nt > 1024 || d->block.z > 64 || d->grid.y > 65535 || d->grid.z > 65535 ||
       d->dyn_smem > MAX_SMEM)
     return LAB_SIMT_INVALID_CONFIG;
+  return LAB_SIMT_OK;
+}
+
+/* ---- the queue launches go to (runtime/simrt's streams), and its wait ---- */
+static _Atomic(lab_simt_queue_fn) queue_fn;
+static void (*_Atomic queue_sync)(void);
+void lab_simt_set_queue(lab_simt_queue_fn queue, void (*sync)(void)) {
+  atomic_store(&queue_sync, sync);
+  atomic_store(&queue_fn, queue);
+}
+lab_simt_queue_fn lab_simt_queue(void) { return atomic_load(&queue_fn); }
+void lab_simt_sync_queued(void) {
+  void (*sync)(void) = atomic_load(&queue_sync);
+  if (sync) sync();
+}
+
+int lab_simt_launch(const lab_simt_launch_desc *d) {
+  long nb = (long)d->grid.x * d->grid.y * d->grid.z;
+  if (lab_simt_check_config(d)) return LAB_SIMT_INVALID_CONFIG;
   pthread_mutex_lock(&launch_mu);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

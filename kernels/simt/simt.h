@@ -36,6 +36,29 @@ enum { LAB_SIMT_OK = 0, LAB_SIMT_INVALID_CONFIG = 9, LAB_SIMT_ILLEGAL_ADDRESS = 
 /* Runs the launch to completion; 0, or the error a GPU would give (a hazard found counts as a
  * launch failure: the sim's point is that it must not pass). */
 int lab_simt_launch(const lab_simt_launch_desc *d);
+/* the launch's shape within what a GPU (sm_90) allows: 0, or LAB_SIMT_INVALID_CONFIG */
+int lab_simt_check_config(const lab_simt_launch_desc *d);
+
+/* ---- launches as stream work ----
+ * Where a queue is set (runtime/simrt sets one: a lower layer that must hand work up takes a
+ * callback), a launch or memset that names a stream does not run at once: the emulation header
+ * captures its arguments by value in a lab_simt_work and hands it to queue(stream, w), which
+ * runs it on the stream's worker thread in stream order (run returns 0 or a cudaError_t value;
+ * drop frees it; the queue calls each exactly once) and returns cudaSuccess or why it could
+ * not enqueue. Without a queue, or with stream NULL (the unit tests, the sim's direct table),
+ * the launch runs to completion on the calling thread as before. sync waits until every queued
+ * item ran; the readers below (stats, coverage, perf) call it first, except on a queue's own
+ * worker thread, so what they read includes every launch made before them. */
+typedef struct lab_simt_work {
+  int (*run)(struct lab_simt_work *w);
+  void (*drop)(struct lab_simt_work *w);
+  const char *kernel; /* the kernel instantiation, or "cudaMemsetAsync" */
+} lab_simt_work;
+typedef int (*lab_simt_queue_fn)(void *stream, lab_simt_work *w);
+void lab_simt_set_queue(lab_simt_queue_fn queue, void (*sync)(void));
+lab_simt_queue_fn lab_simt_queue(void);
+void lab_simt_sync_queued(void); /* sync, where a queue is set */
+
 /* every kernel instantiation the code can launch registers itself at start-up (coverage) */
 int lab_simt_register_kernel(const char *name);
 

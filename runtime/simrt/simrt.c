@@ -12,10 +12,10 @@
  * when the stream reaches it (stricter than CUDA, whose copy to pageable memory returns when
  * done: code that reads it before a synchronize breaks once the buffer is pinned).
  * Events capture how much of their stream's queue must have run. Kernel launches (launch.c)
- * run on the calling thread once their stream is drained: errors return at the launch, as the
- * interpreter's reports did before. */
+ * are stream work too, run by the same worker in stream order. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +53,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static __thread int cur_dev;
 static __thread cudaError_t last_error;
+static __thread char why[300]; /* what a refused call got wrong (cudaGetErrorString) */
+static __thread int on_worker;
 static cudaStream_t default_stream[MAX_DEV];
 static char failure[1200];
 static cudaStream_t all_streams[256]; /* for cudaDeviceSynchronize; a freed slot is NULL */
@@ -65,9 +67,20 @@ static int ndevices(void) {
 }
 
 static cudaError_t fail(cudaError_t e) {
-  if (e) last_error = e;
+  if (e) last_error = e, why[0] = 0;
   return e;
 }
+/* a call refused with the reason, which cudaGetErrorString(e) gives on this thread */
+static cudaError_t refuse(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static cudaError_t refuse(cudaError_t e, const char *fmt, ...) {
+  fail(e);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  return e;
+}
+int lab_simrt_on_worker(void) { return on_worker; }
 
 void lab_simrt_note_failure(const char *text) { snprintf(failure, sizeof failure, "%s", text); }
 
@@ -102,7 +115,7 @@ cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
 const char *cudaGetErrorString(cudaError_t e) {
   switch (e) {
   case cudaSuccess: return "no error";
-  case cudaErrorInvalidValue: return "invalid argument";
+  case cudaErrorInvalidValue: return why[0] ? why : "invalid argument";
   case cudaErrorMemoryAllocation: return "out of memory";
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
@@ -192,6 +205,12 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
   return cudaSuccess;
 }
 
+int lab_simrt_device_of(const void *p) {
+  struct cudaPointerAttributes a;
+  cudaPointerGetAttributes(&a, p);
+  return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   size_t total = lab_sim_arena_bytes();
   pthread_mutex_lock(&mu);
@@ -205,6 +224,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 
 static void *worker(void *arg) {
   cudaStream_t s = arg;
+  on_worker = 1;
   const char *d = getenv("LLMLAB_SIMRT_DELAY_US");
   long delay_us = d ? atol(d) : 0;
   pthread_mutex_lock(&mu);
@@ -248,6 +268,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags) {
   *out = s;
   return cudaSuccess;
 }
+
+int lab_simrt_stream_device(cudaStream_t s) { return s ? s->device : cur_dev; }
 
 static cudaStream_t resolve(cudaStream_t s) {
   if (s) return s;
@@ -321,9 +343,16 @@ void lab_simrt_set_sticky(int e) {
   if (!sticky) sticky = e;
   pthread_mutex_unlock(&mu);
 }
+int lab_simrt_sticky(void) {
+  pthread_mutex_lock(&mu);
+  int e = sticky;
+  pthread_mutex_unlock(&mu);
+  return e;
+}
 
 /* The host waits below are counted (lab.cuda.sim_host_syncs): where a GPU's host would stall on
- * its stream. A launch's wait for its stream (launch.c) is the sim's own and is not. */
+ * its stream. The sim's own waits (an NCCL call reaching its stream, lab.sim's readers waiting
+ * for queued kernels, integer products on the cpu's kernels) are not. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   lab_sim_note_host_sync();
   cudaError_t e = lab_simrt_drain(s);
@@ -355,6 +384,32 @@ static void sync_all(void) {
     while (all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) host_wait();
   pthread_mutex_unlock(&mu);
 }
+/* as sync_all, but gives up after `seconds`: lab_simt's readers (the coverage table at exit,
+ * lab.sim.stats) must not hang a process whose stream waits on an NCCL peer that is gone */
+int lab_simrt_sync_all_for(double seconds) {
+  struct timespec end;
+  clock_gettime(CLOCK_REALTIME, &end);
+  end.tv_sec += (time_t)seconds;
+  int ok = 1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nall && ok; i++)
+    while (ok && all_streams[i] && all_streams[i]->done < all_streams[i]->enqueued) {
+      if (lab_simrt_nccl_pending()) {
+        pthread_mutex_unlock(&mu);
+        lab_simrt_nccl_progress();
+        pthread_mutex_lock(&mu);
+      }
+      struct timespec t;
+      clock_gettime(CLOCK_REALTIME, &t);
+      if (t.tv_sec > end.tv_sec || (t.tv_sec == end.tv_sec && t.tv_nsec >= end.tv_nsec)) ok = 0;
+      t.tv_nsec += 1000000;
+      if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+      pthread_cond_timedwait(&changed, &mu, &t);
+    }
+  pthread_mutex_unlock(&mu);
+  return ok ? 0 : -1;
+}
+
 cudaError_t cudaDeviceSynchronize(void) {
   lab_sim_note_host_sync();
   sync_all();
@@ -373,7 +428,7 @@ typedef struct {
 static int run_move(void *arg) {
   move *m = arg;
   if (m->is_set) memset(lab_simrt_kview(m->dst), m->byte, m->n);
-  else memmove(lab_simrt_kview(m->dst), lab_simrt_kview(m->src), m->n);
+  else memcpy(lab_simrt_kview(m->dst), lab_simrt_kview(m->src), m->n); /* never overlapping: refused */
   return 0;
 }
 
@@ -385,6 +440,14 @@ static int on_device(const void *p) {
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
   (void)kind; /* the arena tells device pointers from host ones */
+  /* CUDA's contract: the ranges of a copy must not overlap (its kernels copy in any order), so
+   * a device-to-device copy between overlapping ranges is refused rather than done as memmove */
+  const char *d = dst, *c = src;
+  if (n > 0 && d < c + n && c < d + n && on_device(dst) && on_device(src))
+    return refuse(cudaErrorInvalidValue,
+                  "invalid argument (sim: cudaMemcpyAsync device-to-device of %zu bytes from %p to %p: the ranges "
+                  "overlap by %zu bytes, which CUDA forbids)",
+                  n, src, dst, (size_t)(d < c ? d + n - c : c + n - d));
   /* a host source is staged now, as CUDA stages pageable memory before returning: the caller's
    * buffer (often a temporary, freed right after) is not read again */
   int stage = n > 0 && !on_device(src) && on_device(dst);
@@ -450,9 +513,21 @@ static int run_wait(void *arg) {
   return 0;
 }
 
+/* LLMLAB_SIMRT_DROP_WAITS=1 makes every stream wait a no-op: a planted bug (a caller's missing
+ * cudaStreamWaitEvent) that tests/sim/test_stream_order.lua must catch as stale data */
+static int drop_waits(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("LLMLAB_SIMRT_DROP_WAITS");
+    v = e && atoi(e) > 0;
+  }
+  return v;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   (void)flags;
   if (!e) return fail(cudaErrorInvalidResourceHandle);
+  if (drop_waits()) return cudaSuccess;
   pthread_mutex_lock(&mu);
   wait_item w = {e->s, e->upto};
   pthread_mutex_unlock(&mu);

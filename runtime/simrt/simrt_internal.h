@@ -18,6 +18,16 @@ void *lab_simrt_kview(const void *p);
 void lab_simrt_note_failure(const char *text);
 /* a launch failed: the next cudaStreamSynchronize returns e (once) */
 void lab_simrt_set_sticky(int e);
+/* the sticky error (0: none) */
+int lab_simrt_sticky(void);
+/* nonzero on a stream's worker thread (where a host wait would wait for itself) */
+int lab_simrt_on_worker(void);
+/* the device of a stream's work (NULL: the current device's default stream) */
+int lab_simrt_stream_device(cudaStream_t s);
+/* the device whose cudaMalloc holds p, or -1 (host memory, NULL) */
+int lab_simrt_device_of(const void *p);
+/* waits until every stream's queued work ran, at most `seconds`; 0, or -1 when it gave up */
+int lab_simrt_sync_all_for(double seconds);
 
 /* the NCCL shim (nccl_mpi.c): nonzero on the thread that drives MPI while NCCL requests are
  * pending; progress tests them (on that thread only), so host waits on streams that wait for

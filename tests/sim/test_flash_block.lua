@@ -1,5 +1,5 @@
 -- lab.flash_block and lab.flash_block_backward where the cuda device's tensor-core kernels
--- refuse the case (f32, f64 and head dims other than 64 and 128): the math path with the
+-- refuse the case (f32, f64, head dims other than 64, 96, 128 and 256, Dv != D): the math path with the
 -- kernels' contract (runtime/autograd/attention_block_math.c), every value of out, lse, dq, dk
 -- and dv against the cpu's FlashAttention kernel; causal with T = S, T < S and T > S (queries
 -- that see no key: out 0, lse -inf, as the kernels give), strided inputs. Ring attention

@@ -77,6 +77,33 @@ __global__ void order_k(int *out) {
   out[threadIdx.x] = atomicAdd(&next, 1);
 }
 
+// a race nobody reports: every thread writes the same global word (racecheck watches shared
+// memory only), so the value left is the last writer's, which the seeded order decides
+__global__ void last_writer_k(int *out) { out[0] = (int)threadIdx.x; }
+
+// atomicAdd contended: every thread of every block adds into acc[0] (1, its old value kept) and
+// acc[1] (its global index + 1), and into lanes[its lane] (its block + 1), then 1000 times 1 into
+// acc[2], with blocks running on
+// several OS threads at once. Sums of small integers: exact in float and double.
+template <typename T>
+__global__ void atomic_k(T *acc, T *old, T *lanes) {
+  int g = blockIdx.x * blockDim.x + threadIdx.x;
+  old[g] = atomicAdd(&acc[0], (T)1);
+  atomicAdd(&acc[1], (T)(g + 1));
+  atomicAdd(&lanes[threadIdx.x % 32], (T)(blockIdx.x + 1));
+  for (int k = 0; k < 1000; k++) atomicAdd(&acc[2], (T)1); // contention long enough to lose an add
+}
+
+extern "C" int simt_test_last_writer(int *out) {
+  lab_launch<last_writer_k>(1, 256, 0, nullptr, out);
+  return (int)cudaGetLastError();
+}
+extern "C" int simt_test_atomic(int f64, void *acc, void *old, void *lanes, int blocks, int threads) {
+  if (f64) lab_launch<atomic_k<double>>(blocks, threads, 0, nullptr, (double *)acc, (double *)old, (double *)lanes);
+  else lab_launch<atomic_k<float>>(blocks, threads, 0, nullptr, (float *)acc, (float *)old, (float *)lanes);
+  return (int)cudaGetLastError();
+}
+
 extern "C" int simt_test_mma(int f16, const void *a, const void *b, const float *c, float *d) {
   if (f16) lab_launch<mma_k<__half>>(1, 32, 0, nullptr, (const __half *)a, (const __half *)b, c, d);
   else lab_launch<mma_k<__nv_bfloat16>>(1, 32, 0, nullptr, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, c, d);

@@ -12,8 +12,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+
 #include "runtime/simrt/shim/cublasLt.h"
 #include "runtime/simrt/shim/cuda_runtime.h"
+#include "kernels/cuda/launch.h" /* lab_cu_* as lab_simrt_cu_* (LAB_SIMRT) */
 
 static void test_stale_without_sync(void **state) {
   (void)state;
@@ -99,6 +102,70 @@ static void test_two_devices(void **state) {
   assert_int_equal(cudaPointerGetAttributes(&at, &dev), cudaSuccess);
   assert_int_equal(at.type, cudaMemoryTypeUnregistered);
   assert_int_equal(cudaFree(d1), cudaSuccess);
+}
+
+/* A kernel launch is stream work (runtime/simrt/launch.c): a copy on another stream that does
+ * not wait for it reads what was there before; one that waits for its event reads the draws.
+ * A launch whose pointer argument is another device's memory is refused at the launch, the
+ * error's text naming the launcher, the pointer and both devices (issue 23 defect 1). */
+static void test_kernel_is_stream_work(void **state) {
+  (void)state;
+  assert_int_equal(cudaSetDevice(1), cudaSuccess);
+  cudaStream_t s, t;
+  cudaEvent_t ev;
+  assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  assert_int_equal(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), cudaSuccess);
+  assert_int_equal(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  float *d = NULL, host[256];
+  assert_int_equal(cudaMalloc((void **)&d, sizeof host), cudaSuccess);
+  assert_int_equal(cudaMemsetAsync(d, 0, sizeof host, s), cudaSuccess);
+  assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+  /* the kernel queued behind 6 items of 20 ms on s; the copy on t runs after its own 20 ms */
+  for (int i = 0; i < 6; i++) assert_int_equal(cudaMemsetAsync(d, 0, sizeof host, s), cudaSuccess);
+  lab_rand_args r = {.kind = LAB_RAND_UNIFORM, .dt = LAB_F32, .seed = 1, .out = d, .n = 256, .a = 1, .b = 2};
+  assert_int_equal(lab_cu_rand(&r, s), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, t), cudaSuccess);
+  assert_int_equal(cudaStreamSynchronize(t), cudaSuccess);
+  for (int i = 0; i < 256; i++) assert_true(host[i] == 0.0f); /* the kernel had not run */
+  assert_int_equal(cudaEventRecord(ev, s), cudaSuccess);
+  assert_int_equal(cudaStreamWaitEvent(t, ev, 0), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, t), cudaSuccess);
+  assert_int_equal(cudaStreamSynchronize(t), cudaSuccess);
+  for (int i = 0; i < 256; i++) assert_true(host[i] >= 1.0f && host[i] < 2.0f);
+  /* sim:1's pointer launched on a sim:0 stream */
+  assert_int_equal(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t s0;
+  assert_int_equal(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking), cudaSuccess);
+  r.out = d + 8;
+  assert_int_equal(lab_cu_rand(&r, s0), cudaErrorLaunchFailure);
+  const char *why = cudaGetErrorString(cudaErrorLaunchFailure);
+  char want[64];
+  snprintf(want, sizeof want, "%p", (void *)(d + 8));
+  assert_non_null(strstr(why, "rand on sim:0's stream"));
+  assert_non_null(strstr(why, want));
+  assert_non_null(strstr(why, "memory of sim:1"));
+  assert_int_equal(cudaStreamSynchronize(s0), cudaSuccess); /* refused, not run: nothing sticky */
+  assert_int_equal(cudaStreamDestroy(s0), cudaSuccess);
+  assert_int_equal(cudaEventDestroy(ev), cudaSuccess);
+  assert_int_equal(cudaFree(d), cudaSuccess);
+  assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+  assert_int_equal(cudaStreamDestroy(t), cudaSuccess);
+}
+
+/* CUDA forbids overlapping ranges in a device-to-device cudaMemcpyAsync: refused with the
+ * ranges in the error's text (issue 23 defect 3); disjoint ranges of one allocation copy */
+static void test_overlapping_copy_refused(void **state) {
+  (void)state;
+  assert_int_equal(cudaSetDevice(0), cudaSuccess);
+  char *d = NULL;
+  assert_int_equal(cudaMalloc((void **)&d, 1000), cudaSuccess);
+  assert_int_equal(cudaMemcpyAsync(d + 1, d, 999, cudaMemcpyDeviceToDevice, NULL), cudaErrorInvalidValue);
+  const char *why = cudaGetErrorString(cudaErrorInvalidValue);
+  assert_non_null(strstr(why, "overlap by 998 bytes"));
+  assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+  assert_int_equal(cudaMemcpyAsync(d + 500, d, 500, cudaMemcpyDeviceToDevice, NULL), cudaSuccess);
+  assert_int_equal(cudaStreamSynchronize(NULL), cudaSuccess);
+  assert_int_equal(cudaFree(d), cudaSuccess);
 }
 
 /* D = alpha op(A) op(B) + beta C + bias, column-major, batch 2, A transposed, B not */
@@ -187,6 +254,8 @@ int main(void) {
       cmocka_unit_test(test_host_source_staged),
       cmocka_unit_test(test_event_orders_streams),
       cmocka_unit_test(test_two_devices),
+      cmocka_unit_test(test_kernel_is_stream_work),
+      cmocka_unit_test(test_overlapping_copy_refused),
       cmocka_unit_test(test_gemm_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * plain and .trans) for every lane against a plain matrix product or gather, cp.async (16, 8
  * and 4 bytes, zero fill, two commit groups) against a plain copy and read before its wait,
  * and each rule (racecheck, synccheck, memcheck, bank conflicts and sectors, the seeded thread
- * order) shown failing where a kernel breaks it and silent where it does not. */
+ * order) shown failing where a kernel breaks it and silent where it does not; a race no rule
+ * sees shown by its result changing with the seed; float and double atomicAdd contended. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,8 @@ int simt_test_mask(float *out);
 int simt_test_shift(const float *x, float *y, int n, int off);
 int simt_test_stride(const float *x, float *y, int stride);
 int simt_test_order(int *out);
+int simt_test_last_writer(int *out);
+int simt_test_atomic(int f64, void *acc, void *old, void *lanes, int blocks, int threads);
 int simt_test_ldsm(int n, int trans, const uint16_t *src, uint32_t *out);
 int simt_test_cp_async(const unsigned char *src, unsigned char *out, int threads);
 int simt_test_cp_async_early(const uint32_t *src, uint32_t *out, int mode);
@@ -194,6 +197,65 @@ static void test_seeded_order(void **state) {
   lab_simt_set_seed(1);
 }
 
+/* A planted race that no rule reports (256 threads write one global word; racecheck watches
+ * shared memory): the word left differs across seeds, as a race-free kernel's result must not
+ * (tests/sim/test_thread_order.lua checks that on the real kernels) */
+static void test_racy_kernel_differs_across_seeds(void **state) {
+  (void)state;
+  int *out = dev_alloc(4);
+  int seen[4];
+  long hz = lab_simt_hazards();
+  for (int k = 0; k < 4; k++) {
+    lab_simt_set_seed((uint64_t)k);
+    *out = -1;
+    assert_int_equal(simt_test_last_writer(out), 0);
+    seen[k] = *out;
+    assert_true(seen[k] >= 0 && seen[k] < 256);
+  }
+  lab_simt_set_seed(1);
+  assert_int_equal(lab_simt_hazards(), hz); /* unreported: only the result shows it */
+  assert_int_equal(seen[0], 255);           /* natural order: the last thread writes last */
+  assert_true(seen[1] != seen[2] || seen[2] != seen[3]);
+  assert_true(seen[1] != 255 || seen[2] != 255 || seen[3] != 255);
+}
+
+/* atomicAdd on float and double (warp.c's compare-and-swap loop), contended: 32 blocks of 64
+ * threads on 3 OS workers add into one word; every thread's old value is distinct (0 .. n-1:
+ * no add lost or seen twice), the totals are exact (2,048,000 adds of 1 into one word among
+ * them: a load-add-store in place of the compare-and-swap lost some in 10 runs of 10), and
+ * each of the 32 lanes' own words got every block's add from both its warps. 8 times: blocks
+ * meet on the workers only as the machine's load allows. */
+static void atomic_case(int f64) {
+  enum { B = 32, N = 64, TOTAL = B * N };
+  size_t sz = f64 ? 8 : 4;
+  char *acc = dev_alloc(3 * sz), *old = dev_alloc(TOTAL * sz), *lanes = dev_alloc(32 * sz);
+  static char hit[TOTAL];
+#define AT(p, i) (f64 ? ((double *)(void *)(p))[i] : (double)((float *)(void *)(p))[i])
+  lab_simt_set_workers(3);
+  for (int rep = 0; rep < 8; rep++) {
+    memset(acc, 0, 3 * sz);
+    memset(lanes, 0, 32 * sz);
+    long hz = lab_simt_hazards();
+    assert_int_equal(simt_test_atomic(f64, acc, old, lanes, B, N), 0);
+    assert_int_equal(lab_simt_hazards(), hz);
+    assert_true(AT(acc, 0) == TOTAL);
+    assert_true(AT(acc, 1) == (double)TOTAL * (TOTAL + 1) / 2);
+    assert_true(AT(acc, 2) == 1000.0 * TOTAL);
+    memset(hit, 0, sizeof hit);
+    for (int g = 0; g < TOTAL; g++) {
+      double o = AT(old, g);
+      assert_true(o >= 0 && o < TOTAL && o == (double)(int)o);
+      assert_int_equal(hit[(int)o], 0);
+      hit[(int)o] = 1;
+    }
+    for (int l = 0; l < 32; l++) assert_true(AT(lanes, l) == 2.0 * B * (B + 1) / 2); /* 2 warps x (1 + .. + B) */
+  }
+  lab_simt_set_workers(1);
+#undef AT
+}
+static void test_atomic_add_f32(void **state) { (void)state, atomic_case(0); }
+static void test_atomic_add_f64(void **state) { (void)state, atomic_case(1); }
+
 /* blocks spread over three OS workers: every block runs once, with its own shared memory */
 static void test_workers(void **state) {
   (void)state;
@@ -290,6 +352,8 @@ int main(void) {
       cmocka_unit_test(test_bank_conflicts_and_sectors), cmocka_unit_test(test_seeded_order),
       cmocka_unit_test(test_kernel_stats),
       cmocka_unit_test(test_workers),
+      cmocka_unit_test(test_racy_kernel_differs_across_seeds),
+      cmocka_unit_test(test_atomic_add_f32), cmocka_unit_test(test_atomic_add_f64),
       cmocka_unit_test(test_ldmatrix),     cmocka_unit_test(test_cp_async),
       cmocka_unit_test(test_cp_async_read_before_wait),
   };
