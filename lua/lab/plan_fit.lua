@@ -77,7 +77,8 @@ local function shortlists(plan, rows)
       local cands = {}
       for i = 1, math.min(CANDIDATES, #res) do
         local r = res[i]
-        cands[i] = { dp = r.dp, tp = r.tp, pp = r.pp, cp = r.cp, ep = r.ep, zero = r.zero, mb = r.mb, recompute = r.recompute, v = r.v }
+        cands[i] = { dp = r.dp, tp = r.tp, pp = r.pp, cp = r.cp, ep = r.ep, etp1 = r.etp1, zero = r.zero, mb = r.mb,
+          recompute = r.recompute, v = r.v }
       end
       out[#out + 1] = { run = run, m = m, gpu = gpu, q = q, cands = cands, uses = relevant(run), cache = {} }
     end
