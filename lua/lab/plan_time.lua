@@ -105,6 +105,24 @@ function M.group_bw(gpu, stride, size)
   return math.min(gpu.nvlink, in_node * gpu.network)
 end
 
+-- Seconds for one all-to-all in which each of `size` ranks, placed `stride` apart, holds
+-- `bytes` to scatter evenly over the group (itself included). It is point-to-point, not a
+-- ring: inside one node the (size - 1)/size that leaves the rank crosses NVLink; across
+-- nodes, the share bound for the other nodes' ranks leaves through this GPU's own NIC
+-- (NCCL's alltoall is a send and a receive per peer, each inter-node one on the GPU's
+-- nearest NIC; DeepSeek-V3, arXiv:2412.19437, section 3.2.1: cross-node all-to-all is
+-- bounded by the 50 GB/s InfiniBand per GPU against NVLink's 160), while the share for the
+-- ranks in its own node crosses NVLink at the same time.
+function M.all_to_all_time(gpu, o, bytes, stride, size)
+  if not crosses(gpu, stride, size) then
+    return link_time(o, bytes * ring(size), M.group_bw(gpu, stride, size), size - 1, false)
+  end
+  local in_node = math.max(1, math.min(size, gpu.per_node // stride))
+  local off = link_time(o, bytes * (size - in_node) / size, gpu.network, size - in_node, true)
+  local on = in_node > 1 and link_time(o, bytes * (in_node - 1) / size, gpu.nvlink, in_node - 1, false) or 0
+  return math.max(off, on)
+end
+
 local function peaks(gpu, o)
   local matmul = (o.precision == "fp8" and gpu.fp8) or gpu.bf16
   if o.precision == "f32" then matmul = gpu.f32 or gpu.bf16 / 2 end
@@ -281,7 +299,7 @@ function M.layer(m, gpu, o, c)
   local ep1 = 0
   if ep > 1 and m.experts then
     local stride = c.etp1 and 1 or t * cp
-    ep1 = link_time(o, n_moe * (m.top_k or 1) * load * h * e * ring(ep), M.group_bw(gpu, stride, ep), ep - 1, crosses(gpu, stride, ep))
+    ep1 = M.all_to_all_time(gpu, o, n_moe * (m.top_k or 1) * load * h * e, stride, ep)
   end
   local comm_f = 2 * tp1 + cp1 + 2 * ep1
   local comm_b = 2 * tp1 + cp1 + 2 * ep1
