@@ -82,6 +82,9 @@ local function crosses(gpu, stride, size) return size > 1 and stride * size > gp
 function M.attention_factors(gpu, o, hd, s)
   local k = TERMS.attention_kernels[o.attention_kernel or "fa2"] or TERMS.attention_kernels.fa2
   local kf = k[gpu.generation] or 1
+  if o.attention_kernel == "triton" and gpu.generation == "h100" then
+    kf = o.triton_hopper or presets.free_options().triton_hopper -- a free parameter (plan_presets.free)
+  end
   local hf = TERMS.attention_head_dim[hd]
   if not hf then hf = hd < 128 and 0.85 + 0.15 * math.max(hd - 64, 0) / 64 or 1.0 end
   if hd < 64 then hf = 0.85 * hd / 64 end
