@@ -211,7 +211,7 @@ local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = tr
 -- errors of every published row (plan_fit.lua; tests/lua/single/test_plan.lua checks it is
 -- that figure). plan.range widens every answer by it beside the open assumptions: a step
 -- time within +-model_error of the answer, which 95% of the published rows met.
-P.model_error = 0.1667
+P.model_error = 0.1664
 
 
 -- the GPU presets take the free fractions of their generation (memory: every generation)

@@ -94,7 +94,8 @@ P.runs = {
   { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 96, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.6423, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5447, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, A100", model = "mpt-30b", gpu = "a100-80", gpus = 8, global_batch = 504, seq = 2048, tp = 1, pp = 1, micro_batch = 3, metric = "hfu", published = 0.7374, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
+  -- (the A100 table's 70B rows say MP Mode PURE, precision bf16: gradients reduced in bf16)
+  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full", attention_kernel = "triton", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-3b", gpu = "h100", gpus = 16, global_batch = 480, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.4373, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.4644, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-30b", gpu = "h100", gpus = 32, global_batch = 1344, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.4392, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
@@ -233,8 +234,7 @@ P.loso_misses = {
     .. "planner's step is about 6 s shorter than the published 60.1, 50.2 and 44.4 s at every data-parallel width "
     .. "(2240, 2800, 3360 GPUs), a fixed cost per step that the bubble, the blocking transfers and the exposed ZeRO-1 "
     .. "reduction do not explain; with BLOOM in the same fold (Megatron-DeepSpeed), no row trains the blocking term",
-  ["Megatron-Bridge 25.11, DGX-H100|llama3-70b|64|8192"] = "pessimistic by 15%: " .. fp8_fold,
-  ["Megatron-Bridge 25.11, DGX-H100|qwen3-235b-a22b|256|4096"] = "pessimistic by 28%: its EP 32 spans four nodes, "
+  ["Megatron-Bridge 25.11, DGX-H100|qwen3-235b-a22b|256|4096"] = "pessimistic by 26%: its EP 32 spans four nodes, "
     .. "and the planner charges each all-to-all at the GPU's own NIC (24 of 32 peers are in other nodes: 100 MB of "
     .. "each rank's 134 MB dispatch, 2.1 ms, four times per layer per micro-batch, exposed). The source does not "
     .. "state its dispatcher: DeepEP's, which crosses the network once per token and node rather than once per routed "
@@ -246,20 +246,23 @@ P.loso_misses = {
     .. "14 ms. No physical term in the source's facts closes the 18 ms: the four all-to-alls move 235 MB each within "
     .. "a node (2.2 ms charged, 4.4 ms at half NVLink's bandwidth); the 16 local experts' grouped GEMMs (4096 rows "
     .. "each, 2048 x 1536 and 768 x 2048) are 1.9 TFLOP forward and backward, 1.6 ms at the fitted 58% of FP8 peak, "
-    .. "and would need 8% of it to take 18 ms more; the seven permute and unpermute passes stream 5.6 GB (2.8 ms "
+    .. "and would need to run at 5% of it to take 18 ms more; the seven permute and unpermute passes stream 5.6 GB (2.8 ms "
     .. "charged); the dropless dispatcher's host sync of its split sizes exposes launch gaps of a few ms at most. "
     .. "The same table's 25.09 release published 10494 tokens/s for this layout (with token dropping), twice "
-    .. "25.11's and within 16% of the planner's answer: the difference lies between two releases of the same "
+    .. "25.11's and within 17% of the planner's answer: the difference lies between two releases of the same "
     .. "software, not in the work the hardware does",
 }
 -- The rows within 15% whose published figure lies outside their range (plan_fit.lua: the
 -- answers under the open assumptions widened by the 95th percentile of the planner's error
 -- on the other stacks), each with the reason; the LOSO misses above lie outside theirs too
 -- when README.md lists them so (llmlab --plan published prints every row outside its range).
-P.range_misses = {}
+P.range_misses = {
+  ["Megatron-Bridge 25.11, DGX-H100|llama3-70b|64|8192"] = "pessimistic by 14.9%, beyond the other stacks' error band: "
+    .. fp8_fold,
+}
 -- sources whose rows are all optimistic by more than 10% (the issue asks for none)
 P.optimistic_sources = {
-  ["MT-NLG 530B 2022"] = "+11.6%, +12.5%, +16.7%: about 6 s a step that no term explains (plan_published.loso_misses)",
+  ["MT-NLG 530B 2022"] = "+11.6%, +12.5%, +16.6%: about 6 s a step that no term explains (plan_published.loso_misses)",
 }
 
 function P.key(run) return string.format("%s|%s|%d|%d", run.source, run.model, run.gpus, run.seq) end
