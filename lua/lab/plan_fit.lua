@@ -351,7 +351,8 @@ function F.spread(fit)
     for _, g in ipairs(fit.stacks) do
       local v = fit.fits[g].x[i]
       s.lo, s.hi = math.min(s.lo, v), math.max(s.hi, v)
-      if v <= f.lo or v >= f.hi then s.at_bound = s.at_bound + 1 end
+      local eps = 1e-9 * (f.hi - f.lo)
+      if v <= f.lo + eps or v >= f.hi - eps then s.at_bound = s.at_bound + 1 end
     end
     out[i] = s
   end
