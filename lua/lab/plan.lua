@@ -207,7 +207,7 @@ function plan.enumerate(o)
   -- the numeric knobs: name, smallest, largest (a fraction excludes 0 where it divides)
   for _, k in ipairs({ { "memory_fraction", 1e-9, 1 }, { "workspace", 0, 1e15 }, { "latency", 0, 1 },
     { "bus_efficiency", 1e-9, 1 }, { "tp_overlap", 0, 1 }, { "efficiency", 1e-9, 1 }, { "layer_overhead", 0, 1 },
-    { "contention", 0, 1 } }) do
+    { "contention", 0, 1 }, { "triton_hopper", 1e-9, 2 } }) do
     local v = o[k[1]]
     if v ~= nil and (type(v) ~= "number" or not (v >= k[2] and v <= k[3])) then
       fail("%s must be a number from %g to %g, got %s", k[1], k[2], k[3], tostring(v))
@@ -356,12 +356,16 @@ local function why_best(results)
     variant(results[2]), reasons(a, results[2]))
 end
 
--- The range of an answer where an assumption is weak: the layout r re-evaluated with each
--- alternative the question leaves open, optimistic to pessimistic. Open: the attention
--- kernel (when flash attention is not named: Triton's, FlashAttention-2's, or on Hopper
--- FlashAttention-3's) and, across nodes, the network (when gpu_network is not given: the
--- preset's bandwidth or half of it, a cluster with half the NICs). Fills r.step_lo_s,
--- r.step_hi_s, r.mfu_lo, r.mfu_hi and r.range_why (the assumption that moves it most).
+-- The range of an answer: the layout r re-evaluated with each alternative the question
+-- leaves open, optimistic to pessimistic, combined with the planner's own error out of
+-- sample. Open: the attention kernel (when flash attention is not named: Triton's,
+-- FlashAttention-2's, or on Hopper FlashAttention-3's) and, across nodes, the network (when
+-- gpu_network is not given: the preset's bandwidth or half of it, a cluster with half the
+-- NICs or a fabric that delivers half). The model's error: +-plan_presets.model_error on the
+-- step time, the 95th percentile of the leave-one-out errors on the published runs
+-- (plan_fit.lua). Fills r.step_lo_s, r.step_hi_s, r.mfu_lo, r.mfu_hi, r.model_error,
+-- r.step_lo_assumed_s and r.step_hi_assumed_s (the open assumptions alone) and r.range_why
+-- (the assumption that moves it most, nil when none is open).
 function plan.range(r, m, gpu, q, given)
   need(type(r) == "table" and type(r.step_s) == "number" and is_int(r.dp) and is_int(r.tp) and is_int(r.pp), "range",
     "the first argument is a result of plan.enumerate or plan.evaluate")
@@ -402,6 +406,9 @@ function plan.range(r, m, gpu, q, given)
     r.step_lo_s, r.step_hi_s = math.min(r.step_lo_s, lo), math.max(r.step_hi_s, hi)
     if hi - lo > widest then widest, r.range_why = hi - lo, a.why end
   end
+  local e = presets.model_error
+  r.model_error, r.step_lo_assumed_s, r.step_hi_assumed_s = e, r.step_lo_s, r.step_hi_s
+  r.step_lo_s, r.step_hi_s = r.step_lo_s * (1 - e), r.step_hi_s * (1 + e)
   r.mfu_lo, r.mfu_hi = r.mfu * r.step_s / r.step_hi_s, r.mfu * r.step_s / r.step_lo_s
   return r
 end
@@ -468,10 +475,10 @@ function plan.run(o)
   end
   print(string.format("best: %s (%s) wins: %s", layout(results[1]), variant(results[1]), why_best(results)))
   local b = results[1]
-  if b.range_why then
-    print(string.format("range: step %.2f to %.2f s, MFU %.1f%% to %.1f%%; driven most by the %s", b.step_lo_s, b.step_hi_s,
-      100 * b.mfu_lo, 100 * b.mfu_hi, b.range_why))
-  end
+  print(string.format("range: step %.2f to %.2f s, MFU %.1f%% to %.1f%%: model error +-%.1f%% (LOSO 95th percentile)%s",
+    b.step_lo_s, b.step_hi_s, 100 * b.mfu_lo, 100 * b.mfu_hi, 100 * b.model_error,
+    b.range_why and string.format(", open assumptions %.2f to %.2f s driven most by the %s", b.step_lo_assumed_s,
+      b.step_hi_assumed_s, b.range_why) or ", no open assumption"))
   if o.plot ~= false then require("lab.plot_plan").draw(results, o, layout) end -- plot=false: the table only
   if o.infeasible then
     print("\nlayouts that do not work, and why (first " .. math.min(#rejected, 20) .. "):")
@@ -511,7 +518,7 @@ function plan.published(format)
   need(format == nil or format == "table" or format == "markdown", "published", "format is nil, table or markdown, got %s", tostring(format))
   local F = require("lab.plan_fit")
   local fit = F.loso(plan)
-  if format then F.print(plan, fit.rows, format) end
+  if format then F.print(plan, fit.rows, format, fit) end
   return fit.rows, fit
 end
 

@@ -87,5 +87,8 @@ return function(plan, r, m, gpu, o)
   end
   print(string.format("  step %.3f s (+ optimizer %.3f s); MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", r.step_s, r.t_optimizer, 100 * r.mfu,
     100 * r.hfu, r.tokens_per_s))
+  print(string.format("  model error +-%.1f%% on the step: %.3f to %.3f s (LOSO 95th percentile: 95%% of the %d published runs were"
+    .. " predicted that close by a fit that had not seen their stack, plan_presets.model_error)", 100 * presets.model_error,
+    r.step_s * (1 - presets.model_error), r.step_s * (1 + presets.model_error), #require("lab.plan_published").all))
 end
 

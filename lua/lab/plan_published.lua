@@ -94,7 +94,8 @@ P.runs = {
   { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 96, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.6423, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, A100", model = "mpt-7b", gpu = "a100-80", gpus = 8, global_batch = 128, seq = 8192, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5447, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, A100", model = "mpt-30b", gpu = "a100-80", gpus = 8, global_batch = 504, seq = 2048, tp = 1, pp = 1, micro_batch = 3, metric = "hfu", published = 0.7374, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
-  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
+  -- (the A100 table's 70B rows say MP Mode PURE, precision bf16: gradients reduced in bf16)
+  { source = "MosaicML llm-foundry, A100", model = "mpt-70b", gpu = "a100-80", gpus = 64, global_batch = 2048, seq = 2048, tp = 1, pp = 1, micro_batch = 8, metric = "mfu", published = 0.5333, opts = { zero = 3, recompute = "full", attention_kernel = "triton", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-3b", gpu = "h100", gpus = 16, global_batch = 480, seq = 2048, tp = 1, pp = 1, micro_batch = 10, metric = "mfu", published = 0.4373, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-7b", gpu = "h100", gpus = 8, global_batch = 48, seq = 2048, tp = 1, pp = 1, micro_batch = 6, metric = "mfu", published = 0.4644, opts = { zero = 3, recompute = "none", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
   { source = "MosaicML llm-foundry, H100", model = "mpt-30b", gpu = "h100", gpus = 32, global_batch = 1344, seq = 2048, tp = 1, pp = 1, micro_batch = 14, metric = "mfu", published = 0.4392, opts = { zero = 3, recompute = "full", attention_kernel = "triton", reduce_dtype = "fp32", grad_predivide = true }, weak = mosaic_weak },
@@ -170,39 +171,99 @@ P.added = {
   { source = "Megatron-Bridge 25.11, DGX-H100", model = "qwen3-235b-a22b", gpu = "h100", gpus = 256, global_batch = 2048, seq = 4096, tp = 2, pp = 8, vpp = 4, ep = 32, micro_batch = 1, metric = "tokens", published = 1575, opts = nemo },
 }
 
--- Every published run in one list, each with its group: the source the leave-one-source-out
--- fit leaves out as a whole (the source name before its first comma)
+-- Sources that share a software stack (the same code and its authors, often the same
+-- cluster) are one fold of the leave-one-out fit: a term tuned on one of them would otherwise
+-- be validated on its twin. A source not listed is a stack by itself.
+P.stacks = {
+  -- Megatron-LM on Selene, by NVIDIA's applied deep learning research team, 2021 and 2022
+  ["Megatron-LM 2021"] = "Megatron-LM (NVIDIA, Selene)",
+  ["Korthikanti 2022"] = "Megatron-LM (NVIDIA, Selene)",
+  -- Megatron-DeepSpeed: Megatron's layers under DeepSpeed's pipeline engine and ZeRO-1
+  ["MT-NLG 530B 2022"] = "Megatron-DeepSpeed",
+  ["BLOOM 176B 2022"] = "Megatron-DeepSpeed",
+  -- NVIDIA's Megatron-Core and Transformer Engine on DGX H100, through NeMo and its
+  -- successor Megatron-Bridge (Nemotron-4 was trained with the same stack)
+  ["Nemotron-4 15B"] = "NeMo / Megatron-Core (NVIDIA, DGX H100)",
+  ["NeMo 24.07"] = "NeMo / Megatron-Core (NVIDIA, DGX H100)",
+  ["NeMo long sequence"] = "NeMo / Megatron-Core (NVIDIA, DGX H100)",
+  ["Megatron-Bridge 25.11"] = "NeMo / Megatron-Core (NVIDIA, DGX H100)",
+}
+
+-- The network each source states (scale-out bandwidth per GPU: the GPU preset's network,
+-- 25 GB/s on A100 nodes with eight 200 Gb/s NICs, 50 GB/s on H100 nodes with eight 400 Gb/s
+-- ones; BLOOM's Omni-Path is in its opts). A run across nodes whose source is not listed here
+-- leaves the network open: its range spans the preset's bandwidth and half of it (as
+-- plan.range does for a question without gpu_network), a cluster with half the NICs or a
+-- fabric that delivers half (RoCE without adaptive routing, a rail-less topology).
+P.network = {
+  ["Megatron-LM 2021, Table 1"] = "Selene: eight 200 Gb/s HDR InfiniBand HCAs per DGX A100 (section 5)",
+  ["Megatron-LM 2021, Table 2"] = "Selene: eight 200 Gb/s HDR InfiniBand HCAs per DGX A100 (section 5)",
+  ["Korthikanti 2022, Table 5"] = "Selene, the cluster of Megatron-LM 2021",
+  ["Korthikanti 2022, section 6.3"] = "Selene, the cluster of Megatron-LM 2021",
+  ["Llama 3 405B, Table 4"] = "RoCE at 400 Gb/s per GPU (section 3.3.1)",
+  ["Nemotron-4 15B, Table 2"] = "DGX H100 nodes with eight 400 Gb/s InfiniBand HCAs (section 2)",
+  ["MegaScale 2024, Table 2"] = "eight 200G NICs per node (section 6)",
+  ["MosaicML llm-foundry, A100"] = "the A100 table's title: 1600 Gbps node-node interconnect (RoCE)",
+  ["MT-NLG 530B 2022, section 2.4"] = "Selene: eight 200 Gb/s HDR InfiniBand HCAs per DGX A100",
+  ["NeMo 24.07, DGX-H100 FP8"] = "DGX H100 (its datasheet: eight 400 Gb/s ConnectX-7 ports)",
+  ["NeMo long sequence, DGX-H100 FP8"] = "DGX H100 (its datasheet: eight 400 Gb/s ConnectX-7 ports)",
+  ["Megatron-Bridge 25.11, DGX-H100"] = "DGX H100 (its datasheet: eight 400 Gb/s ConnectX-7 ports)",
+}
+
+-- Every published run in one list, each with its group (the source name before its first
+-- comma) and its stack: the fold the leave-one-out fit leaves out as a whole
 P.all = {}
 for _, list in ipairs({ P.runs, P.misses, P.added }) do
   for _, run in ipairs(list) do
     run.group = run.source:match("^(.-),") or run.source
+    run.stack = P.stacks[run.group] or run.group
     P.all[#P.all + 1] = run
   end
 end
 
--- The rows leave-one-source-out validation misses by more than 15%, each with the reason
--- (key: source, model, GPUs, seq). tests/lua/single/test_plan.lua fails when another row
--- leaves its band, and asks for a row here to be moved back when it comes within 15%.
+-- The rows leave-one-out validation misses by more than 15%, each with the reason (key:
+-- source, model, GPUs, seq). tests/lua/single/test_plan.lua fails when another row leaves
+-- its band, and asks for a row here to be moved back when it comes within 15%.
+local fp8_fold = "no stack but NVIDIA's publishes FP8 runs, so the fold that leaves that stack out has nothing to "
+  .. "fit the FP8 GEMM fraction on and keeps its start value, 0.55 (the fit on every row: 0.58); the stack's dense "
+  .. "FP8 rows run up to 15% pessimistic under it"
 P.loso_misses = {
-  ["MosaicML llm-foundry, A100|mpt-30b|8|2048"] = "published HFU 73.7% needs GEMMs faster than the 68% of peak every "
-    .. "other source's A100 rows support (the planner's ceiling at full tiles): pessimistic by 16%",
-  ["Megatron-Bridge 25.11, DGX-H100|qwen3-30b-a3b|16|4096"] = "fine-grained dropless MoE (128 experts of 768, top 8): the "
-    .. "same table's 25.09 release published 10494 tokens/s for this layout with token dropping, twice 25.11's; "
-    .. "token dispatch passes, expert-parallel all-to-all and grouped GEMMs leave it 2.5x optimistic: about 19 ms per "
-    .. "layer and micro-batch of 8192 tokens that no term explains",
+  ["MosaicML llm-foundry, A100|mpt-30b|8|2048"] = "published HFU 73.7% needs GEMMs faster than the 69-72% of peak the "
+    .. "other stacks' A100 rows support (the planner's ceiling at full tiles): pessimistic by 17%",
+  ["MT-NLG 530B 2022, section 2.4|mtnlg-530b|3360|2048"] = "the three MT-NLG rows are optimistic by 12-17%: the "
+    .. "planner's step is about 6 s shorter than the published 60.1, 50.2 and 44.4 s at every data-parallel width "
+    .. "(2240, 2800, 3360 GPUs), a fixed cost per step that the bubble, the blocking transfers and the exposed ZeRO-1 "
+    .. "reduction do not explain; with BLOOM in the same fold (Megatron-DeepSpeed), no row trains the blocking term",
+  ["Megatron-Bridge 25.11, DGX-H100|qwen3-235b-a22b|256|4096"] = "pessimistic by 26%: its EP 32 spans four nodes, "
+    .. "and the planner charges each all-to-all at the GPU's own NIC (24 of 32 peers are in other nodes: 100 MB of "
+    .. "each rank's 134 MB dispatch, 2.1 ms, four times per layer per micro-batch, exposed). The source does not "
+    .. "state its dispatcher: DeepEP's, which crosses the network once per token and node rather than once per routed "
+    .. "copy, or Megatron-Core's overlap of the all-to-all with another micro-batch's compute would shrink or hide "
+    .. "it. Before the all-to-all was priced at the NIC (a ring's bandwidth, eight NICs per node) the row was 39% "
+    .. "optimistic",
+  ["Megatron-Bridge 25.11, DGX-H100|qwen3-30b-a3b|16|4096"] = "fine-grained dropless MoE (128 experts of 768, top "
+    .. "8), 2.3x optimistic: the published 24.8 s step is 32 ms per layer per 8192-token micro-batch, the planner's "
+    .. "14 ms. No physical term in the source's facts closes the 18 ms: the four all-to-alls move 235 MB each within "
+    .. "a node (2.2 ms charged, 4.4 ms at half NVLink's bandwidth); the 16 local experts' grouped GEMMs (4096 rows "
+    .. "each, 2048 x 1536 and 768 x 2048) are 1.9 TFLOP forward and backward, 1.6 ms at the fitted 58% of FP8 peak, "
+    .. "and would need to run at 5% of it to take 18 ms more; the seven permute and unpermute passes stream 5.6 GB (2.8 ms "
+    .. "charged); the dropless dispatcher's host sync of its split sizes exposes launch gaps of a few ms at most. "
+    .. "The same table's 25.09 release published 10494 tokens/s for this layout (with token dropping), twice "
+    .. "25.11's and within 17% of the planner's answer: the difference lies between two releases of the same "
+    .. "software, not in the work the hardware does",
 }
 -- The rows within 15% whose published figure lies outside their range (plan_fit.lua: the
--- answer under the weak assumption widened by the 95% quantile of the planner's error on the
--- other sources), each with the reason; the LOSO misses above lie outside theirs too.
+-- answers under the open assumptions widened by the 95th percentile of the planner's error
+-- on the other stacks), each with the reason; the LOSO misses above lie outside theirs too
+-- when README.md lists them so (llmlab --plan published prints every row outside its range).
 P.range_misses = {
-  ["MT-NLG 530B 2022, section 2.4|mtnlg-530b|3360|2048"] = "optimistic by 14.5%, beyond its 12.8%: all three MT-NLG rows "
-    .. "are optimistic (+9.5% to +14.5%), by 5-6 s a step at every data-parallel width, which the bubble, the blocking "
-    .. "transfers and the exposed ZeRO-1 reduction do not explain",
-  ["Megatron-Bridge 25.11, DGX-H100|llama3-70b|64|8192"] = "pessimistic by 13.2%, beyond its 12.6%, as the source's other "
-    .. "dense rows (-9% to -12%): what its 25.11 recipes run faster than the planner's terms is not identified",
+  ["Megatron-Bridge 25.11, DGX-H100|llama3-70b|64|8192"] = "pessimistic by 14.9%, beyond the other stacks' error band: "
+    .. fp8_fold,
 }
 -- sources whose rows are all optimistic by more than 10% (the issue asks for none)
-P.optimistic_sources = {}
+P.optimistic_sources = {
+  ["MT-NLG 530B 2022"] = "+11.6%, +12.5%, +16.6%: about 6 s a step that no term explains (plan_published.loso_misses)",
+}
 
 function P.key(run) return string.format("%s|%s|%d|%d", run.source, run.model, run.gpus, run.seq) end
 

@@ -82,6 +82,9 @@ local function crosses(gpu, stride, size) return size > 1 and stride * size > gp
 function M.attention_factors(gpu, o, hd, s)
   local k = TERMS.attention_kernels[o.attention_kernel or "fa2"] or TERMS.attention_kernels.fa2
   local kf = k[gpu.generation] or 1
+  if o.attention_kernel == "triton" and gpu.generation == "h100" then
+    kf = o.triton_hopper or presets.free_options().triton_hopper -- a free parameter (plan_presets.free)
+  end
   local hf = TERMS.attention_head_dim[hd]
   if not hf then hf = hd < 128 and 0.85 + 0.15 * math.max(hd - 64, 0) / 64 or 1.0 end
   if hd < 64 then hf = 0.85 * hd / 64 end
@@ -103,6 +106,24 @@ function M.group_bw(gpu, stride, size)
   if size <= 1 or stride * size <= gpu.per_node then return gpu.nvlink end
   local in_node = math.max(1, math.min(size, gpu.per_node // stride))
   return math.min(gpu.nvlink, in_node * gpu.network)
+end
+
+-- Seconds for one all-to-all in which each of `size` ranks, placed `stride` apart, holds
+-- `bytes` to scatter evenly over the group (itself included). It is point-to-point, not a
+-- ring: inside one node the (size - 1)/size that leaves the rank crosses NVLink; across
+-- nodes, the share bound for the other nodes' ranks leaves through this GPU's own NIC
+-- (NCCL's alltoall is a send and a receive per peer, each inter-node one on the GPU's
+-- nearest NIC; DeepSeek-V3, arXiv:2412.19437, section 3.2.1: cross-node all-to-all is
+-- bounded by the 50 GB/s InfiniBand per GPU against NVLink's 160), while the share for the
+-- ranks in its own node crosses NVLink at the same time.
+function M.all_to_all_time(gpu, o, bytes, stride, size)
+  if not crosses(gpu, stride, size) then
+    return link_time(o, bytes * ring(size), M.group_bw(gpu, stride, size), size - 1, false)
+  end
+  local in_node = math.max(1, math.min(size, gpu.per_node // stride))
+  local off = link_time(o, bytes * (size - in_node) / size, gpu.network, size - in_node, true)
+  local on = in_node > 1 and link_time(o, bytes * (in_node - 1) / size, gpu.nvlink, in_node - 1, false) or 0
+  return math.max(off, on)
 end
 
 local function peaks(gpu, o)
@@ -281,7 +302,7 @@ function M.layer(m, gpu, o, c)
   local ep1 = 0
   if ep > 1 and m.experts then
     local stride = c.etp1 and 1 or t * cp
-    ep1 = link_time(o, n_moe * (m.top_k or 1) * load * h * e * ring(ep), M.group_bw(gpu, stride, ep), ep - 1, crosses(gpu, stride, ep))
+    ep1 = M.all_to_all_time(gpu, o, n_moe * (m.top_k or 1) * load * h * e, stride, ep)
   end
   local comm_f = 2 * tp1 + cp1 + 2 * ep1
   local comm_b = 2 * tp1 + cp1 + 2 * ep1

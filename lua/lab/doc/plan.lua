@@ -3,12 +3,14 @@
 return {
   run = "lab.plan.run{model=, gpus=, gpu=, global_batch=, seq=, ...} -> results: prints the ranked layouts (lab.plan{...} too)",
   cli = "lab.plan.cli(args) -> results: llmlab --plan's key=value arguments (none: usage and the presets)",
-  published = "lab.plan.published([format]) -> rows, fit: the planner against published runs, each source fitted on the others"
-    .. " (rows: predicted, error, range lo to hi widened by q, why); format 'table' or 'markdown' prints them and a summary per source",
+  published = "lab.plan.published([format]) -> rows, fit: the planner against published runs, each stack of sources fitted on the"
+    .. " others (rows: predicted, error, range lo to hi: the open assumptions widened by the other stacks' error q, why);"
+    .. " format 'table' or 'markdown' prints them, a summary per source, the folds' parameters and the rows outside their range",
   enumerate = "lab.plan.enumerate(o) -> results, infeasible, model, gpu: every layout evaluated, best first",
   evaluate = "lab.plan.evaluate(m, gpu, o, c[, lt]) -> result: memory, time and MFU of one layout",
   explain = "lab.plan.explain(r, m, gpu, o): prints one configuration's arithmetic line by line",
-  range = "lab.plan.range(r, m, gpu, q[, given]): fills r's step time and MFU range and the assumption that moves it most",
+  range = "lab.plan.range(r, m, gpu, q[, given]): fills r's step time and MFU range (the open assumptions, widened by the"
+    .. " model's LOSO error plan_presets.model_error) and the assumption that moves it most",
   layout = "lab.plan.layout(r) -> string: a layout as 'dp x tp x pp ...'",
   show_metric = "lab.plan.show_metric(metric, x) -> string: a metric's value as the table prints it",
   stages = "lab.plan.stages(L, p[, v]) -> list: L layers over p pipeline stages (v virtual stages each)",

@@ -1,12 +1,15 @@
 -- lab.plan against published large-scale trainings and against its own promises:
---  * every run of lua/lab/plan_published.lua (76 rows from 12 sources) is predicted leave-one-
---    source-out (lua/lab/plan_fit.lua: the free parameters fitted on the other sources):
---    each row within 15% of its published figure or listed in loso_misses with its reason,
---    at least 90% within, no source all optimistic by more than 10% but a listed one, every
---    range (the weak assumption's answers widened by the planner's error on the other
---    sources) holding its published figure with no band added, but the listed ones;
---    README.md's table shows exactly these numbers;
---  * an answer with an open assumption carries a range naming it; explain prints the terms;
+--  * every run of lua/lab/plan_published.lua (76 rows from 12 sources in 7 stacks) is
+--    predicted leave-one-stack-out (lua/lab/plan_fit.lua: the free parameters fitted, to the
+--    search's tolerance, on the other stacks): each row within 15% of its published figure or
+--    listed in loso_misses with its reason, at least 90% within, no source all optimistic by
+--    more than 10% but a listed one, every range (the open assumptions' answers, the network
+--    among them where the source states none, widened by the planner's error on the other
+--    stacks) holding its published figure with no band added, but the listed ones, which
+--    README.md lists with their reasons; README.md shows exactly what --plan published prints;
+--  * every answer carries a range: the open assumptions named, and the model's error out of
+--    sample (plan_presets.model_error, the LOSO 95th percentile, recomputed here); explain
+--    prints the terms;
 --  * FLOP counts equal the papers' closed forms (Megatron-LM eq. 3, Korthikanti eq. 7-8);
 --  * interleaved and uneven pipeline stages, recomputation and context parallelism are
 --    chosen by the enumeration; MoE imbalance and capacity cost what they should, experts
@@ -24,8 +27,12 @@ local loso_s = os.clock() - t0
 
 T.test("leave-one-source-out: every row in its band or listed as a miss with its reason", function()
   T.ok(#rows >= 70, "at least 70 published rows, got " .. #rows)
-  T.ok(#fit.groups >= 12, "at least 12 sources, got " .. #fit.groups)
-  T.ok(loso_s < 15, string.format("the LOSO table is recomputed in %.1f s", loso_s))
+  local sources = {}
+  for _, row in ipairs(rows) do sources[row.run.group] = true end
+  T.ok(#require("lab.sorted_keys")(sources) >= 12, "at least 12 sources")
+  T.ok(#fit.stacks >= 7, "at least 7 stacks (leave-one-out folds), got " .. #fit.stacks)
+  T.ok(loso_s < 45, string.format("the LOSO table and the fit on every row are recomputed in %.1f s of CPU", loso_s))
+  print(string.format("  (LOSO table and fit on every row: %.1f s of CPU)", loso_s))
   local within = 0
   for _, row in ipairs(rows) do
     local run = row.run
@@ -68,18 +75,20 @@ T.test("no source whose rows are all optimistic by more than 10% (but the listed
 end)
 
 T.test("ranges: each holds its published figure, strictly, but the listed ones", function()
-  -- a row's range is its answer under its weak assumption widened by the planner's error on
-  -- the other sources (plan_fit.lua, a 95% quantile): no band is added here
+  -- a row's range is its answers under its open assumptions widened by the planner's error on
+  -- the other stacks (plan_fit.lua, a 95% quantile): no band is added here. The rows outside
+  -- theirs are listed with their reasons in plan_published and README.md (the README test
+  -- below compares every line --plan published prints, that list included)
   local spread, inside = 0, 0
   for _, row in ipairs(rows) do
     if row.feasible then
       local key = published.key(row.run)
       T.ok(row.lo <= row.predicted and row.predicted <= row.hi, key .. ": the answer lies in its own range")
-      T.ok(type(row.why) == "string" and #row.why > 0, key .. ": the range names what drives it")
+      T.ok(type(row.why) == "string" and row.why:find("model error", 1, true), key .. ": the range names what drives it")
       if row.run.weak and row.hi_assumed > row.lo_assumed then spread = spread + 1 end
       local holds = row.lo <= row.run.published and row.run.published <= row.hi
       if holds then inside = inside + 1 end
-      local listed = published.range_misses[key] or published.loso_misses[key]
+      local listed = published.range_misses[key] or (published.loso_misses[key] and not holds)
       if listed then
         T.ok(not holds, key .. " now lies in its range: take it out of plan_published.range_misses")
       else
@@ -92,26 +101,75 @@ T.test("ranges: each holds its published figure, strictly, but the listed ones",
   T.ok(inside >= 0.9 * #rows, string.format("%d of %d ranges hold their published figure (at least 90%%)", inside, #rows))
 end)
 
-T.test("the fit cannot see the source it predicts", function()
-  -- a fold's parameters come from the other sources only: refitting a fold without one of
-  -- its training sources changes nothing about the rows it was not trained on (the fold is
-  -- deterministic), and the left-out rows never enter their own fold's objective
+T.test("the fit cannot see the stack it predicts", function()
+  -- a fold's parameters come from the other stacks only: refitting a fold changes nothing
+  -- (the search is deterministic), and the left-out stack's rows never enter its objective;
+  -- the sources of one stack (NeMo 24.07, NeMo long sequence, Megatron-Bridge, Nemotron-4)
+  -- are left out together
   local F = require("lab.plan_fit")
-  local g = fit.groups[1]
+  local g = fit.stacks[1]
   local train = {}
-  for _, e in ipairs(fit.entries) do if e.run.group ~= g then train[#train + 1] = e end end
+  for _, e in ipairs(fit.entries) do if e.run.stack ~= g then train[#train + 1] = e end end
   local x = F.fit(plan, train)
   for i, v in ipairs(x) do T.near(v, fit.fits[g].x[i], 1e-12, "fold " .. g .. ": parameter " .. i) end
-  for _, e in ipairs(train) do T.ok(e.run.group ~= g, "no left-out row trains its own fold") end
+  for _, e in ipairs(train) do T.ok(e.run.stack ~= g, "no left-out row trains its own fold") end
+  local stack_of = {}
+  for _, row in ipairs(rows) do stack_of[row.run.group] = row.run.stack end
+  T.eq(stack_of["NeMo 24.07"], stack_of["Megatron-Bridge 25.11"], "NeMo and Megatron-Bridge are one stack")
+  T.eq(stack_of["NeMo 24.07"], stack_of["NeMo long sequence"], "and NeMo's long-sequence runs")
 end)
 
-T.test("the defaults a plan uses are the fit on every source", function()
+T.test("the defaults a plan uses are the fit on every row, a minimum to the search's tolerance", function()
   local F = require("lab.plan_fit")
-  local x, err = F.fit(plan, fit.entries)
+  local x, err = fit.all, fit.all_error
   for i, f in ipairs(lab.plan_presets.free) do
     T.near(f.default, x[i], 1e-9, string.format("plan_presets.free %s%s", f.name, f.generation and (" " .. f.generation) or ""))
   end
   T.ok(err < 0.08, string.format("mean absolute error on every row %.3f", err))
+  -- no single move of the search's last step (0.16% of a parameter's bounds) lowers the
+  -- objective: a coordinate-wise minimum at that resolution
+  for i, f in ipairs(lab.plan_presets.free) do
+    for _, sign in ipairs({ 1, -1 }) do
+      local y = {}
+      for j, v in ipairs(x) do y[j] = v end
+      y[i] = math.min(f.hi, math.max(f.lo, x[i] + sign * F.LAST_STEP * (f.hi - f.lo)))
+      T.ok(F.objective(plan, fit.entries, y) >= err - 1e-12, string.format("%s %+d step: no lower", f.name, sign))
+    end
+  end
+  -- the folds' spread, which --plan published prints, covers every fold
+  for _, s in ipairs(F.spread(fit)) do
+    T.ok(s.lo <= s.hi and s.bounds[1] <= s.lo and s.hi <= s.bounds[2], s.name .. ": its folds within its bounds")
+  end
+end)
+
+T.test("the model's error band is the LOSO 95th percentile, and every answer carries it", function()
+  local F = require("lab.plan_fit")
+  local q, n = F.quantile(rows)
+  T.eq(n, #rows, "every row feasible counts")
+  T.near(lab.plan_presets.model_error, q, 5e-5, string.format("plan_presets.model_error is the LOSO 95th percentile %.4f", q))
+  local ask = { model = "llama3-8b", gpus = 8, gpu = "h100", global_batch = 64, seq = 4096, attention_kernel = "fa3" }
+  local res, _, m, g, resolved = plan.enumerate(ask)
+  local r = plan.range(res[1], m, g, resolved, ask)
+  T.near(r.step_hi_s / r.step_s, 1 + q, 1e-3, "the step's range is +-model_error with nothing else open")
+  T.near(r.step_lo_s / r.step_s, 1 - q, 1e-3, "either way")
+end)
+
+T.test("the network is an open assumption where a source states none", function()
+  local F = require("lab.plan_fit")
+  local function open(source, model, gpus)
+    for _, run in ipairs(published.all) do
+      if run.source == source and run.model == model and run.gpus == gpus then
+        local keys = {}
+        for _, a in ipairs((F.open_assumptions(run))) do keys[a.key] = a.values end
+        return keys
+      end
+    end
+  end
+  T.ok(open("MosaicML llm-foundry, H100", "mpt-70b", 64).gpu_network, "llm-foundry's H100 table names no network")
+  T.ok(not open("MosaicML llm-foundry, A100", "mpt-70b", 64).gpu_network, "its A100 table does (1600 Gbps RoCE)")
+  T.ok(open("torchtitan 2024, A100", "llama3-70b", 64).gpu_network, "torchtitan's A100 row names none")
+  T.ok(not open("MosaicML llm-foundry, H100", "mpt-7b", 8).gpu_network, "one node: no network")
+  T.ok(not open("Llama 3 405B, Table 4", "llama3-405b", 8192).gpu_network, "Llama 3 states RoCE at 400 Gb/s")
 end)
 
 -- runs fn with print captured; returns the printed lines
@@ -137,20 +195,24 @@ T.test("an answer with a weak assumption carries a range naming it", function()
   T.ok(b.mfu_lo < b.mfu and b.mfu < b.mfu_hi, "the MFU range holds the answer")
   T.ok(out:find("range: step", 1, true) and (out:find("driven most by the attention kernel not given", 1, true)
     or out:find("driven most by the network not given", 1, true)), "printed with the assumption that moves it most")
+  T.ok(out:find("model error +-", 1, true) and out:find("LOSO 95th percentile", 1, true), "and the model's own error")
+  T.ok(b.step_lo_s < b.step_lo_assumed_s and b.step_hi_assumed_s < b.step_hi_s, "which widens the open assumptions' range")
   -- with the network given, the kernel is what is left open
   o.gpu_network = 50e9
   out = printed(function() res = plan(o) end)
   T.ok(out:find("driven most by the attention kernel not given", 1, true), "the kernel drives it")
   o.gpu_network = nil
-  -- naming the kernel and the network closes the range
+  -- naming the kernel and the network leaves the model's error
   o.attention_kernel, o.gpu_network = "fa3", 50e9
   out = printed(function() res = plan(o) end)
-  T.eq(res[1].step_lo_s, res[1].step_s, "no open assumption: no range")
-  T.ok(not out:find("range: step", 1, true), "and none printed")
+  T.eq(res[1].step_lo_assumed_s, res[1].step_s, "no open assumption")
+  T.near(res[1].step_hi_s, res[1].step_s * (1 + lab.plan_presets.model_error), 1e-12, "the model's error is left")
+  T.ok(out:find("no open assumption", 1, true), "and printed so")
   -- explain shows the terms the roofline does not see
   out = printed(function() plan { model = "mpt-13b", gpus = 64, gpu = "h100", global_batch = 128, seq = 2048, tp = 1, pp = 1,
     micro_batch = 2, zero = 3, recompute = "none", attention_kernel = "triton", explain = true } end)
-  for _, want in ipairs({ "attention: triton kernel", "collective latency", "framework overhead", "overlap contention" }) do
+  for _, want in ipairs({ "attention: triton kernel", "collective latency", "framework overhead", "overlap contention",
+    "model error +-" }) do
     T.ok(out:find(want, 1, true), "explain shows " .. want)
   end
 end)
@@ -201,7 +263,10 @@ T.test("the terms the roofline does not see, one by one", function()
   -- short sequences and head dim 64 slower
   local f2 = time.attention_fraction(gpu, { attention_kernel = "fa2" }, 128, 1e9)
   T.near(f2, gpu.attention, 1e-6, "FlashAttention-2 at long sequences is the generation's fraction")
-  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, 0.85, 1e-6, "Triton 0.85x on Hopper")
+  local th = lab.plan_presets.free_options().triton_hopper
+  T.ok(th >= 0.6 and th <= 1.13, "Triton on Hopper: a free parameter within the papers' 0.6 to 1.13")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "triton" }, 128, 1e9) / f2, th, 1e-6, "Triton at its fitted factor on Hopper")
+  T.near(time.attention_fraction(gpu, { attention_kernel = "triton", triton_hopper = 1.1 }, 128, 1e9) / f2, 1.1, 1e-6, "or the one asked")
   T.near(time.attention_fraction(gpu, { attention_kernel = "fa3" }, 128, 1e9) / f2, 1.6, 1e-6, "FlashAttention-3 1.6x on H100")
   local a100 = time.with_defaults(lab.plan_presets.gpus["a100-80"])
   T.near(time.attention_fraction(a100, { attention_kernel = "fa3" }, 128, 1e9), a100.attention, 1e-6, "no FA3 on Ampere")
@@ -285,6 +350,16 @@ end
 
 T.test("README.md's published-run table is the planner's leave-one-source-out answer", function()
   readme_matches("### The planner against published runs", rows)
+  -- and every line --plan published prints (the summary, the folds' parameters, the rows
+  -- outside their range with their reasons) stands in README.md as printed
+  local f = assert(io.open(here .. "../../../README.md"))
+  local text = f:read("a")
+  f:close()
+  local F = require("lab.plan_fit")
+  local out = printed(function() F.print(plan, rows, "markdown", fit) end)
+  for line in out:gmatch("[^\n]+") do
+    T.ok(text:find(line, 1, true), "README.md lacks the line (regenerate with llmlab --plan published): " .. line)
+  end
 end)
 
 T.test("FLOPs: the papers' closed forms", function()
