@@ -14,11 +14,13 @@
  * two system calls per launch made the tests 7-15x slower; the second view costs nothing and
  * never opens the device addresses at all.) */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -46,13 +48,33 @@ static range *free_list;
 
 #ifdef LLMLAB_HAVE_SIMT
 #define GAP 256 /* unused bytes after each allocation: an overrun lands in no allocation */
+/* This process's coverage table appended to the file every test of the sim lane shares, as one
+ * write under an exclusive lock: ctest runs them side by side, and stdio's appends split a table
+ * at its buffer's size, so two processes' lines interleaved mid-line (a torn 'rms_norm_fwd_k<float>
+ * -> 0' failed sim.coverage). */
+static void append_coverage(const char *path) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return;
+  lab_simt_coverage(mem);
+  fclose(mem);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd >= 0) {
+    flock(fd, LOCK_EX);
+    for (size_t done = 0; done < len;) {
+      ssize_t n = write(fd, text + done, len - done);
+      if (n <= 0) break;
+      done += (size_t)n;
+    }
+    close(fd); /* the lock goes with it */
+  }
+  free(text);
+}
+
 static void simt_at_exit(void) {
   const char *cov = getenv("LLMLAB_SIMT_COVERAGE");
-  FILE *f = cov && *cov ? fopen(cov, "a") : NULL;
-  if (f) {
-    lab_simt_coverage(f);
-    fclose(f);
-  }
+  if (cov && *cov) append_coverage(cov);
   if (getenv("LLMLAB_SIMT_PERF")) lab_simt_perf_report(stderr);
 }
 static void simt_start(void) {
