@@ -42,6 +42,11 @@ static void test_help(void **state) {
   expect_all(&s, "  lab.optim.AdamW(params", 5);
   type(&s, "lab.dist.nope?\r");
   expect_all(&s, "help: lab.dist.nope is nil", 20);
+  /* Tab after a leading '?' completes the name ('?' breaks words, as '(' does) */
+  type(&s, "?lab.dist.all_re\t");
+  assert_true(expect(&s, "duce", 10));
+  type(&s, "\r");
+  expect_all(&s, "  lab.dist.all_reduce(t[, op]", 20);
   type(&s, "\x04");
   assert_int_equal(finish(&s, 30), 0);
 }
