@@ -26,11 +26,17 @@ function lab.print0(...)
   if lab.dist.rank() == 0 then print(...) end
 end
 
-function lab.printr(rank, ...)
-  if lab.dist.rank() == rank then print(...) end
+-- print on the given rank only, each value shown as the REPL shows it (tables by their contents,
+-- compactly, keys sorted: lab._show, which the shell provides; tostring without it), in
+-- scripts as at the prompt. lab.printr is the same function (its older name), made the same
+-- again after errors.wrap below.
+function lab.print_on(rank, ...)
+  if lab.dist.rank() ~= rank then return end
+  local show, n, out = lab._show or tostring, select("#", ...), {}
+  for i = 1, n do out[i] = show((select(i, ...))) end
+  print(table.unpack(out, 1, n))
 end
--- the same under a name that is not read as "print recursively" (issue 27)
-lab.print_on = lab.printr
+lab.printr = lab.print_on
 
 -- largest |a - b| as a Lua number
 function lab.max_abs_diff(a, b)
@@ -167,5 +173,6 @@ for _, m in ipairs({ "nn", "optim", "data", "train", "ddp", "zero", "prof", "tp"
   "posttrain", "ckpt", "mem", "plot" }) do
   if type(lab[m]) == "table" then errors.wrap(lab[m], "lab." .. m .. ".") end
 end
+lab.printr = lab.print_on -- one function (wrap made each name its own)
 
 return lab

@@ -2,7 +2,8 @@
  * the prompt shows the target ranks when not all; a collective's root in a %on chunk is a world
  * rank, as lab.dist.rank() there reports it (one not targeted is refused), in an explicit group a
  * rank of the group; :run passes quoted arguments as one;
- * lab.train.run takes a DDP wrapper (and its replicas stay equal); lab.print_on is lab.printr. */
+ * lab.train.run takes a DDP wrapper (and its replicas stay equal); lab.print_on is lab.printr
+ * and shows tables by their contents. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,6 +44,10 @@ static void test_rest(void **state) {
   assert_true(expect(&s, "\n> ", 20));
   type(&s, "lab.print_on(1, 'only on', lab.dist.rank())\r"); /* lab.printr's other name */
   assert_true(expect(&s, "[1] only on\t1\r\n", 20));
+  type(&s, "lab.printr(1, {b = 2, a = {1, 2}})\r");
+  assert_true(expect(&s, "[1] {a = {1, 2}, b = 2}\r\n", 20));
+  type(&s, "=lab.printr == lab.print_on\r"); /* one function */
+  expect_all(&s, "true\r\n", 20);
   type(&s, "t = lab.ones(2)\r");
   assert_true(expect(&s, "> ", 20));
   /* a root in a %on chunk is a world rank, as lab.dist.rank() there reports it: broadcast from
