@@ -138,12 +138,38 @@ static void no_extra_args(lua_State *L, int npos, int opts, const char *op) {
            "argument, e.g. %s(t, {group = g})", op, npos + 1, what, op);
 }
 
+/* In a chunk run on some ranks (%on 1,3 or :ranks 1,3) lab.dist.rank() reports world ranks, so a
+ * root or peer that the user's code gives there without a group is a world rank too: it is
+ * turned into its number in the targeted ranks' group here, and one that is not targeted is
+ * refused. An explicit group counts its own ranks (0 .. g:size()-1, g:rank()), and so does lab's
+ * own code (lua/lab/): DDP broadcasts from rank 0 of its group, the targeted one when none is
+ * given. */
+static int chunk_root(lua_State *L, int opts, int root, const char *op, const char *what) {
+  lab_group *d = lab_dist_default();
+  if (d == lab_dist_world() || !d->world_ranks) return root;
+  if (opts) {
+    int explicit_group = lua_getfield(L, opts, "group") != LUA_TNIL;
+    lua_pop(L, 1);
+    if (explicit_group) return root;
+  }
+  lua_Debug ar; /* level 1: the function that called this one */
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && strstr(ar.source, "/lua/lab/")) return root;
+  char who[256] = "";
+  for (int i = 0, len = 0; i < d->size; i++) {
+    if (d->world_ranks[i] == root) return i;
+    if (len < (int)sizeof who - 16) len += snprintf(who + len, sizeof who - (size_t)len, "%s%d", i ? "," : "", d->world_ranks[i]);
+  }
+  return ll_error(L, "%s: %s %d is not one of the ranks this chunk runs on (%s): in a %%on or :ranks chunk %s counts "
+                     "world ranks, as lab.dist.rank() does; with {group = g} it counts g's ranks", op, what, root, who, what);
+}
+
 /* The options table of a collective with npos positional arguments, the root at argument 2
- * (named root_name: "src", "dst"; default 0) and async, read in that order. */
+ * (named root_name: "src", "dst"; default 0, a world rank in a targeted chunk: chunk_root) and
+ * async, read in that order. */
 static int rooted_args(lua_State *L, int npos, const char *op, const char *root_name, int *root, int *async) {
   int opts = ll_options_index(L);
   no_extra_args(L, npos, opts, op);
-  *root = ll_opt_int(L, 2, 0, op, root_name);
+  *root = chunk_root(L, opts, ll_opt_int(L, 2, 0, op, root_name), op, root_name);
   *async = opt_async(L, opts);
   return opts;
 }
@@ -519,6 +545,7 @@ static int p2p(lua_State *L, int is_send, int force_async) {
   int peer = ll_check_int(L, 2, op, "peer");
   int opts = ll_options_index(L);
   no_extra_args(L, 2, opts, op);
+  peer = chunk_root(L, opts, peer, op, "peer");
   int tag = ll_opt_int_field(L, opts, "tag", 0, op);
   int async = force_async || opt_async(L, opts);
   lab_group *g = ll_opt_group(L, opts);

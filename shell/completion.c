@@ -171,7 +171,7 @@ static char **complete(const char *text, int start, int end) {
 
 void completion_install(lua_State *L) {
   state = L;
-  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]!"; /* ! of the stepper's !stmt */
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^#~[]!?"; /* ! of the stepper's !stmt, ? of ?f */
   rl_attempted_completion_function = complete;
   rl_completion_word_break_hook = word_breaks;
 }

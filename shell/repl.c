@@ -186,6 +186,43 @@ static void after_every_rank_is_done(lua_State *L, int failed) {
   if (rank == 0) fflush(term.out);
 }
 
+/* A :run counts its lab's own traffic in lab.dist.stats, as when it runs alone: the prompt's
+ * running totals are set aside while it runs and added back after, so they include it. */
+typedef struct {
+  lab_group *g;
+  int id;
+  lab_coll_stats stats[LAB_COLL_MAX];
+} stats_aside;
+
+static stats_aside *set_stats_aside(int *n) {
+  *n = lab_dist_group_count();
+  stats_aside *a = calloc((size_t)(*n ? *n : 1), sizeof *a);
+  for (int i = 0; a && i < *n; i++) {
+    lab_group *g = lab_dist_group_at(i);
+    if (!g) continue;
+    a[i].g = g;
+    a[i].id = g->id;
+    memcpy(a[i].stats, g->stats, sizeof g->stats);
+  }
+  lab_dist_reset_stats();
+  return a;
+}
+
+/* the totals back, onto the groups that still live in their slot (a group the lab made has
+ * only its own; one it destroyed is gone with its totals) */
+static void add_stats_back(stats_aside *a, int n) {
+  for (int i = 0; a && i < n; i++) {
+    lab_group *g = lab_dist_group_at(i);
+    if (!g || g != a[i].g || g->id != a[i].id) continue;
+    for (int op = 0; op < LAB_COLL_MAX; op++) {
+      g->stats[op].calls += a[i].stats[op].calls;
+      g->stats[op].bytes += a[i].stats[op].bytes;
+      g->stats[op].wire_bytes += a[i].stats[op].wire_bytes;
+    }
+  }
+  free(a);
+}
+
 /* Runs code (or a script with its arguments) on this rank when it is targeted, output
  * captured, collectives guarded and on the targets' group; then reports on every rank. */
 static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const char *text) {
@@ -219,8 +256,10 @@ static void run_everywhere(lua_State *L, run_kind kind, const char *spec, const 
     if (kind == RUN_CHUNK) { /* with its traceback, shown if other ranks' waits follow from it */
       session_run_chunk(L, text, strlen(text), "=stdin", 1, 1, &err);
     } else { /* a lab counts its own traffic from 0, as when run alone (`llmlab lab.lua`) */
-      lab_dist_reset_stats();
+      int ngroups = 0;
+      stats_aside *aside = set_stats_aside(&ngroups);
       stepper_run_script(L, text, 0, &err);
+      add_stats_back(aside, ngroups);
     }
     /* a Ctrl-C that cut a C call short (a matrix product stops between batches, an iterator
      * between rows) just before the chunk ended, with no Lua instruction left to raise it (not

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chunks.h"
+#include "show.h"
 #include "lua/lab.h"
 #include "runtime/lab.h"
 
@@ -28,6 +29,7 @@ lua_State *session_new(void) {
   lua_getfield(L, -1, "help");
   lua_setglobal(L, "help");
   lua_pop(L, 1);
+  show_register(L); /* lab.print_on shows values as the REPL does */
   return L;
 }
 

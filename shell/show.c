@@ -332,6 +332,21 @@ static int show_print(lua_State *L) {
   return 0;
 }
 
+static int show_text(lua_State *L) {
+  luaL_checkany(L, 1);
+  show_value(L, 1);
+  return 1;
+}
+
+void show_register(lua_State *L) {
+  lua_getglobal(L, "lab");
+  if (lua_istable(L, -1)) {
+    lua_pushcfunction(L, show_text);
+    lua_setfield(L, -2, "_show");
+  }
+  lua_pop(L, 1);
+}
+
 void show_install_print(lua_State *L) {
   lua_pushcfunction(L, show_print);
   lua_setglobal(L, "print");

@@ -10,6 +10,9 @@
 void show_value(lua_State *L, int idx);
 /* The same as an element of a table shows: strings quoted, a tensor by its first line. */
 void show_value_short(lua_State *L, int idx);
+/* lab._show(v): the text of v as the REPL prints it, for lab.print_on (lua/lab/init.lua) in
+ * scripts and -e code too; lab must be a global already. */
+void show_register(lua_State *L);
 /* Replaces the global print with one that shows tables compactly (the REPL's sessions). */
 void show_install_print(lua_State *L);
 

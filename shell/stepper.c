@@ -79,6 +79,12 @@ void stepper_pause_at(lua_State *L, int base, const char *where, int raise_on_qu
   } else {
     stepper_show_all(NULL);
   }
+  /* no hook while the ranks talk: a rank that joined from a collective's wait (not from inside
+   * a hook, where Lua runs none) would otherwise stop again in its line hook on the first line
+   * that p, display or a Lua line runs, and start a second exchange the others never join */
+  lua_Hook hook = lua_gethook(L);
+  int hook_mask = lua_gethookmask(L), hook_count = lua_gethookcount(L);
+  lua_sethook(L, NULL, 0, 0);
   st.base = base;
   st.frame = 0;
   st.where = where;
@@ -104,6 +110,7 @@ void stepper_pause_at(lua_State *L, int base, const char *where, int raise_on_qu
     if (resume) break;
   }
   st.where = NULL;
+  lua_sethook(L, hook, hook_mask, hook_count);
   /* every rank has answered this pause: the epoch as it is now is served (all are here) */
   int epoch = lab_board_pause_epoch(), agreed = 0;
   lab_ctl_max(epoch, &agreed, 0);

@@ -5,6 +5,20 @@
 -- is the name the user can type, whatever variable holds the function.
 local M = {}
 
+-- a module class (lab.nn.Linear, lab.tp.ColumnParallelLinear): a table named by __name that is
+-- called to construct an instance (lab.nn.class); its docstring is the constructor's
+local function is_class(t)
+  local mt = type(t) == "table" and getmetatable(t)
+  return type(mt) == "table" and rawget(mt, "__call") ~= nil and type(rawget(t, "__name")) == "string"
+end
+M.is_class = is_class
+
+-- The table of tensor methods (t:sum() is lab.Tensor.sum(t)): lab.Tensor looks them up there.
+local function tensor_methods()
+  local mt = type(lab.Tensor) == "table" and getmetatable(lab.Tensor)
+  return type(mt) == "table" and type(rawget(mt, "__index")) == "table" and rawget(mt, "__index") or nil
+end
+
 -- a namespace to walk: a plain table, a callable module (lab.plan(o), lab.plot(v): a metatable
 -- with __call and no __index), or lab.nn.Module, whose methods are public API; other tables
 -- with a metatable are classes or objects
@@ -14,25 +28,36 @@ local function walkable(t, path)
     path == "lab.nn.Module"
 end
 
+-- the table whose keys a namespace's walk lists: lab.Tensor's are the tensor methods
+local function keys_of(t, path)
+  if path == "lab.Tensor" then return tensor_methods() or {} end
+  return t
+end
+
 -- Every public function reachable from lab, as { [function] = "lab.dist.all_reduce" }, and
--- the list of names in order. Tables with a metatable are classes or objects (lab.nn.Module
--- is walked: its methods are public API); names with a leading '_' are private.
+-- the list of names in order: functions, each class's constructor (lab.nn.Linear) and each
+-- tensor method (lab.Tensor.sum). Tables with a metatable are classes or objects (lab.nn.Module
+-- is walked: its methods are public API; lab.Tensor: the tensor methods); names with a leading
+-- '_' are private. A function under several names is named where lab holds it outside
+-- lab.Tensor (t.matmul is lab.matmul).
 function M.public_functions()
   local byfn, names, seen = {}, {}, {}
   local function walk(t, path, depth)
     if seen[t] or depth > 4 then return end
     seen[t] = true
-    local keys = {}
-    for k in pairs(t) do
+    local keys, from = {}, keys_of(t, path)
+    for k in pairs(from) do
       if type(k) == "string" and k:sub(1, 1) ~= "_" then keys[#keys + 1] = k end
     end
     table.sort(keys)
     for _, k in ipairs(keys) do
-      local v, p = rawget(t, k), path .. "." .. k
+      local v, p = rawget(from, k), path .. "." .. k
       if type(v) == "function" then
-        if not byfn[v] then byfn[v] = p end
+        if not byfn[v] or (byfn[v]:find("^lab%.Tensor%.") and not p:find("^lab%.Tensor%.")) then byfn[v] = p end
         names[#names + 1] = p
-      elseif type(v) == "table" and walkable(v, p) then
+      elseif is_class(v) then
+        names[#names + 1] = p -- its constructor
+      elseif type(v) == "table" and (walkable(v, p) or p == "lab.Tensor") then
         walk(v, p, depth + 1)
       end
     end
@@ -48,6 +73,7 @@ local function doc_of(path)
   if not rest then return nil end
   local ns, key = rest:match("^([%w_]+)%.(.+)$")
   if not ns then ns, key = "core", rest end
+  if ns == "Tensor" then ns = "tensor" end -- doc/tensor.lua: the tensor methods
   local ok, docs = pcall(require, "lab.doc." .. ns)
   if not ok or type(docs) ~= "table" then return nil end
   return docs[key]
@@ -79,6 +105,7 @@ end
 -- the lines help shows for a namespace: each function and the first line of its doc
 local function namespace_lines(t, path)
   local lines, keys = { path .. ":" }, {}
+  t = keys_of(t, path)
   for k, v in pairs(t) do
     if type(k) == "string" and k:sub(1, 1) ~= "_" and (type(v) == "function" or type(v) == "table") then
       keys[#keys + 1] = k
@@ -87,7 +114,7 @@ local function namespace_lines(t, path)
   table.sort(keys)
   for _, k in ipairs(keys) do
     local v = t[k]
-    if type(v) == "function" then
+    if type(v) == "function" or is_class(v) then
       local d = doc_of(path .. "." .. k)
       lines[#lines + 1] = "  " .. (d or (k .. "(...)  (no docstring)"))
     else
@@ -95,6 +122,21 @@ local function namespace_lines(t, path)
     end
   end
   return lines
+end
+
+-- what help shows for a class: its constructor's docstring, then its own methods and its parent
+local function class_text(cls, path)
+  local lines, own = { path, "  " .. (doc_of(path) or (path .. "(...)  (no docstring)")) }, {}
+  for k, v in pairs(cls) do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and k ~= "init" and type(v) == "function" then own[#own + 1] = k end
+  end
+  table.sort(own)
+  if #own > 0 then lines[#lines + 1] = "  methods: " .. table.concat(own, ", ") end
+  local mt = getmetatable(cls)
+  local parent = type(mt) == "table" and rawget(mt, "__index")
+  local ppath = type(parent) == "table" and path_of(parent)
+  if ppath then lines[#lines + 1] = "  and those of " .. ppath .. " (help(" .. ppath .. "))" end
+  return table.concat(lines, "\n")
 end
 
 -- The text help shows for v (a function, a namespace of lab, or a name such as
@@ -110,9 +152,11 @@ function M.text(v, what)
     what, v = v, t
   end
   if v == nil then
-    return "help: " .. what .. " is nil (a misspelt name? Tab completes names, e.g. lab.dist.<TAB>)"
+    return "help: " .. (what == "nil" and "the value given" or what) ..
+      " is nil (a misspelt name? Tab completes names, e.g. lab.dist.<TAB>; help() lists the namespaces)"
   end
   local path = path_of(v)
+  if path and is_class(v) then return class_text(v, path) end
   if type(v) == "function" then
     if not path then
       local info = debug.getinfo(v, "S")
@@ -132,11 +176,12 @@ end
 function M.help(...)
   local v, what = ...
   if select("#", ...) == 0 then
-    print("help(f) or ?f or f? shows the docstring of a function of lab; help(lab.dist) lists a namespace.\n" ..
+    print("help(f) or ?f or f? shows the docstring of a function of lab (?t.sum: a tensor method, ?lab.nn.Linear: a\n" ..
+      "class's constructor); help(lab.dist) lists a namespace.\n" ..
       "Namespaces: " .. table.concat((function()
         local ns = {}
         for k, x in pairs(lab) do
-          if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" and walkable(x, "lab." .. k) then
+          if type(k) == "string" and k:sub(1, 1) ~= "_" and type(x) == "table" and (walkable(x, "lab." .. k) or k == "Tensor") then
             ns[#ns + 1] = "lab." .. k
           end
         end

@@ -20,17 +20,27 @@ load { "tp", "generate", "pp", "moe", "cp", "amp", "lora", "posttrain", "ckpt", 
 require("lab.anomaly") -- detect_anomaly, into lab.autograd
 load { "fault", "monitor" }
 lab.help = require("lab.help").help -- help(f): the docstrings of lua/lab/doc/<namespace>.lua
+-- the tensor methods by name, as torch.Tensor: lab.Tensor.sum(t) is t:sum(), help(lab.Tensor)
+-- lists them (a view: the methods stay in the tensor's metatable, doc/tensor.lua)
+lab.Tensor = setmetatable({}, { __index = getmetatable(lab.zeros(1)).methods,
+  __tostring = function() return "lab.Tensor (the tensor methods: help(lab.Tensor))" end })
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
 function lab.print0(...)
   if lab.dist.rank() == 0 then print(...) end
 end
 
-function lab.printr(rank, ...)
-  if lab.dist.rank() == rank then print(...) end
+-- print on the given rank only, each value shown as the REPL shows it (tables by their contents,
+-- compactly, keys sorted: lab._show, which the shell provides; tostring without it), in
+-- scripts as at the prompt. lab.printr is the same function (its older name), made the same
+-- again after errors.wrap below.
+function lab.print_on(rank, ...)
+  if lab.dist.rank() ~= rank then return end
+  local show, n, out = lab._show or tostring, select("#", ...), {}
+  for i = 1, n do out[i] = show((select(i, ...))) end
+  print(table.unpack(out, 1, n))
 end
--- the same under a name that is not read as "print recursively" (issue 27)
-lab.print_on = lab.printr
+lab.printr = lab.print_on
 
 -- largest |a - b| as a Lua number
 function lab.max_abs_diff(a, b)
@@ -167,5 +177,6 @@ for _, m in ipairs({ "nn", "optim", "data", "train", "ddp", "zero", "prof", "tp"
   "posttrain", "ckpt", "mem", "plot" }) do
   if type(lab[m]) == "table" then errors.wrap(lab[m], "lab." .. m .. ".") end
 end
+lab.printr = lab.print_on -- one function (wrap made each name its own)
 
 return lab

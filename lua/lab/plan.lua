@@ -543,7 +543,11 @@ function plan.cli(args)
       elseif a == "explain" or a == "--explain" then o.explain = true
       elseif a == "infeasible" or a == "--infeasible" then o.infeasible = true
       elseif a == "published" or a == "--published" then o.published = true
-      else fail("cli: arguments are key=value (or csv, json, explain, infeasible, published), got %s", a) end
+      else -- a preset's name without its key (llama3-7b): say which key, with the nearest name
+        local model, gpu = nearest(a, presets.models), nearest(a, presets.gpus)
+        local hint = model and ("; did you mean model=" .. model .. "?") or gpu and ("; did you mean gpu=" .. gpu .. "?") or ""
+        fail("cli: arguments are key=value (or csv, json, explain, infeasible, published), got %s%s", a, hint)
+      end
     else
       if v:find(",") then
         local list = {}

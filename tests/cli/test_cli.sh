@@ -28,6 +28,16 @@ out="$("$LLMLAB" -n 2 -e 'io.write(lab.dist.rank(), "/", lab.dist.world(), "\n")
 
 "$LLMLAB" -n 3 -e 'x = 1' >/dev/null 2>&1; check "success exits 0" $?
 
+# a preset's name without its key: the planner says which key, with the nearest preset
+err="$("$LLMLAB" --plan llama3-70 gpus=8 2>&1)"
+echo "$err" | grep -qF "got llama3-70; did you mean model=llama3-70b?"; check "--plan llama3-70 suggests model=llama3-70b" $?
+err="$("$LLMLAB" --plan model=llama3-70b h100 2>&1)"
+echo "$err" | grep -qF "got h100; did you mean gpu=h100?"; check "--plan h100 suggests gpu=h100" $?
+
+# lab.print_on (and lab.printr, the same function) shows tables as the REPL does, in scripts too
+out="$("$LLMLAB" -e 'lab.printr(0, {b = 2, a = {1, 2}}, "s"); lab.print_on(1, "not rank 1"); print(lab.printr == lab.print_on)')"
+[ "$out" = "$(printf '{a = {1, 2}, b = 2}\ts\ntrue')" ]; check "lab.printr pretty-prints and is lab.print_on" $?
+
 err="$("$LLMLAB" -n 2 -e 'error("bad on every rank")' 2>&1 >/dev/null)"
 rc=$?
 [ $rc -ne 0 ] && echo "$err" | grep -q "rank 0: .*bad on every rank" && echo "$err" | grep -q "rank 1: .*bad on every rank"

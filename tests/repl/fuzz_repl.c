@@ -9,7 +9,11 @@
  * finished must end the others' wait without the watchdog; every session must answer =1+1 on
  * every rank and end with code 0. The mix has every command of issue 27: help, :time, :timeit,
  * :tb, _, `;`, :watchdog, lab.breakpoint() at the prompt, Tab at (step) on the frame's names, l
- * of a function typed at the prompt, :run with quoted arguments, a post-mortem, stats. CI runs a fixed budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
+ * of a function typed at the prompt, :run with quoted arguments, a post-mortem, stats, Ctrl-C
+ * after `c` at (step) (must break into (step)), Tab on a file name after :run and :step (must
+ * complete), :timeit of a collective, and %on with a root (a world rank: the targeted ranks must
+ * answer from it, or every one name the numbering when it is not targeted). CI runs a fixed
+ * budget; by hand: fuzz_repl path/to/llmlab RANKS SESSIONS [SEED].
  * Prints sessions, actions and findings; exits 1 on any crash or hang (with the seed to replay). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -32,6 +36,7 @@ static const char *ranks = "2";
 static int nranks = 2, sessions = 10;
 static unsigned seed = 1;
 static int findings;
+static int kinds_run[17]; /* actions of each kind, for the summary */
 
 static unsigned next_rand(void) { /* xorshift: a seed replays a session exactly */
   seed ^= seed << 13;
@@ -115,9 +120,13 @@ static const char *chunks[] = {
     /* the rest of issue 27: traffic, a breakpoint in a chunk, an error with its line, targets */
     "=lab.dist.stats()", "lab.dist.reset_stats()", "x = 1; lab.breakpoint(); x = 2",
     "do local y = 1\rlab.zeros(2, 3):matmul(lab.zeros(2, 3)) end", ":ranks", "%on 1 lab.dist.broadcast(lab.ones(2), 1)",
-    "lab.print_on(0, 'only rank 0')",
+    "lab.print_on(0, 'only rank 0')", "lab.printr(1, {b = {2}, a = 1})",
+    /* a collective timed; roots, which a %on chunk counts in world ranks */
+    ":timeit lab.dist.all_reduce(lab.ones(2))", ":timeit lab.dist.broadcast(lab.ones(2), 0)",
+    "x = lab.tensor({lab.dist.rank()}); lab.dist.broadcast(x, 1); print(x[1])", "lab.dist.reduce(lab.ones(2), 1)",
+    "lab.dist.gather(lab.ones(2), 3)", "lab.dist.broadcast(lab.ones(2), 3, {group = lab.dist.world_group()})",
 };
-static const char *specs[] = {"0", "1", "0,1", "0-1", "all", "1, 0", "9", "-1", "1-0", "x", "", "0,,1"};
+static const char *specs[] = {"0", "1", "0,1", "0-1", "all", "1, 0", "9", "-1", "1-0", "x", "", "0,,1", "1,3"};
 static const char *stepper_cmds[] = {"n",     "s",        "c",       "p i",       "p total, i",    "bt",
                                      "l",     "locals",   "b 3",     "tbreak 4",  "delete",        "finish",
                                      "zzz",   "l 1",      "b 3 i == 2", "q",     "up",            "down 2",
@@ -177,7 +186,8 @@ static int wrappers_still_work(session *s, double wait) {
 /* one action; returns 0 when the prompt came back in time */
 static int action(session *s, const char *script) {
   char line[1024];
-  int kind = pick(14);
+  int kind = pick(17);
+  kinds_run[kind]++;
   double wait = WATCHDOG_S + SLACK_S + 3;
   switch (kind) {
   case 0: case 1: case 2: type_line(s, chunks[pick((int)(sizeof chunks / sizeof *chunks))]); break;
@@ -286,6 +296,85 @@ static int action(session *s, const char *script) {
     }
     return 0;
   }
+  case 14: { /* Ctrl-C after `c` at (step): every rank breaks into (step), the run goes on */
+    snprintf(line, sizeof line, ":step %s/fuzz_long.lua", home_dir);
+    type_line(s, line);
+    int got = prompt_back(s, wait);
+    if (got != 2) return got ? 0 : -1;
+    type_line(s, "c");
+    usleep((useconds_t)(pick(1500) * 1000)); /* the spin lasts 4 s from `c` */
+    size_t from = s->mark;
+    type(s, "\x03");
+    got = prompt_back(s, wait);
+    if (got == 0) return -1;
+    if (got == 1) {
+      s->buf[s->len] = 0;
+      fprintf(stderr, "FINDING: Ctrl-C after c ended the run instead of breaking into (step):\n%s\n", s->buf + from);
+      findings++;
+      return 0;
+    }
+    type_line(s, pick(2) ? "c" : "q"); /* the run goes on from the line it broke at, or ends */
+    break;
+  }
+  case 15: { /* a file name completed with Tab after :run or :step (unique, or only a prefix) */
+    int step = pick(2), unique = pick(3) > 0;
+    size_t from = s->mark;
+    snprintf(line, sizeof line, "%s %s/%s\t", step ? ":step" : ":run", home_dir, unique ? "fuzz_er" : "fuzz");
+    type(s, line);
+    if (unique) {
+      double end = pty_now() + 5;
+      s->buf[s->len] = 0;
+      while (pty_now() < end && !strstr(s->buf + from, "fuzz_err.lua")) {
+        pump(s, 0.05);
+        s->buf[s->len] = 0;
+      }
+      if (!strstr(s->buf + from, "fuzz_err.lua")) {
+        fprintf(stderr, "FINDING: Tab after %s did not complete fuzz_err.lua:\n%s\n", step ? ":step" : ":run", s->buf + from);
+        findings++;
+      }
+    }
+    type_line(s, pick(2) ? "" : " a \"b c\"");
+    break;
+  }
+  case 16: { /* %on with a root: a world rank, as rank() says there; one not targeted refused */
+    static const char *on4[] = {"1,3", "0-2", "2", "3, 0"}, *on2[] = {"1", "0,1", "0"};
+    const char *on = nranks >= 4 ? on4[pick(4)] : on2[pick(3)];
+    int member[16] = {0}, first = 1;
+    char label[64] = "[";
+    for (const char *p = on; *p; p++) { /* a list or one range, as on4 and on2 hold */
+      if (*p < '0' || *p > '9') continue;
+      int a = *p - '0', b = a;
+      if (p[1] == '-') b = p[2] - '0', p += 2;
+      for (int r = a; r <= b; r++) member[r] = 1;
+    }
+    for (int r = 0; r < nranks; r++) {
+      if (!member[r]) continue;
+      int last = r;
+      while (last + 1 < nranks && member[last + 1]) last++;
+      size_t n = strlen(label);
+      if (last > r) snprintf(label + n, sizeof label - n, "%s%d-%d", first ? "" : ",", r, last);
+      else snprintf(label + n, sizeof label - n, "%s%d", first ? "" : ",", r);
+      first = 0;
+      r = last;
+    }
+    strcat(label, "]");
+    int root = pick(nranks + 1) - (pick(4) == 0); /* -1 .. nranks */
+    snprintf(line, sizeof line, "%%on %s x = lab.tensor({lab.dist.rank()}); lab.dist.broadcast(x, %d); print('bc', x[1])",
+             on, root);
+    size_t from = s->mark;
+    type_line(s, line);
+    int got = prompt_back(s, wait);
+    if (got == 0) return -1;
+    char want[128];
+    if (root >= 0 && root < nranks && member[root]) snprintf(want, sizeof want, "%s bc\t%d\r\n", label, root);
+    else snprintf(want, sizeof want, "%s error: stdin:1: broadcast: src %d is not one of the ranks this chunk runs on", label, root);
+    s->buf[s->len] = 0;
+    if (!strstr(s->buf + from, want)) {
+      fprintf(stderr, "FINDING: %%on %s with broadcast from %d: expected '%s':\n%s\n", on, root, want, s->buf + from);
+      findings++;
+    }
+    return 0; /* the prompt is back */
+  }
   default: /* garbage and commands */
     type_line(s, pick(2) ? ":nonsense" : (pick(2) ? ":watchdog abc" : "%on"));
     break;
@@ -311,6 +400,10 @@ static void test_fuzz(void **state) {
   snprintf(err_script, sizeof err_script, "%s/fuzz_err.lua", home_dir);
   write_text_file(err_script, "local a = lab.zeros(2, 3)\nif lab.dist.rank() == 1 then\n"
                               "  lab.nn.Linear(4, 4)(lab.zeros(3, 5))\nelse\n  a:matmul(a)\nend\n");
+  char long_script[512]; /* a spin that `c` runs into and Ctrl-C breaks (4 s, so it is still running) */
+  snprintf(long_script, sizeof long_script, "%s/fuzz_long.lua", home_dir);
+  write_text_file(long_script, "local n = 0\nlocal t = lab.clock()\nwhile lab.clock() - t < 4 do n = n + 1 end\n"
+                               "lab.dist.all_reduce(lab.ones(1))\nprint('spun', n > 0)\n");
   setenv("LLMLAB_WATCHDOG", "2", 1);
   int actions = 0;
   double t0 = pty_now();
@@ -363,6 +456,8 @@ static void test_fuzz(void **state) {
   }
   fprintf(stderr, "fuzz at %s ranks: %d sessions, %d actions, %d findings, %.0f s\n", ranks, sessions, actions, findings,
           pty_now() - t0);
+  fprintf(stderr, "  of them: %d Ctrl-C after c at (step), %d Tab after :run/:step, %d %%on with a root\n", kinds_run[14],
+          kinds_run[15], kinds_run[16]);
   assert_int_equal(findings, 0);
 }
 

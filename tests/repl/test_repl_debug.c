@@ -2,7 +2,8 @@
  * the stepper's prompt completes the frame's locals, upvalues and fields of a local table
  * (cfg.<TAB>); an error shows the file:line of the user's line on each rank (from lab's C
  * functions and from the library's Lua alike), at :run, in the stepper's post-mortem and at
- * the prompt; a :run of a lab counts only its own traffic in lab.dist.stats; `l` and the
+ * the prompt; a :run of a lab counts only its own traffic in lab.dist.stats (the prompt keeps its
+ * running totals, the lab's added); `l` and the
  * stepper's position show the lines of a function typed at the prompt in an earlier chunk. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -137,6 +138,9 @@ static void test_run_counts_its_own_traffic(void **state) {
   snprintf(cmd, sizeof cmd, ":run %s\r", path);
   type(&s, cmd);
   expect_all(&s, "lab traffic\t1\t16\r\n", 30); /* not the 4 calls, 64 bytes the prompt's made */
+  /* and the prompt's running totals are kept, the lab's traffic added (:run reset them to 0) */
+  type(&s, "=lab.dist.stats().world.all_reduce.calls\r");
+  expect_all(&s, "4\r\n", 20); /* the prompt's 3 and the lab's 1 */
   type(&s, "\x04");
   assert_int_equal(finish(&s, 30), 0);
 }

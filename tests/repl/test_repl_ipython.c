@@ -42,6 +42,19 @@ static void test_help(void **state) {
   expect_all(&s, "  lab.optim.AdamW(params", 5);
   type(&s, "lab.dist.nope?\r");
   expect_all(&s, "help: lab.dist.nope is nil", 20);
+  /* a class shows its constructor, a tensor method its own docstring, lab.Tensor the methods */
+  type(&s, "?lab.nn.Linear\r");
+  expect_all(&s, "  lab.nn.Linear(in, out[, {bias=true", 20);
+  type(&s, "t = lab.ones(2)\r?t.sum\r");
+  expect_all(&s, "  Tensor:sum([dim][, keepdim]) -> tensor", 20);
+  type(&s, "help(lab.Tensor)\r");
+  expect_all(&s, "lab.Tensor:\r\n", 20);
+  expect_all(&s, "  Tensor:zero_() -> self", 20);
+  /* Tab after a leading '?' completes the name ('?' breaks words, as '(' does) */
+  type(&s, "?lab.dist.all_re\t");
+  assert_true(expect(&s, "duce", 10));
+  type(&s, "\r");
+  expect_all(&s, "  lab.dist.all_reduce(t[, op]", 20);
   type(&s, "\x04");
   assert_int_equal(finish(&s, 30), 0);
 }

@@ -133,6 +133,41 @@ static void test_ctrl_c_after_continue(void **state) {
   assert_int_equal(finish(&s, 30), 0);
 }
 
+/* p on ranks that joined the pause from a collective's wait after a step had armed their line
+ * hook: the expression's own line stopped them again, a second exchange rank 0 never joined
+ * (REPL fuzzer, seed 376175321: `p warn`, then `bt` hung) */
+static void test_p_on_ranks_waiting(void **state) {
+  (void)state;
+  char path[512], cmd[600], others[16];
+  snprintf(path, sizeof path, "%s/pdb_wait.lua", home_dir);
+  write_file(path, "if lab.dist.rank() == 0 then lab.breakpoint() end\n"
+                   "local x = 1\n"
+                   "x = x + 1\n"
+                   "x = x + 1\n"
+                   "lab.dist.all_reduce(lab.ones(2))\n"
+                   "print('done', x)\n");
+  snprintf(others, sizeof others, nranks == 2 ? "[1]" : "[1-%d]", nranks - 1);
+  session s;
+  start_ranks(&s, ranks);
+  snprintf(cmd, sizeof cmd, ":run %s\r", path);
+  type(&s, cmd);
+  assert_true(expect(&s, "(step) ", 30)); /* rank 0 at line 2, the others waiting at line 5 */
+  type(&s, "s\r");
+  assert_true(expect(&s, "pdb_wait.lua:3", 30));
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "p x\r");
+  assert_true(expect(&s, "[0] 1\r\n", 20));
+  assert_true(expectf(&s, 20, "%s 3\r\n", others));
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "bt\r");
+  assert_true(expect(&s, "stack traceback:", 20));
+  assert_true(expect(&s, "(step) ", 20));
+  type(&s, "c\r");
+  expect_all(&s, "done\t3\r\n", 30);
+  type(&s, "\x04");
+  assert_int_equal(finish(&s, 30), 0);
+}
+
 int main(int argc, char **argv) {
   pty_setup(argc, argv);
   if (argc > 2) ranks = argv[2];
@@ -141,6 +176,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lua_lines_at_step),
       cmocka_unit_test(test_ctrl_c_after_continue),
+      cmocka_unit_test(test_p_on_ranks_waiting),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* The rest of what a learner found (issue 27), through a pseudo-terminal at 2 and 4 ranks:
- * the prompt shows the target ranks when not all; a collective's root given as a world rank
- * in a %on chunk is named in the group's numbering; :run passes quoted arguments as one;
- * lab.train.run takes a DDP wrapper (and its replicas stay equal); lab.print_on is lab.printr. */
+ * the prompt shows the target ranks when not all; a collective's root in a %on chunk is a world
+ * rank, as lab.dist.rank() there reports it (one not targeted is refused), in an explicit group a
+ * rank of the group; :run passes quoted arguments as one;
+ * lab.train.run takes a DDP wrapper (and its replicas stay equal); lab.print_on is lab.printr
+ * and shows tables by their contents. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,11 +44,32 @@ static void test_rest(void **state) {
   assert_true(expect(&s, "\n> ", 20));
   type(&s, "lab.print_on(1, 'only on', lab.dist.rank())\r"); /* lab.printr's other name */
   assert_true(expect(&s, "[1] only on\t1\r\n", 20));
+  type(&s, "lab.printr(1, {b = 2, a = {1, 2}})\r");
+  assert_true(expect(&s, "[1] {a = {1, 2}, b = 2}\r\n", 20));
+  type(&s, "=lab.printr == lab.print_on\r"); /* one function */
+  expect_all(&s, "true\r\n", 20);
   type(&s, "t = lab.ones(2)\r");
   assert_true(expect(&s, "> ", 20));
-  type(&s, "%on 1 lab.dist.broadcast(t, 1)\r"); /* world rank 1 is rank 0 of the group of %on 1 */
-  assert_true(expect(&s, "[1] error: ", 20));
-  assert_true(expect(&s, "src counts the group's ranks 0-0, and world rank 1 is rank 0 of the group (write 0)", 5));
+  /* a root in a %on chunk is a world rank, as lab.dist.rank() there reports it: broadcast from
+   * world rank 1 and 3 (ranks 0 and 1 of the targeted group); a rank not targeted is refused */
+  const char *on = nranks >= 4 ? "%on 1,3" : "%on 0,1", *odds = nranks >= 4 ? "[1,3]" : "[0-1]";
+  int a = nranks >= 4 ? 1 : 0, b = nranks >= 4 ? 3 : 1, outside = nranks >= 4 ? 2 : 5;
+  snprintf(cmd, sizeof cmd, "%s x = lab.tensor({lab.dist.rank()}); lab.dist.broadcast(x, %d); print('from', x[1])\r", on, b);
+  type(&s, cmd);
+  assert_true(expectf(&s, 20, "%s from\t%d\r\n", odds, b));
+  snprintf(cmd, sizeof cmd, "%s x = lab.tensor({lab.dist.rank()}); lab.dist.reduce(x, %d, 'max'); lab.dist.broadcast(x, %d); "
+           "print('max', x[1])\r", on, a, a);
+  type(&s, cmd);
+  assert_true(expectf(&s, 20, "%s max\t%d\r\n", odds, b));
+  snprintf(cmd, sizeof cmd, "%s lab.dist.broadcast(t, %d)\r", on, outside);
+  type(&s, cmd);
+  assert_true(expectf(&s, 20, "broadcast: src %d is not one of the ranks this chunk runs on (%d,%d): in a %%on or :ranks "
+                      "chunk src counts world ranks, as lab.dist.rank() does", outside, a, b));
+  /* an explicit group counts its own ranks, as g:rank() does */
+  type(&s, "g = lab.dist.new_group({1, 0})\r");
+  assert_true(expect(&s, "> ", 20));
+  type(&s, "%on 0,1 x = lab.tensor({lab.dist.rank()}); lab.dist.broadcast(x, 1, {group = g}); print('g', x[1])\r");
+  assert_true(expect(&s, "[0-1] g\t0\r\n", 20));
   snprintf(path, sizeof path, "%s/rest_args.lua", home_dir);
   write_file(path, "print(#arg, arg[1], arg[2])\n");
   snprintf(cmd, sizeof cmd, ":run %s \"x y\" z\r", path);

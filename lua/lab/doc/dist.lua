@@ -3,7 +3,7 @@
 -- lua/lab/init.lua; grid in lua/lab/grid.lua. opts of a collective: group=, async=true (a handle).
 return {
   all_reduce = "lab.dist.all_reduce(t[, op][, {op='sum'|'max'|'min'|'prod'|'avg', group=, async=}]) -> t: reduced in place on every rank",
-  broadcast = "lab.dist.broadcast(t, src[, {group=, async=}]) -> t: src's values on every rank, in place (src: the rank in the group)",
+  broadcast = "lab.dist.broadcast(t, src[, {group=, async=}]) -> t: src's values on every rank, in place (src: a rank of the group, a world rank in a %on chunk)",
   reduce = "lab.dist.reduce(t, dst[, op][, opts]) -> t: the reduction lands in t on rank dst only",
   all_gather = "lab.dist.all_gather([list,] t[, opts]) -> list: every rank's t, list[r+1] from rank r",
   all_gather_into_tensor = "lab.dist.all_gather_into_tensor(out, in[, opts]) -> out: every rank's in, concatenated along dim 1",
