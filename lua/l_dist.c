@@ -152,8 +152,13 @@ static int chunk_root(lua_State *L, int opts, int root, const char *op, const ch
     lua_pop(L, 1);
     if (explicit_group) return root;
   }
-  lua_Debug ar; /* level 1: the function that called this one */
-  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && strstr(ar.source, "/lua/lab/")) return root;
+  lua_Debug ar; /* the nearest Lua function that called this one (gather and scatter run their
+                 * body through a C wrapper, rooted_call, one C frame further up) */
+  for (int level = 1; lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar); level++) {
+    if (strcmp(ar.what, "C") == 0) continue;
+    if (strstr(ar.source, "/lua/lab/")) return root;
+    break;
+  }
   char who[256] = "";
   for (int i = 0, len = 0; i < d->size; i++) {
     if (d->world_ranks[i] == root) return i;
