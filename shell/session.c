@@ -10,7 +10,7 @@
 
 #include "chunks.h"
 #include "lua/lab.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 lua_State *session_new(void) {
   lua_State *L = luaL_newstate();

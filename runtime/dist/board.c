@@ -39,7 +39,6 @@ typedef struct {
 static slot *slots; /* slots[local rank] */
 static slot fallback;
 static int nslots = 1, nlocal = 1, me;
-static double watchdog_s;
 static int *world_of_local; /* world rank of each local slot */
 static int *by_rank;        /* slot indices in world-rank order (reports list ranks in order) */
 
@@ -244,8 +243,6 @@ int lab_board_wait_shown(void) {
   return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == LAB_IN_COLLECTIVE && shown == s->since;
 }
 
-void lab_board_set_watchdog(double seconds) { watchdog_s = seconds; }
-double lab_board_watchdog(void) { return watchdog_s; }
 
 int lab_board_pause_epoch(void) { return slots ? __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE) : 0; }
 void lab_board_raise_pause(void) {

@@ -116,8 +116,4 @@ int lab_board_sender_gone(int *failed);
 int lab_board_gave_up_for_member(void);
 void lab_board_note_gave_up(void);
 
-/* seconds a collective may wait before the watchdog reports (0: never) */
-void lab_board_set_watchdog(double seconds);
-double lab_board_watchdog(void);
-
 #endif

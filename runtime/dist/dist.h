@@ -96,6 +96,15 @@ int lab_work_wait(lab_work *w);
 int lab_work_test(lab_work *w, int *done);
 void lab_work_free(lab_work *w);
 
+/* Which communicator a collective on tensors of device d takes on g, for lab.dist.backend:
+ * "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: <why>" into buf. For a cuda
+ * tensor on a group whose plan is undecided the call is collective (the members exchange their
+ * GPUs, devcomm.h). buf, or NULL after lab_fail. */
+const char *lab_dist_backend(lab_group *g, lab_device d, char *buf, size_t n);
+/* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
+ * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
+long lab_dist_sim_nccl_calls(void);
+
 /* Seconds this rank has spent inside collectives (calls and waits) since it started. */
 double lab_dist_comm_seconds(void);
 /* This process's CPU time in the same places, and in all (CLOCK_PROCESS_CPUTIME_ID): under

@@ -21,6 +21,9 @@ typedef struct {
   /* blocking collectives wait by polling (guard.h), so that a Ctrl-C or the watchdog can end
    * the wait with an error instead of a hang */
   int guarded;
+  /* seconds a blocking wait may make no progress before the watchdog reports what every rank
+   * is doing (0: never; guarded waits only) */
+  double watchdog;
   char traceback[512]; /* the Lua traceback of the current call (checked or guarded mode), or "" */
 } lab_wait_policy;
 
@@ -51,11 +54,13 @@ struct lab_group {
   char device_why[224];
 };
 
-/* The wait policy every group points at; the session changes it through lab_dist_set_guarded
- * and lab_dist_set_traceback. */
+/* The wait policy every group points at; the session changes it through lab_dist_set_guarded,
+ * lab_dist_set_watchdog and lab_dist_set_traceback. */
 lab_wait_policy *lab_group_policy(void);
 void lab_dist_set_guarded(int on);
 int lab_dist_guarded(void);
+void lab_dist_set_watchdog(double seconds);
+double lab_dist_watchdog(void);
 void lab_dist_set_traceback(const char *traceback);
 const char *lab_dist_call_traceback(void); /* the last call's traceback (checked mode), or "" */
 
