@@ -320,10 +320,11 @@ static int issue_held(const char *op, nccl_group *ng) {
 }
 
 /* Every op but a send or recv: the held ones are issued first (the posting order), then the
- * group's stream is ordered after the compute stream. */
-static int enter(const char *op, nccl_group *ng) {
-  if (ng->nheld && issue_held(op, ng) < 0) return -1;
-  return order(op, ng);
+ * group's stream is ordered after the compute stream. g's NCCL group, or NULL after lab_fail. */
+static nccl_group *enter(const char *op, lab_group *g) {
+  nccl_group *ng = ng_of(g);
+  if (ng->nheld && issue_held(op, ng) < 0) return NULL;
+  return order(op, ng) < 0 ? NULL : ng;
 }
 
 /* After the op was queued: record its event; hand it out as work, or finish it now. */
@@ -350,36 +351,45 @@ static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, l
   return 0;
 }
 
-/* Every collective's frame, in one place: the held sends and recvs and the stream order first
- * (enter), then the NCCL call (an expression of ng), then its event as work (leave). */
-#define NCCL_COLL(name, call)                 \
-  nccl_group *ng = ng_of(g);                  \
-  if (enter(name, ng) < 0) return -1;         \
-  return leave(name, g, ng, (call), work)
-
+/* Every collective's frame: the held sends and recvs and the stream order first (enter), then
+ * the NCCL call on ng, then its event as work (leave). */
 static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                         lab_backend_work **work) {
-  NCCL_COLL("all_reduce", ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
+  nccl_group *ng = enter("all_reduce", g);
+  if (!ng) return -1;
+  ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
+  return leave("all_reduce", g, ng, r, work);
 }
 
 static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
-  NCCL_COLL("broadcast", ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream));
+  nccl_group *ng = enter("broadcast", g);
+  if (!ng) return -1;
+  ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream);
+  return leave("broadcast", g, ng, r, work);
 }
 
 static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
                     lab_backend_work **work) {
-  NCCL_COLL("reduce", ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream));
+  nccl_group *ng = enter("reduce", g);
+  if (!ng) return -1;
+  ncclResult_t r = ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream);
+  return leave("reduce", g, ng, r, work);
 }
 
 static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
-  NCCL_COLL("all_gather", ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream));
+  nccl_group *ng = enter("all_gather", g);
+  if (!ng) return -1;
+  ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream);
+  return leave("all_gather", g, ng, r, work);
 }
 
 static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                             lab_backend_work **work) {
-  NCCL_COLL("reduce_scatter",
-            ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
+  nccl_group *ng = enter("reduce_scatter", g);
+  if (!ng) return -1;
+  ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
+  return leave("reduce_scatter", g, ng, r, work);
 }
 
 /* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
@@ -400,22 +410,24 @@ static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, co
 
 static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
   int n = g->size;
   int64_t *v = malloc(sizeof(int64_t) * 2 * (size_t)n);
   if (!v) return lab_fail("all_to_all", "out of memory");
   for (int p = 0; p < n; p++) v[p] = count, v[n + p] = count * p;
-  int rc = enter("all_to_all", ng);
-  ncclResult_t r = rc < 0 ? ncclSuccess : grouped_exchange(ng, n, send, v, v + n, recv, v, v + n, dt);
+  nccl_group *ng = enter("all_to_all", g);
+  ncclResult_t r = ng ? grouped_exchange(ng, n, send, v, v + n, recv, v, v + n, dt) : ncclSuccess;
   free(v); /* NCCL took the counts when the group ended */
-  return rc < 0 ? -1 : leave("all_to_all", g, ng, r, work);
+  return ng ? leave("all_to_all", g, ng, r, work) : -1;
 }
 
 static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                           void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
                           lab_backend_work **work) {
-  NCCL_COLL("all_to_all_single",
-            grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt));
+  nccl_group *ng = enter("all_to_all_single", g);
+  if (!ng) return -1;
+  ncclResult_t r =
+      grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
+  return leave("all_to_all_single", g, ng, r, work);
 }
 
 /* A send or recv is held (see the top); a blocking one is issued with the held ones at once. */
