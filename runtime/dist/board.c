@@ -106,11 +106,13 @@ char *lab_board_report(void) {
   if (!out || !slots) return out;
   out[0] = 0;
   double now = lab_now();
-  static const char *names[] = {"idle", "running Lua", "in", "paused"};
+#define LAB_BOARD_STATE_NAME_(e, name) name,
+  static const char *names[LAB_BOARD_NSTATES] = {LAB_BOARD_STATE_LIST(LAB_BOARD_STATE_NAME_)};
+#undef LAB_BOARD_STATE_NAME_
   for (int k = 0; k < nslots; k++) {
     int i = by_rank ? by_rank[k] : k;
     slot s = slots[i];
-    int st = s.state < 0 || s.state > 3 ? 0 : s.state;
+    int st = s.state < 0 || s.state >= LAB_BOARD_NSTATES ? LAB_IDLE : s.state;
     int wr = world_of_local ? world_of_local[i] : i;
     len += (size_t)snprintf(out + len, cap - len, "\n  rank %d%s: %s%s%s%s%s (for %.1f s)", wr, relay_label ? relay_label(wr) : "",
                             names[st], st == LAB_IN_COLLECTIVE ? " " : "", st == LAB_IN_COLLECTIVE ? s.what : "",
