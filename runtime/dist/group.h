@@ -28,7 +28,6 @@ typedef struct {
 } lab_wait_policy;
 
 #define LAB_GROUP_NAME 64
-#define LAB_COLL_MAX 32 /* room for dist.h's LAB_COLL_LIST (checked there) */
 
 struct lab_group {
   int id;
@@ -40,7 +39,7 @@ struct lab_group {
   const lab_comm_backend *backend;
   void *impl;       /* the backend's communicator */
   const lab_wait_policy *wait; /* the session's (lab_group_policy), the same for every group */
-  lab_coll_stats stats[LAB_COLL_MAX]; /* indexed by dist.h's lab_coll_op */
+  lab_coll_stats stats[LAB_NOPS]; /* indexed by comm.h's lab_coll_op */
   int poisoned; /* a collective on it was abandoned (interrupt, watchdog): unusable */
   /* Collectives on cuda tensors (devcomm.c): the plan decided when the group was made, the
    * device group over the same members (backend NCCL, made at its first use), the GPU it is on,
