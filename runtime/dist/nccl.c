@@ -351,47 +351,6 @@ static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, l
   return 0;
 }
 
-/* Every collective's frame: the held sends and recvs and the stream order first (enter), then
- * the NCCL call on ng, then its event as work (leave). */
-static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
-                        lab_backend_work **work) {
-  nccl_group *ng = enter("all_reduce", g);
-  if (!ng) return -1;
-  ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("all_reduce", g, ng, r, work);
-}
-
-static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
-  nccl_group *ng = enter("broadcast", g);
-  if (!ng) return -1;
-  ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream);
-  return leave("broadcast", g, ng, r, work);
-}
-
-static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
-                    lab_backend_work **work) {
-  nccl_group *ng = enter("reduce", g);
-  if (!ng) return -1;
-  ncclResult_t r = ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream);
-  return leave("reduce", g, ng, r, work);
-}
-
-static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
-                        lab_backend_work **work) {
-  nccl_group *ng = enter("all_gather", g);
-  if (!ng) return -1;
-  ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream);
-  return leave("all_gather", g, ng, r, work);
-}
-
-static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
-                            lab_backend_work **work) {
-  nccl_group *ng = enter("reduce_scatter", g);
-  if (!ng) return -1;
-  ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream);
-  return leave("reduce_scatter", g, ng, r, work);
-}
-
 /* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
  * comes from rank j (counts and displacements in elements) */
 static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, const int64_t *sc, const int64_t *sd,
@@ -408,27 +367,80 @@ static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, co
   return r != ncclSuccess ? r : r2;
 }
 
+/* The NCCL call of the collective c (comm.h's description) on g's communicator ng and its stream: each
+ * op's call is written here once (all_to_all is the uneven one with even counts). */
+static ncclResult_t post(lab_group *g, nccl_group *ng, const lab_coll_call *c) {
+  size_t n = (size_t)c->count;
+  ncclDataType_t t = nccl_type(c->dt);
+  switch (c->op) {
+  case LAB_OP_ALL_REDUCE: return ncclAllReduce(c->send, c->recv, n, t, nccl_op(c->redop), ng->comm, ng->stream);
+  case LAB_OP_BROADCAST: return ncclBroadcast(c->send, c->recv, n, t, c->peer, ng->comm, ng->stream);
+  case LAB_OP_REDUCE: return ncclReduce(c->send, c->recv, n, t, nccl_op(c->redop), c->peer, ng->comm, ng->stream);
+  case LAB_OP_ALL_GATHER: return ncclAllGather(c->send, c->recv, n, t, ng->comm, ng->stream);
+  case LAB_OP_REDUCE_SCATTER:
+    return ncclReduceScatter(c->send, c->recv, n, t, nccl_op(c->redop), ng->comm, ng->stream);
+  case LAB_OP_ALL_TO_ALL_SINGLE:
+    return grouped_exchange(ng, g->size, c->send, c->v[0], c->v[1], c->recv, c->v[2], c->v[3], c->dt);
+  default: return ncclInvalidUsage;
+  }
+}
+
+/* Every collective's frame: the held sends and recvs and the stream order first (enter), then
+ * its NCCL call (post), then its event as work (leave). */
+static int run(lab_group *g, lab_coll_call c, lab_backend_work **work) {
+  nccl_group *ng = enter(c.name, g);
+  return ng ? leave(c.name, g, ng, post(g, ng, &c), work) : -1;
+}
+
+static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
+                        lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_REDUCE, .name = "all_reduce", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = op, .peer = -1}, work);
+}
+
+static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_BROADCAST, .name = "broadcast", .send = buf, .recv = buf,
+                                .count = count, .dt = dt, .redop = -1, .peer = root}, work);
+}
+
+static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
+                    lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_REDUCE, .name = "reduce", .send = send, .recv = recv, .count = count,
+                                .dt = dt, .redop = op, .peer = root}, work);
+}
+
+static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_GATHER, .name = "all_gather", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = -1, .peer = -1}, work);
+}
+
+static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
+                            lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_REDUCE_SCATTER, .name = "reduce_scatter", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = op, .peer = -1}, work);
+}
+
+static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
+                          void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
+                          lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_TO_ALL_SINGLE, .name = "all_to_all_single", .send = send,
+                                .recv = recv, .dt = dt, .redop = -1, .peer = -1,
+                                .v = {send_counts, send_displs, recv_counts, recv_displs}}, work);
+}
+
 static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
                         lab_backend_work **work) {
   int n = g->size;
   int64_t *v = malloc(sizeof(int64_t) * 2 * (size_t)n);
   if (!v) return lab_fail("all_to_all", "out of memory");
   for (int p = 0; p < n; p++) v[p] = count, v[n + p] = count * p;
-  nccl_group *ng = enter("all_to_all", g);
-  ncclResult_t r = ng ? grouped_exchange(ng, n, send, v, v + n, recv, v, v + n, dt) : ncclSuccess;
+  int rc = run(g, (lab_coll_call){.op = LAB_OP_ALL_TO_ALL_SINGLE, .name = "all_to_all", .send = send, .recv = recv,
+                                  .dt = dt, .redop = -1, .peer = -1, .v = {v, v + n, v, v + n}}, work);
   free(v); /* NCCL took the counts when the group ended */
-  return ng ? leave("all_to_all", g, ng, r, work) : -1;
+  return rc;
 }
 
-static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
-                          void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
-                          lab_backend_work **work) {
-  nccl_group *ng = enter("all_to_all_single", g);
-  if (!ng) return -1;
-  ncclResult_t r =
-      grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
-  return leave("all_to_all_single", g, ng, r, work);
-}
 
 /* A send or recv is held (see the top); a blocking one is issued with the held ones at once. */
 static int p2p(const char *op, lab_group *g, int send, void *buf, int64_t count, lab_dtype dt, int peer,
