@@ -9,7 +9,8 @@
 
 #include "dtype.h"
 
-/* X(enum suffix, name): the enums below and runtime/ewise.c's names come from these lists.
+/* X(enum suffix, name): the enums below and the names (runtime/ewise.c's lab_binary_name and
+ * lab_unary_name, runtime/reduce.c's lab_reduce_name) come from these lists.
  * FLOOR_DIV is Lua's and Python's //: floor(a / b), integers stay integers. */
 #define LAB_BINARY_LIST(X)                                                                       \
   X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow") X(MAXIMUM, "maximum")   \
@@ -20,9 +21,15 @@
   X(NEG, "neg") X(ABS, "abs") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RSQRT, "rsqrt")     \
   X(TANH, "tanh") X(SIGMOID, "sigmoid")
 
+/* var: with a correction; norm: the p-norm; max/min: their values (indices: lab_reduce_ext) */
+#define LAB_REDUCE_LIST(X)                                                                       \
+  X(R_SUM, "sum") X(R_MEAN, "mean") X(R_PROD, "prod") X(R_VAR, "var") X(R_NORM, "norm")         \
+  X(R_MAX, "max") X(R_MIN, "min")
+
 #define LAB_OP_ENUM_(e, name) LAB_##e,
 typedef enum { LAB_BINARY_LIST(LAB_OP_ENUM_) LAB_NBINARY } lab_binary_op;
 typedef enum { LAB_UNARY_LIST(LAB_OP_ENUM_) LAB_NUNARY } lab_unary_op;
+typedef enum { LAB_REDUCE_LIST(LAB_OP_ENUM_) LAB_NREDUCE } lab_reduce_op;
 #undef LAB_OP_ENUM_
 
 /* What an elementwise launch does with its operands (operand 0 is the output). */
@@ -33,8 +40,6 @@ typedef enum {
   LAB_EW_WHERE,  /* out = c ? a : b */
   LAB_EW_COPY    /* out = a, converting the element type */
 } lab_ew_kind;
-
-typedef enum { LAB_R_SUM, LAB_R_MEAN, LAB_R_PROD, LAB_R_VAR, LAB_R_NORM, LAB_R_MAX, LAB_R_MIN } lab_reduce_op;
 
 typedef enum {
   LAB_ACT_GELU,      /* exact, with erf */

@@ -8,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/autograd/autograd.h"
-#include "../runtime/bits.h"
 #include "lab_lua.h"
 
 /* lab._checksum(t) -> an integer (64 bits): any flipped bit of any element changes it */

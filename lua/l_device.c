@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "lab_lua.h"
-#include "runtime/dist/devcomm.h"
 #include "runtime/lab.h"
 
 static void push_device(lua_State *L, lab_device d) {
@@ -85,7 +84,7 @@ void ll_register_device(lua_State *L) {
        * copies, synchronize, cross-entropy's row count: where a GPU's stream would drain) */
       {"sim_host_syncs", LL_CB_LONG, {.get_long = lab_sim_host_syncs}},
       /* sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
-      {"sim_nccl_calls", LL_CB_LONG, {.get_long = lab_devcomm_sim_nccl_calls}},
+      {"sim_nccl_calls", LL_CB_LONG, {.get_long = lab_dist_sim_nccl_calls}},
       {NULL, 0, {NULL}}};
   luaL_newlib(L, cuda);
   ll_set_cbinds(L, cuda_values);

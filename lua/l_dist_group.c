@@ -155,14 +155,15 @@ static int l_world_group(lua_State *L) {
 /* backend(t[, {group=}]) -> "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: why":
  * which communicator a collective on t takes on the group. For a cuda tensor on a group that has
  * had no collective on cuda tensors yet, the first call is collective (the members exchange
- * their GPUs: runtime/dist/devcomm.h). */
+ * their GPUs: lab_dist_backend). */
 static int l_backend(lua_State *L) {
   lab_tensor *t = ll_check_tensor(L, 1);
   int opts = ll_options_index(L);
   char buf[320];
   lab_group *g = ll_opt_group(L, opts);
-  ll_check_rc(L, lab_devcomm_decide(g, lab_device_of(t)));
-  lua_pushstring(L, lab_devcomm_describe(g, lab_device_of(t), buf, sizeof buf));
+  const char *backend = lab_dist_backend(g, lab_device_of(t), buf, sizeof buf);
+  if (!backend) return ll_runtime_error(L);
+  lua_pushstring(L, backend);
   return 1;
 }
 
@@ -245,8 +246,8 @@ static const ll_cbind group_values[] = {
     {"cpu_time", LL_CB_NUMBER, {.get_number = lab_cpu_seconds}},
     /* set_watchdog(seconds): a blocking collective that makes no progress for this long ends
      * with a report of what every rank is doing (0 turns it off; guarded mode only) */
-    {"set_watchdog", LL_CB_SET_NUMBER, {.set_number = lab_board_set_watchdog}},
-    {"watchdog", LL_CB_NUMBER, {.get_number = lab_board_watchdog}},
+    {"set_watchdog", LL_CB_SET_NUMBER, {.set_number = lab_dist_set_watchdog}},
+    {"watchdog", LL_CB_NUMBER, {.get_number = lab_dist_watchdog}},
     {NULL, 0, {NULL}}};
 
 void ll_dist_group_funcs(lua_State *L) {

@@ -1,7 +1,7 @@
 /* lab.sim: what the SIMT interpreter (kernels/simt) recorded while the sim device ran
- * kernels/cuda, for lab 08 and lab.prof's kernel table. lab.sim.available says whether this
- * build has the interpreter (it needs the CUDA headers at build time); without it the sim
- * device runs the cpu kernels and stats() is empty.
+ * kernels/cuda, for lab 08 and lab.prof's kernel table, as runtime/sim_stats.h gives it.
+ * lab.sim.available says whether this build has the interpreter (it needs the CUDA headers at
+ * build time); without it the sim device runs the cpu kernels and lab.sim has nothing else.
  *   lab.sim.reset()            -- forget the kernels, hazards and perf counts so far
  *   lab.sim.perf(true)         -- count bank conflicts and global sectors (costs time)
  *   lab.sim.stats()            -- {{kernel=, launches=, blocks=, grid={x,y,z}, block={x,y,z},
@@ -15,17 +15,13 @@
 #include <stdlib.h>
 
 #include "lab_lua.h"
-#ifdef LLMLAB_HAVE_SIMT
-#include "kernels/simt/simt.h"
 
-static void push_dim(lua_State *L, lab_simt_dim d) {
+static void push_dim(lua_State *L, const unsigned d[3]) {
   lua_createtable(L, 3, 0);
-  lua_pushinteger(L, d.x);
-  lua_rawseti(L, -2, 1);
-  lua_pushinteger(L, d.y);
-  lua_rawseti(L, -2, 2);
-  lua_pushinteger(L, d.z);
-  lua_rawseti(L, -2, 3);
+  for (int i = 0; i < 3; i++) {
+    lua_pushinteger(L, d[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
 }
 
 static void set_int(lua_State *L, const char *k, lua_Integer v) {
@@ -35,10 +31,8 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
 
 static int l_stats(lua_State *L) {
   lua_newtable(L);
-  lab_simt_kernel_stats s;
-  for (int i = 0; lab_simt_kernel_stat(i, &s) == 0; i++) {
-    long perf[4];
-    lab_simt_perf_totals(s.kernel, perf);
+  lab_sim_kernel_stats s;
+  for (int i = 0; lab_sim_kernel_stat(i, &s) == 0; i++) {
     lua_createtable(L, 0, 16);
     lua_pushstring(L, s.kernel);
     lua_setfield(L, -2, "kernel");
@@ -48,17 +42,17 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "grid");
     push_dim(L, s.block);
     lua_setfield(L, -2, "block");
-    set_int(L, "shared_bytes", (lua_Integer)s.dyn_smem);
+    set_int(L, "shared_bytes", (lua_Integer)s.shared_bytes);
     set_int(L, "barriers", s.barriers);
     set_int(L, "block_barriers_min", s.block_barriers_min);
     set_int(L, "block_barriers_max", s.block_barriers_max);
     set_int(L, "hazards", s.hazards);
     lua_pushnumber(L, s.seconds);
     lua_setfield(L, -2, "seconds");
-    set_int(L, "shared_wavefronts", perf[0]);
-    set_int(L, "shared_ideal", perf[1]);
-    set_int(L, "sectors", perf[2]);
-    set_int(L, "sectors_ideal", perf[3]);
+    set_int(L, "shared_wavefronts", s.shared_wavefronts);
+    set_int(L, "shared_ideal", s.shared_ideal);
+    set_int(L, "sectors", s.sectors);
+    set_int(L, "sectors_ideal", s.sectors_ideal);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -66,13 +60,13 @@ static int l_stats(lua_State *L) {
 
 static int l_perf(lua_State *L) {
   if (!lua_isboolean(L, 1)) return ll_error(L, "lab.sim.perf: expected true or false, got %s", luaL_typename(L, 1));
-  lab_simt_set_perf(lua_toboolean(L, 1));
+  lab_sim_set_perf(lua_toboolean(L, 1));
   return 0;
 }
 
 static int l_hazards(lua_State *L) {
-  lua_pushinteger(L, lab_simt_hazards());
-  lua_pushstring(L, lab_simt_last_report());
+  lua_pushinteger(L, lab_sim_hazards());
+  lua_pushstring(L, lab_sim_last_report());
   return 2;
 }
 
@@ -81,27 +75,25 @@ static int l_perf_report(lua_State *L) {
   size_t n = 0;
   FILE *f = open_memstream(&buf, &n);
   if (!f) return ll_error(L, "lab.sim.perf_report: out of memory");
-  lab_simt_perf_report(f);
+  lab_sim_perf_report(f);
   fclose(f);
   lua_pushlstring(L, buf ? buf : "", n);
   free(buf);
   return 1;
 }
-#endif
 
 void ll_register_sim(lua_State *L) {
   lua_newtable(L);
-#ifdef LLMLAB_HAVE_SIMT
-  static const luaL_Reg fns[] = {{"stats", l_stats},     {"perf", l_perf},
-                                 {"hazards", l_hazards}, {"perf_report", l_perf_report},
-                                 {NULL, NULL}};
-  static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_simt_reset_stats}}, {NULL, 0, {NULL}}};
-  luaL_setfuncs(L, fns, 0);
-  ll_set_cbinds(L, reset);
-  lua_pushboolean(L, 1);
-#else
-  lua_pushboolean(L, 0);
-#endif
+  int available = lab_sim_stats_available();
+  if (available) {
+    static const luaL_Reg fns[] = {{"stats", l_stats},     {"perf", l_perf},
+                                   {"hazards", l_hazards}, {"perf_report", l_perf_report},
+                                   {NULL, NULL}};
+    static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_sim_stats_reset}}, {NULL, 0, {NULL}}};
+    luaL_setfuncs(L, fns, 0);
+    ll_set_cbinds(L, reset);
+  }
+  lua_pushboolean(L, available);
   lua_setfield(L, -2, "available");
   lua_setfield(L, -2, "sim");
 }

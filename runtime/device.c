@@ -1,5 +1,5 @@
-/* The registry of device tables and the names of devices. The devices register themselves
- * (device.h): the cpu's table and the sim's opener are always there, cuda's opener where the
+/* The registry of device tables and the names of devices (from device.h's LAB_DEVICE_LIST, so
+ * this file spells no device's name). The devices register themselves (device.h): the cpu's table and the sim's opener are always there, cuda's opener where the
  * engine has its loader (runtime/cuda/loader.c), which opens the plugin the first time a
  * caller asks for cuda. So callers never test for a device with #ifdef, llmlab starts without
  * loading CUDA, and this file includes no device's header. */
@@ -11,7 +11,9 @@
 
 #include "error.h"
 
-static const char *type_names[LAB_NDEVTYPES] = {"cpu", "sim", "cuda"};
+#define LAB_DEV_NAME_(e, name) name,
+static const char *type_names[LAB_NDEVTYPES] = {LAB_DEVICE_LIST(LAB_DEV_NAME_)};
+#undef LAB_DEV_NAME_
 static const lab_device_ops *tables[LAB_NDEVTYPES];
 static lab_device_opener openers[LAB_NDEVTYPES];
 static const char *(*whys[LAB_NDEVTYPES])(void);

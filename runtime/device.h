@@ -13,7 +13,14 @@
 #include "../kernels/fused_ops.h" /* the fused kernels' signatures */
 #include "../kernels/ops.h" /* the enums and the launch descriptions every device takes */
 
-typedef enum { LAB_DEV_CPU = 0, LAB_DEV_SIM, LAB_DEV_CUDA, LAB_NDEVTYPES } lab_device_type;
+/* X(enum suffix, name): the device types and the names "cpu:0" parses and errors print
+ * (device.c's table) come from this one list; a new device adds its line here and registers
+ * its table from its own file (lab_device_register, lab_device_provide below). */
+#define LAB_DEVICE_LIST(X) X(CPU, "cpu") X(SIM, "sim") X(CUDA, "cuda")
+
+#define LAB_DEV_ENUM_(e, name) LAB_DEV_##e,
+typedef enum { LAB_DEVICE_LIST(LAB_DEV_ENUM_) LAB_NDEVTYPES } lab_device_type;
+#undef LAB_DEV_ENUM_
 
 typedef struct {
   lab_device_type type;

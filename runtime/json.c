@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 typedef struct {
   const char *start, *p, *end;
   char *err;
@@ -53,28 +55,7 @@ static int hex4(parser *ps, unsigned *out) {
   return 0;
 }
 
-/* a growing byte buffer for decoded strings */
-typedef struct {
-  char *b;
-  size_t n, cap;
-} buf;
-
-static int put(buf *s, const char *bytes, size_t n) {
-  if (s->n + n + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 32;
-    while (s->n + n + 1 > cap) cap *= 2;
-    char *b = realloc(s->b, cap);
-    if (!b) return -1;
-    s->b = b;
-    s->cap = cap;
-  }
-  memcpy(s->b + s->n, bytes, n);
-  s->n += n;
-  s->b[s->n] = 0;
-  return 0;
-}
-
-static int put_utf8(buf *s, unsigned cp) {
+static void put_utf8(lab_strbuf *s, unsigned cp) {
   char u[4];
   size_t n;
   if (cp < 0x80) { u[0] = (char)cp; n = 1; }
@@ -85,13 +66,13 @@ static int put_utf8(buf *s, unsigned cp) {
     u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
     u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); u[3] = (char)(0x80 | (cp & 0x3f)); n = 4;
   }
-  return put(s, u, n);
+  lab_strbuf_add(s, u, n);
 }
 
 /* a string after its opening quote; the decoded bytes in *out (malloc'd) */
 static int parse_string(parser *ps, char **out, size_t *len) {
-  buf s = {0};
-  if (put(&s, "", 0) != 0) return fail(ps, "out of memory");
+  lab_strbuf s = {0}; /* out of memory is checked once, at the end */
+  lab_strbuf_add(&s, "", 0);
   for (;;) {
     if (ps->p >= ps->end) { free(s.b); return fail(ps, "unterminated string"); }
     unsigned char c = (unsigned char)*ps->p;
@@ -100,7 +81,7 @@ static int parse_string(parser *ps, char **out, size_t *len) {
     if (c != '\\') {
       const char *run = ps->p;
       while (ps->p < ps->end && *ps->p != '"' && *ps->p != '\\' && (unsigned char)*ps->p >= 0x20) ps->p++;
-      if (put(&s, run, (size_t)(ps->p - run)) != 0) { free(s.b); return fail(ps, "out of memory"); }
+      lab_strbuf_add(&s, run, (size_t)(ps->p - run));
       continue;
     }
     ps->p++;
@@ -129,14 +110,19 @@ static int parse_string(parser *ps, char **out, size_t *len) {
         cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
       }
       if (cp == 0) { free(s.b); return fail(ps, "\\u0000 in a string"); }
-      if (put_utf8(&s, cp) != 0) { free(s.b); return fail(ps, "out of memory"); }
+      put_utf8(&s, cp);
       continue;
     }
     default: free(s.b); return fail(ps, "bad escape \\%c", e);
     }
-    if (put(&s, simple, 1) != 0) { free(s.b); return fail(ps, "out of memory"); }
+    lab_strbuf_add(&s, simple, 1);
   }
-  *out = s.b;
+  if (s.oom) {
+    free(s.b);
+    return fail(ps, "out of memory");
+  }
+  char *fit = realloc(s.b, s.n + 1); /* a parsed header keeps every string: no spare room */
+  *out = fit ? fit : s.b;
   *len = s.n;
   return 0;
 }

@@ -12,8 +12,9 @@ static const lab_device_ops *plain;      /* the cpu kernels themselves */
 static lab_kp_total totals[LAB_KP_NCATS];
 static int enabled;
 
-static const char *names[LAB_KP_NCATS] = {"gemm",       "attention", "norm", "activation", "elementwise",
-                                          "embedding", "loss",      "optimizer"};
+#define LAB_KP_NAME_(e, name) name,
+static const char *names[LAB_KP_NCATS] = {LAB_KP_LIST(LAB_KP_NAME_)};
+#undef LAB_KP_NAME_
 
 typedef struct {
   struct timespec wall, cpu;

@@ -8,17 +8,17 @@
 
 #include <stdint.h>
 
-typedef enum {
-  LAB_KP_GEMM = 0,
-  LAB_KP_ATTENTION, /* FlashAttention forward/backward, causal mask, softmax and its backward */
-  LAB_KP_NORM,      /* layer norm, RMS norm */
-  LAB_KP_ACTIVATION,
-  LAB_KP_ELEMENTWISE, /* elementwise ops, reductions, copies, memsets, random numbers */
-  LAB_KP_EMBEDDING,
-  LAB_KP_LOSS, /* cross-entropy */
-  LAB_KP_OPTIMIZER,
-  LAB_KP_NCATS
-} lab_kp_category;
+/* X(enum suffix, name): lab_kp_category and lab_kprof_category_name's table come from this
+ * list. attention: FlashAttention forward/backward, causal mask, softmax and its backward;
+ * norm: layer norm, RMS norm; elementwise: elementwise ops, reductions, copies, memsets, random
+ * numbers; loss: cross-entropy. */
+#define LAB_KP_LIST(X)                                                                           \
+  X(GEMM, "gemm") X(ATTENTION, "attention") X(NORM, "norm") X(ACTIVATION, "activation")         \
+  X(ELEMENTWISE, "elementwise") X(EMBEDDING, "embedding") X(LOSS, "loss") X(OPTIMIZER, "optimizer")
+
+#define LAB_KP_ENUM_(e, name) LAB_KP_##e,
+typedef enum { LAB_KP_LIST(LAB_KP_ENUM_) LAB_KP_NCATS } lab_kp_category;
+#undef LAB_KP_ENUM_
 
 typedef struct {
   int64_t calls;

@@ -11,8 +11,10 @@
 #include "iter.h"
 #include "transfer.h"
 
-static const char *reduce_name(lab_reduce_op op) {
-  static const char *n[] = {"sum", "mean", "prod", "var", "norm", "max", "min"};
+const char *lab_reduce_name(lab_reduce_op op) {
+#define NAME(e, name) name,
+  static const char *n[LAB_NREDUCE] = {LAB_REDUCE_LIST(NAME)};
+#undef NAME
   return n[op];
 }
 
@@ -67,7 +69,7 @@ static int check_reduce_dim(const char *op, const lab_tensor *t, int dim) {
 }
 
 lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim, double param) {
-  const char *name = reduce_name(op);
+  const char *name = lab_reduce_name(op);
   if (check_reduce_dim(name, t, dim) < 0) return NULL;
   int is_float = lab_dtype_is_float(t->dtype);
   if (!is_float && (op == LAB_R_MEAN || op == LAB_R_VAR || op == LAB_R_NORM)) {

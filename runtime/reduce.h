@@ -5,7 +5,8 @@
 #include "../kernels/ops.h"
 #include "tensor.h"
 
-
+/* "sum", "mean", ... (kernels/ops.h's LAB_REDUCE_LIST) */
+const char *lab_reduce_name(lab_reduce_op op);
 /* sum/mean/prod/var/norm. `param` is the correction for var and p for norm. */
 lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim, double param);
 /* max/min over a dim: values and 0-based indices (i64). With dim < 0, indices are of the

@@ -20,8 +20,9 @@ static int64_t allocated_since_mark; /* every device's bytes: drives Lua's GC */
 
 static device_memory *mem_of(lab_device d) { return &memory[d.type][d.index]; }
 
-static const char *tag_names[LAB_MEM_NTAGS] = {"other",      "param", "grad", "optimizer",
-                                               "activation", "comm"};
+#define LAB_MEM_NAME_(e, name) name,
+static const char *tag_names[LAB_MEM_NTAGS] = {LAB_MEM_TAG_LIST(LAB_MEM_NAME_)};
+#undef LAB_MEM_NAME_
 
 const char *lab_mem_tag_name(lab_mem_tag tag) { return tag_names[tag]; }
 const lab_mem_account *lab_mem_get(void) { return &memory[LAB_DEV_CPU][0].account; }

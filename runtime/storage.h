@@ -11,15 +11,15 @@
 
 #include "device.h"
 
-typedef enum {
-  LAB_MEM_OTHER = 0,
-  LAB_MEM_PARAM,
-  LAB_MEM_GRAD,
-  LAB_MEM_OPTIM,
-  LAB_MEM_ACTIVATION,
-  LAB_MEM_COMM,
-  LAB_MEM_NTAGS
-} lab_mem_tag;
+/* X(enum suffix, name): what a storage's bytes are for (lab.mem.report's categories);
+ * lab_mem_tag and lab_mem_tag_name's table come from this list. */
+#define LAB_MEM_TAG_LIST(X)                                                                      \
+  X(OTHER, "other") X(PARAM, "param") X(GRAD, "grad") X(OPTIM, "optimizer")                     \
+  X(ACTIVATION, "activation") X(COMM, "comm")
+
+#define LAB_MEM_ENUM_(e, name) LAB_MEM_##e,
+typedef enum { LAB_MEM_TAG_LIST(LAB_MEM_ENUM_) LAB_MEM_NTAGS } lab_mem_tag;
+#undef LAB_MEM_ENUM_
 
 typedef struct lab_storage {
   void *data; /* memory of `device`: host code may dereference it only when that is the cpu */

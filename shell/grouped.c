@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 #define MARK_OPEN "\xc2\xab"  /* « : where the ranks' lines differ */
 #define MARK_CLOSE "\xc2\xbb" /* » */

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "grouped.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 #define LIVE_AFTER_S 0.1 /* chunks shorter than this show their output grouped at the end */
 #define LIVE_HOLD_S 1.0  /* how long a rank's lines wait for the other ranks' */

@@ -14,7 +14,7 @@
 #include "launcher.h"
 #include "repl.h"
 #include "report.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 #include "session.h"
 #include "stepper.h"
 
@@ -232,12 +232,12 @@ int main(int argc, char **argv) {
     lab_dist_set_checked(1);
     lab_dist_set_guarded(1);
     const char *wd = getenv("LLMLAB_WATCHDOG");
-    lab_board_set_watchdog(wd ? atof(wd) : 30.0);
+    lab_dist_set_watchdog(wd ? atof(wd) : 30.0);
   } else if (getenv("LLMLAB_WATCHDOG")) {
     /* plain scripts wait in collectives guarded too (stepper_arm_batch), but with no watchdog
      * unless asked: set, a rank that never arrives is reported (what every rank is doing)
      * instead of hanging the job. The test suite sets it, so that a hang says where it was. */
-    lab_board_set_watchdog(atof(getenv("LLMLAB_WATCHDOG")));
+    lab_dist_set_watchdog(atof(getenv("LLMLAB_WATCHDOG")));
   }
   if (o.plan) { /* the planner is arithmetic: one rank answers */
     session_set_args(L, argv, argc, o.plan - 1);

@@ -25,7 +25,7 @@
 #include "live.h"
 #include "report.h"
 #include "repl_magic.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 #include "session.h"
 #include "show.h"
 #include "stepper.h"
@@ -451,7 +451,7 @@ void repl_run(lua_State *L) {
   /* output is labelled by rank here: print_ranks prints each rank's line where it is */
   if (luaL_dostring(L, "lab.dist.output_labelled = true") != LUA_OK) lua_pop(L, 1);
   const char *wd = getenv("LLMLAB_WATCHDOG");
-  lab_board_set_watchdog(wd ? atof(wd) : 30.0);
+  lab_dist_set_watchdog(wd ? atof(wd) : 30.0);
   open_terminal_on_rank0(L);
   if (rank == 0) {
     if (term.interactive)

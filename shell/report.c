@@ -8,7 +8,7 @@
 
 #include "grouped.h"
 #include "live.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 char *with_rank_prefix(int rank, const char *msg) {
   char head[32];

@@ -11,7 +11,7 @@
 #include "chunks.h"
 #include "show.h"
 #include "lua/lab.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 lua_State *session_new(void) {
   lua_State *L = luaL_newstate();

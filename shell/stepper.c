@@ -14,7 +14,7 @@
 
 #include "completion.h"
 #include "grouped.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 #include "repl.h"
 #include "session.h"
 #include "stepper_exec.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 #include "session.h"
 #include "stepper.h"
 #include "stepper_state.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "launcher.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 
 static int columns_of(int fd) {
   struct winsize ws;

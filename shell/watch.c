@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "live.h"
-#include "runtime/lab.h"
+#include "runtime/lab_control.h"
 #include "stepper.h"
 
 static volatile int watching, running;
@@ -51,7 +51,7 @@ static void show_every_rank(void) {
 
 /* the watchdog's one report, from the board at one moment, while the chunk still runs */
 static void report_stalls(void) {
-  char *report = lab_board_stalled(lab_board_watchdog());
+  char *report = lab_board_stalled(lab_dist_watchdog());
   if (!report) return;
   fprintf(term->out, "%s\n", report);
   fflush(term->out);

@@ -99,8 +99,7 @@ static reduce_ctx *store_reduce(lab_node *n, const lab_tensor *t, int dim, int k
 lab_tensor *lab_ad_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim, double param) {
   lab_tensor *out = lab_reduction(op, t, dim, keepdim, param);
   if (!out || !lab_ag_needed(1, &t)) return out;
-  static const char *names[] = {"sum", "mean", "prod", "var", "norm", "max", "min"};
-  lab_node *n = lab_node_new(names[op], reduce_bw, 1, &t);
+  lab_node *n = lab_node_new(lab_reduce_name(op), reduce_bw, 1, &t);
   if (!n) return ag_drop(out);
   reduce_ctx *c = store_reduce(n, t, dim, keepdim);
   c->op = op;

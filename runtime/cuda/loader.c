@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../strbuf.h"
+
 #ifndef LLMLAB_CUDA_MAJOR
 #define LLMLAB_CUDA_MAJOR "13"
 #endif
@@ -175,23 +177,23 @@ const char *lab_nccl_why(void) { return nccl_why; }
 int lab_cuda_loaded(void) { return cuda_plugin != NULL; }
 
 const char *lab_cuda_libraries(char *buf, size_t n) {
-  size_t used = 0;
-#define PUT(...) (used += (size_t)snprintf(buf + used, used < n ? n - used : 0, __VA_ARGS__))
-  buf[0] = 0;
+  lab_strbuf s = {0};
   const lab_device_ops *ops = lab_cuda_load();
   if (ops) {
     int rt = cuda_plugin->runtime_version(), drv = cuda_plugin->driver_version();
     size_t lt = cuda_plugin->cublaslt_version();
-    PUT("  plugin   %s\n", cuda_plugin_path);
-    PUT("  cudart   %d.%d from %s\n", rt / 1000, rt % 1000 / 10, cudart.path);
-    PUT("  cublasLt %zu.%zu.%zu from %s\n", lt / 10000, lt / 100 % 100, lt % 100, cublaslt.path);
-    if (drv) PUT("  driver   CUDA %d.%d\n", drv / 1000, drv % 1000 / 10);
-    else PUT("  driver   none\n");
+    lab_strbuf_printf(&s, "  plugin   %s\n", cuda_plugin_path);
+    lab_strbuf_printf(&s, "  cudart   %d.%d from %s\n", rt / 1000, rt % 1000 / 10, cudart.path);
+    lab_strbuf_printf(&s, "  cublasLt %zu.%zu.%zu from %s\n", lt / 10000, lt / 100 % 100, lt % 100, cublaslt.path);
+    if (drv) lab_strbuf_printf(&s, "  driver   CUDA %d.%d\n", drv / 1000, drv % 1000 / 10);
+    else lab_strbuf_printf(&s, "  driver   none\n");
   } else {
-    PUT("  cuda     not loaded: %s\n", cuda_why);
+    lab_strbuf_printf(&s, "  cuda     not loaded: %s\n", cuda_why);
   }
-  if (lab_nccl_load()) PUT("  nccl     %s from %s (plugin %s)", nccl_plugin->version(), nccl.path, nccl_plugin_path);
-  else PUT("  nccl     not loaded: %s", nccl_why);
-#undef PUT
+  if (lab_nccl_load())
+    lab_strbuf_printf(&s, "  nccl     %s from %s (plugin %s)", nccl_plugin->version(), nccl.path, nccl_plugin_path);
+  else lab_strbuf_printf(&s, "  nccl     not loaded: %s", nccl_why);
+  snprintf(buf, n, "%s", s.oom || !s.b ? "" : s.b);
+  free(s.b);
   return buf;
 }

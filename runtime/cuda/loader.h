@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "../device.h"
+#include "../exe_dir.h" /* lab_exe_dir: the plugins sit beside the executable */
 #include "plugin.h"
 
 /* The cuda device's table, the plugin opened at the first call; NULL when CUDA was not built
@@ -52,9 +53,5 @@ typedef const char *(*lab_getenv_fn)(const char *name);
 int lab_cuda_search_dirs(lab_getenv_fn env, const char *toolkit_dir, char (*dirs)[1024], int max);
 /* The first dir/soname of dirs that exists into path; 0, or -1 when none has it. */
 int lab_cuda_find(const char *soname, char (*dirs)[1024], int ndirs, char *path, size_t n);
-/* The directory of the running executable (/proc/self/exe without its last part) into dir;
- * 0, or -1 when it cannot be read (dir is then ""). The plugins and the lua/lab modules are
- * looked for beside it, so a moved build tree finds its own files. */
-int lab_exe_dir(char *dir, size_t n);
 
 #endif

@@ -122,16 +122,3 @@ int lab_cuda_find(const char *soname, char (*dirs)[1024], int ndirs, char *path,
   path[0] = 0;
   return -1;
 }
-
-int lab_exe_dir(char *dir, size_t n) {
-  if (n < 2) return -1;
-  ssize_t len = readlink("/proc/self/exe", dir, n - 1);
-  dir[len > 0 ? len : 0] = 0;
-  char *slash = strrchr(dir, '/');
-  if (!slash) {
-    dir[0] = 0;
-    return -1;
-  }
-  *slash = 0;
-  return 0;
-}

@@ -39,7 +39,6 @@ typedef struct {
 static slot *slots; /* slots[local rank] */
 static slot fallback;
 static int nslots = 1, nlocal = 1, me;
-static double watchdog_s;
 static int *world_of_local; /* world rank of each local slot */
 static int *by_rank;        /* slot indices in world-rank order (reports list ranks in order) */
 
@@ -107,11 +106,13 @@ char *lab_board_report(void) {
   if (!out || !slots) return out;
   out[0] = 0;
   double now = lab_now();
-  static const char *names[] = {"idle", "running Lua", "in", "paused"};
+#define LAB_BOARD_STATE_NAME_(e, name) name,
+  static const char *names[LAB_BOARD_NSTATES] = {LAB_BOARD_STATE_LIST(LAB_BOARD_STATE_NAME_)};
+#undef LAB_BOARD_STATE_NAME_
   for (int k = 0; k < nslots; k++) {
     int i = by_rank ? by_rank[k] : k;
     slot s = slots[i];
-    int st = s.state < 0 || s.state > 3 ? 0 : s.state;
+    int st = s.state < 0 || s.state >= LAB_BOARD_NSTATES ? LAB_IDLE : s.state;
     int wr = world_of_local ? world_of_local[i] : i;
     len += (size_t)snprintf(out + len, cap - len, "\n  rank %d%s: %s%s%s%s%s (for %.1f s)", wr, relay_label ? relay_label(wr) : "",
                             names[st], st == LAB_IN_COLLECTIVE ? " " : "", st == LAB_IN_COLLECTIVE ? s.what : "",
@@ -244,8 +245,6 @@ int lab_board_wait_shown(void) {
   return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == LAB_IN_COLLECTIVE && shown == s->since;
 }
 
-void lab_board_set_watchdog(double seconds) { watchdog_s = seconds; }
-double lab_board_watchdog(void) { return watchdog_s; }
 
 int lab_board_pause_epoch(void) { return slots ? __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE) : 0; }
 void lab_board_raise_pause(void) {

@@ -10,7 +10,13 @@
 
 #include <stddef.h>
 
-enum { LAB_IDLE = 0, LAB_RUNNING, LAB_IN_COLLECTIVE, LAB_PAUSED };
+/* X(enum suffix, name): a slot's state and how the watchdog's report words it ("rank 1: in
+ * all_reduce at ..."); the enum and lab_board_report's names come from this list. */
+#define LAB_BOARD_STATE_LIST(X) X(IDLE, "idle") X(RUNNING, "running Lua") X(IN_COLLECTIVE, "in") X(PAUSED, "paused")
+
+#define LAB_BOARD_STATE_ENUM_(e, name) LAB_##e,
+enum { LAB_BOARD_STATE_LIST(LAB_BOARD_STATE_ENUM_) LAB_BOARD_NSTATES };
+#undef LAB_BOARD_STATE_ENUM_
 
 /* set up over the ranks of this node (collective over them), with room for `copies` slots of
  * ranks on other hosts (the relay's count: control_relay.h); 0 or -1 */
@@ -115,9 +121,5 @@ int lab_board_sender_gone(int *failed);
  * follows from another rank's, which the REPL shows first) */
 int lab_board_gave_up_for_member(void);
 void lab_board_note_gave_up(void);
-
-/* seconds a collective may wait before the watchdog reports (0: never) */
-void lab_board_set_watchdog(double seconds);
-double lab_board_watchdog(void);
 
 #endif

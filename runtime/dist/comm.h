@@ -16,11 +16,23 @@
 typedef enum { LAB_REDOP_LIST(LAB_REDOP_ENUM_) LAB_NREDOPS } lab_redop;
 #undef LAB_REDOP_ENUM_
 
+/* X(enum suffix, name): lab_coll_op and lab_coll_name's table (check.c) come from this one
+ * list; the groups' traffic stats (group.h) and the backends' records of posted collectives
+ * (mpi_group.h) are indexed by it, which is why it sits here, under them, not in dist.h. */
+#define LAB_COLL_LIST(X)                                                                         \
+  X(ALL_REDUCE, "all_reduce") X(BROADCAST, "broadcast") X(REDUCE, "reduce")                     \
+  X(ALL_GATHER, "all_gather") X(REDUCE_SCATTER, "reduce_scatter") X(ALL_TO_ALL, "all_to_all")   \
+  X(SEND, "send") X(RECV, "recv") X(BARRIER, "barrier") X(ALL_TO_ALL_SINGLE, "all_to_all_single") \
+  X(GATHER, "gather") X(SCATTER, "scatter")
+#define LAB_COLL_ENUM_(e, name) LAB_OP_##e,
+typedef enum { LAB_COLL_LIST(LAB_COLL_ENUM_) LAB_NOPS } lab_coll_op;
+#undef LAB_COLL_ENUM_
+
 typedef struct lab_group lab_group;
 typedef struct lab_backend_work lab_backend_work; /* a backend's pending request */
 
 /* One backend call of a collective, described by its data (dist.c fills it; a backend posts
- * it): op is dist.h's lab_coll_op. In-place calls (all_reduce, reduce, broadcast, send, recv)
+ * it): op is a lab_coll_op (above). In-place calls (all_reduce, reduce, broadcast, send, recv)
  * pass send == recv. Fields an op does not use are -1 (redop, peer) or NULL. */
 typedef struct {
   int op;
@@ -88,8 +100,16 @@ typedef struct lab_comm_backend {
    * With `aborted` (a chunk ended in an error) the ranks also catch up when nothing was
    * abandoned: an asynchronous collective that only some ranks posted before the chunk was cut
    * short (a DDP bucket) would otherwise pair with the next one the others post.
-   * Returns the mask of dist.h's lab_dist_recover. Optional (NULL: only rebuild the world). */
+   * Returns the mask below (dist.h's lab_dist_recover returns it). Optional (NULL: only
+   * rebuild the world). */
   int (*recover)(int aborted);
 } lab_comm_backend;
+
+/* What recovery did, a mask that is the same on every rank (0: nothing to do) */
+enum {
+  LAB_RECOVERED_COMPLETED = 1, /* recovery ran (abandoned requests completed where possible) */
+  LAB_RECOVERED_NEW_WORLD = 2, /* the world's communicators had to be replaced */
+  LAB_RECOVERED_GROUP_LOST = 4 /* some other group had to be given up: it stays unusable */
+};
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "../cuda/loader.h"
 #include "../error.h"
+#include "dist.h" /* lab_dist_backend, lab_dist_sim_nccl_calls: the public side of this file */
 #include "held.h"
 #include "nccl.h" /* LAB_NCCL_ID_BYTES; the functions are reached through the plugin */
 
@@ -27,7 +28,7 @@ static const char *nccl_why(lab_device_type t) {
                                               "interpreter, LLMLAB_SIMRT=0, LLMLAB_SIMT=0 or LLMLAB_SIM_NCCL=0)";
 }
 
-long lab_devcomm_sim_nccl_calls(void) {
+long lab_dist_sim_nccl_calls(void) {
 #ifdef LLMLAB_HAVE_SIMT
   return lab_simrt_nccl_calls();
 #else
@@ -208,4 +209,9 @@ const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n
                  : "collectives on sim tensors stage here (the sim has no NCCL in this build or environment)");
   }
   return buf;
+}
+
+const char *lab_dist_backend(lab_group *g, lab_device d, char *buf, size_t n) {
+  if (lab_devcomm_decide(g, d) < 0) return NULL;
+  return lab_devcomm_describe(g, d, buf, n);
 }

@@ -60,11 +60,8 @@ int lab_devcomm_rebuild(lab_group *g);
  * calls it so that it can answer for cuda tensors before any collective. */
 int lab_devcomm_decide(lab_group *g, lab_device a);
 
-/* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
- * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
-long lab_devcomm_sim_nccl_calls(void);
-
-/* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" for lab.dist.backend_of. */
+/* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" as g's plan stands (dist.h's
+ * lab_dist_backend decides it first). */
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n);
 
 #endif

@@ -9,19 +9,6 @@
 #include "clock.h"
 #include "group.h"
 
-/* X(enum suffix, name): lab_coll_op and lab_coll_name's table come from this one list. */
-#define LAB_COLL_LIST(X)                                                                         \
-  X(ALL_REDUCE, "all_reduce") X(BROADCAST, "broadcast") X(REDUCE, "reduce")                     \
-  X(ALL_GATHER, "all_gather") X(REDUCE_SCATTER, "reduce_scatter") X(ALL_TO_ALL, "all_to_all")   \
-  X(SEND, "send") X(RECV, "recv") X(BARRIER, "barrier") X(ALL_TO_ALL_SINGLE, "all_to_all_single")            \
-  X(GATHER, "gather") X(SCATTER, "scatter")
-
-#define LAB_COLL_ENUM_(e, name) LAB_OP_##e,
-typedef enum { LAB_COLL_LIST(LAB_COLL_ENUM_) LAB_NOPS } lab_coll_op;
-#undef LAB_COLL_ENUM_
-
-_Static_assert(LAB_NOPS <= LAB_COLL_MAX, "group.h's stats have room for every collective");
-
 /* A pending asynchronous collective and what must happen when it completes. */
 typedef struct lab_work {
   lab_group *group;
@@ -54,12 +41,7 @@ void lab_dist_set_call_site(const char *site);
  * abandoned request completes before its buffers are freed, and the groups keep working.
  * Where that is impossible the world gets fresh communicators and another group stays
  * unusable (its error names it). Returns 0 when there was nothing to do, else a mask that is
- * the same on every rank: */
-enum {
-  LAB_RECOVERED_COMPLETED = 1, /* recovery ran (abandoned requests completed where possible) */
-  LAB_RECOVERED_NEW_WORLD = 2, /* the world's communicators had to be replaced */
-  LAB_RECOVERED_GROUP_LOST = 4 /* some other group had to be given up: it stays unusable */
-};
+ * the same on every rank: comm.h's LAB_RECOVERED_* (the backends' recover returns them). */
 int lab_dist_recover(void);
 /* The same after a chunk that ended in an error on some rank (every rank passes the same
  * flag): the ranks also catch up on asynchronous collectives some of them posted (a DDP
@@ -100,6 +82,15 @@ int lab_scatter_check(lab_group *g, lab_tensor *out, lab_tensor *in, int src);
 int lab_work_wait(lab_work *w);
 int lab_work_test(lab_work *w, int *done);
 void lab_work_free(lab_work *w);
+
+/* Which communicator a collective on tensors of device d takes on g, for lab.dist.backend:
+ * "mpi", "nccl (cuda:0)" or "mpi, staged through host memory: <why>" into buf. For a cuda
+ * tensor on a group whose plan is undecided the call is collective (the members exchange their
+ * GPUs, devcomm.h). buf, or NULL after lab_fail. */
+const char *lab_dist_backend(lab_group *g, lab_device d, char *buf, size_t n);
+/* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
+ * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
+long lab_dist_sim_nccl_calls(void);
 
 /* Seconds this rank has spent inside collectives (calls and waits) since it started. */
 double lab_dist_comm_seconds(void);

@@ -19,6 +19,8 @@ static const char *refused_by, *refused_why; /* lab_dist_refuse_collectives */
 lab_wait_policy *lab_group_policy(void) { return &policy; }
 void lab_dist_set_guarded(int on) { policy.guarded = on; }
 int lab_dist_guarded(void) { return policy.guarded; }
+void lab_dist_set_watchdog(double seconds) { policy.watchdog = seconds; }
+double lab_dist_watchdog(void) { return policy.watchdog; }
 void lab_dist_set_traceback(const char *tb) { snprintf(policy.traceback, sizeof policy.traceback, "%s", tb ? tb : ""); }
 const char *lab_dist_call_traceback(void) { return policy.traceback; }
 

@@ -21,11 +21,13 @@ typedef struct {
   /* blocking collectives wait by polling (guard.h), so that a Ctrl-C or the watchdog can end
    * the wait with an error instead of a hang */
   int guarded;
+  /* seconds a blocking wait may make no progress before the watchdog reports what every rank
+   * is doing (0: never; guarded waits only) */
+  double watchdog;
   char traceback[512]; /* the Lua traceback of the current call (checked or guarded mode), or "" */
 } lab_wait_policy;
 
 #define LAB_GROUP_NAME 64
-#define LAB_COLL_MAX 32 /* room for dist.h's LAB_COLL_LIST (checked there) */
 
 struct lab_group {
   int id;
@@ -37,7 +39,7 @@ struct lab_group {
   const lab_comm_backend *backend;
   void *impl;       /* the backend's communicator */
   const lab_wait_policy *wait; /* the session's (lab_group_policy), the same for every group */
-  lab_coll_stats stats[LAB_COLL_MAX]; /* indexed by dist.h's lab_coll_op */
+  lab_coll_stats stats[LAB_NOPS]; /* indexed by comm.h's lab_coll_op */
   int poisoned; /* a collective on it was abandoned (interrupt, watchdog): unusable */
   /* Collectives on cuda tensors (devcomm.c): the plan decided when the group was made, the
    * device group over the same members (backend NCCL, made at its first use), the GPU it is on,
@@ -51,11 +53,13 @@ struct lab_group {
   char device_why[224];
 };
 
-/* The wait policy every group points at; the session changes it through lab_dist_set_guarded
- * and lab_dist_set_traceback. */
+/* The wait policy every group points at; the session changes it through lab_dist_set_guarded,
+ * lab_dist_set_watchdog and lab_dist_set_traceback. */
 lab_wait_policy *lab_group_policy(void);
 void lab_dist_set_guarded(int on);
 int lab_dist_guarded(void);
+void lab_dist_set_watchdog(double seconds);
+double lab_dist_watchdog(void);
 void lab_dist_set_traceback(const char *traceback);
 const char *lab_dist_call_traceback(void); /* the last call's traceback (checked mode), or "" */
 

@@ -47,7 +47,7 @@ int lab_guard_wait(lab_group *g, const char *op, lab_guard_test_fn test, void *c
                             "gave up at once", gone, g->name);
       return lab_fail(op, "rank %d finished without joining this collective on %s; gave up at once", gone, g->name);
     }
-    double wd = lab_board_watchdog(), waited = lab_now() - t0;
+    double wd = g->wait->watchdog, waited = lab_now() - t0;
     /* in the REPL (monitored) rank 0 prints the board once a wait passes wd: this wait gives up
      * when that report has shown it, so the report always has it; if none has within
      * REPORT_LATE_S more (rank 0's watcher starved for a core, a rank on another node), or none

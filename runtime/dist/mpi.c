@@ -160,6 +160,16 @@ static int m_collective(lab_group *g, const lab_coll_call *c, lab_backend_work *
   return post(g, LAB_CH_DATA, c->name, p, c->send, c->recv, work);
 }
 
+/* The uneven all-to-all's one MPI call on g's data channel, v holding the send counts, send
+ * displacements, receive counts and receive displacements (g->size each): posted on req, or
+ * blocking when req is NULL (as lab_mpi_post does for the other collectives). */
+static int alltoallv(lab_group *g, const void *send, void *recv, const int *v, MPI_Datatype t, MPI_Request *req) {
+  int n = g->size;
+  MPI_Comm comm = lab_mpi_comm(g);
+  return req ? MPI_Ialltoallv(send, v, v + n, t, recv, v + 2 * n, v + 3 * n, t, comm, req)
+             : MPI_Alltoallv(send, v, v + n, t, recv, v + 2 * n, v + 3 * n, t, comm);
+}
+
 /* MPI_Alltoallv takes int counts and displacements that must stay valid until the request
  * completes: they live in one block owned by the work object (or by this call when it
  * blocks). A guarded wait that gives up leaves the request pending, so its block is left
@@ -186,39 +196,31 @@ static int m_all_to_all_v(lab_group *g, const void *send, const int64_t *send_co
    * counts: recovery treats this one as unrepairable */
   lab_abandon_info info = (lab_abandon_info){.ch = LAB_CH_DATA, .seq = lab_mpi_record(g, LAB_CH_DATA, LAB_POST_UNREPAIRABLE, dt, -1, -1, 0)};
   int rc;
-  if (!work && !g->wait->guarded) {
-    rc = MPI_Alltoallv(send, sc, sd, t, recv, rc_, rd, t, lab_mpi_comm(g));
-    free(v);
-    return rc == MPI_SUCCESS ? 0 : lab_mpi_fail(op, rc);
-  }
-  if (!work) { /* guarded: poll so that Ctrl-C and the watchdog can end the wait */
+  if (!work && g->wait->guarded) { /* poll so that Ctrl-C and the watchdog can end the wait */
     MPI_Request req;
-    rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, lab_mpi_comm(g), &req);
-    if (rc != MPI_SUCCESS) {
-      free(v);
-      return lab_mpi_fail(op, rc);
-    }
-    if (lab_mpi_guarded_wait(g, &req, op, MPI_STATUS_IGNORE, &info) < 0) {
+    rc = alltoallv(g, send, recv, v, t, &req);
+    if (rc == MPI_SUCCESS && lab_mpi_guarded_wait(g, &req, op, MPI_STATUS_IGNORE, &info) < 0) {
       lab_dist_hold_memory(v); /* MPI reads the counts until the abandoned request completes */
       return -1;
     }
-    free(v);
-    return 0;
-  }
-  lab_backend_work *w = lab_mpi_new_work();
-  if (!w) {
-    free(v);
-    return lab_fail(op, "out of memory");
-  }
-  w->v_counts = v;
-  rc = MPI_Ialltoallv(send, sc, sd, t, recv, rc_, rd, t, lab_mpi_comm(g), &w->req);
-  if (rc != MPI_SUCCESS) {
-    free(v);
+  } else if (!work) {
+    rc = alltoallv(g, send, recv, v, t, NULL);
+  } else {
+    lab_backend_work *w = lab_mpi_new_work();
+    if (!w) {
+      free(v);
+      return lab_fail(op, "out of memory");
+    }
+    rc = alltoallv(g, send, recv, v, t, &w->req);
+    if (rc == MPI_SUCCESS) {
+      w->v_counts = v; /* freed with the work */
+      *work = w;
+      return 0;
+    }
     free(w);
-    return lab_mpi_fail(op, rc);
   }
-  *work = w;
-  return 0;
+  free(v);
+  return rc == MPI_SUCCESS ? 0 : lab_mpi_fail(op, rc);
 }
 
 

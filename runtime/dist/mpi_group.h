@@ -11,7 +11,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "dist.h" /* the op list (lab_coll_op) posts are described by; nothing of it is called */
+#include "group.h"
 
 enum { LAB_CH_DATA = 0, LAB_CH_CHECK = 1, LAB_NCH };
 enum { LAB_POST_EXCHANGE = 100, LAB_POST_UNREPAIRABLE = 101 }; /* kinds besides lab_coll_op */

@@ -320,10 +320,11 @@ static int issue_held(const char *op, nccl_group *ng) {
 }
 
 /* Every op but a send or recv: the held ones are issued first (the posting order), then the
- * group's stream is ordered after the compute stream. */
-static int enter(const char *op, nccl_group *ng) {
-  if (ng->nheld && issue_held(op, ng) < 0) return -1;
-  return order(op, ng);
+ * group's stream is ordered after the compute stream. g's NCCL group, or NULL after lab_fail. */
+static nccl_group *enter(const char *op, lab_group *g) {
+  nccl_group *ng = ng_of(g);
+  if (ng->nheld && issue_held(op, ng) < 0) return NULL;
+  return order(op, ng) < 0 ? NULL : ng;
 }
 
 /* After the op was queued: record its event; hand it out as work, or finish it now. */
@@ -350,38 +351,6 @@ static int leave(const char *op, lab_group *g, nccl_group *ng, ncclResult_t r, l
   return 0;
 }
 
-/* Every collective's frame, in one place: the held sends and recvs and the stream order first
- * (enter), then the NCCL call (an expression of ng), then its event as work (leave). */
-#define NCCL_COLL(name, call)                 \
-  nccl_group *ng = ng_of(g);                  \
-  if (enter(name, ng) < 0) return -1;         \
-  return leave(name, g, ng, (call), work)
-
-static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
-                        lab_backend_work **work) {
-  NCCL_COLL("all_reduce", ncclAllReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
-}
-
-static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
-  NCCL_COLL("broadcast", ncclBroadcast(buf, buf, (size_t)count, nccl_type(dt), root, ng->comm, ng->stream));
-}
-
-static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
-                    lab_backend_work **work) {
-  NCCL_COLL("reduce", ncclReduce(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), root, ng->comm, ng->stream));
-}
-
-static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
-                        lab_backend_work **work) {
-  NCCL_COLL("all_gather", ncclAllGather(send, recv, (size_t)count, nccl_type(dt), ng->comm, ng->stream));
-}
-
-static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
-                            lab_backend_work **work) {
-  NCCL_COLL("reduce_scatter",
-            ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), nccl_op(op), ng->comm, ng->stream));
-}
-
 /* all-to-all as one group of sends and recvs: block i of send goes to rank i, block j of recv
  * comes from rank j (counts and displacements in elements) */
 static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, const int64_t *sc, const int64_t *sd,
@@ -398,25 +367,80 @@ static ncclResult_t grouped_exchange(nccl_group *ng, int n, const void *send, co
   return r != ncclSuccess ? r : r2;
 }
 
-static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+/* The NCCL call of the collective c (comm.h's description) on g's communicator ng and its stream: each
+ * op's call is written here once (all_to_all is the uneven one with even counts). */
+static ncclResult_t post(lab_group *g, nccl_group *ng, const lab_coll_call *c) {
+  size_t n = (size_t)c->count;
+  ncclDataType_t t = nccl_type(c->dt);
+  switch (c->op) {
+  case LAB_OP_ALL_REDUCE: return ncclAllReduce(c->send, c->recv, n, t, nccl_op(c->redop), ng->comm, ng->stream);
+  case LAB_OP_BROADCAST: return ncclBroadcast(c->send, c->recv, n, t, c->peer, ng->comm, ng->stream);
+  case LAB_OP_REDUCE: return ncclReduce(c->send, c->recv, n, t, nccl_op(c->redop), c->peer, ng->comm, ng->stream);
+  case LAB_OP_ALL_GATHER: return ncclAllGather(c->send, c->recv, n, t, ng->comm, ng->stream);
+  case LAB_OP_REDUCE_SCATTER:
+    return ncclReduceScatter(c->send, c->recv, n, t, nccl_op(c->redop), ng->comm, ng->stream);
+  case LAB_OP_ALL_TO_ALL_SINGLE:
+    return grouped_exchange(ng, g->size, c->send, c->v[0], c->v[1], c->recv, c->v[2], c->v[3], c->dt);
+  default: return ncclInvalidUsage;
+  }
+}
+
+/* Every collective's frame: the held sends and recvs and the stream order first (enter), then
+ * its NCCL call (post), then its event as work (leave). */
+static int run(lab_group *g, lab_coll_call c, lab_backend_work **work) {
+  nccl_group *ng = enter(c.name, g);
+  return ng ? leave(c.name, g, ng, post(g, ng, &c), work) : -1;
+}
+
+static int n_all_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
                         lab_backend_work **work) {
-  nccl_group *ng = ng_of(g);
-  int n = g->size;
-  int64_t *v = malloc(sizeof(int64_t) * 2 * (size_t)n);
-  if (!v) return lab_fail("all_to_all", "out of memory");
-  for (int p = 0; p < n; p++) v[p] = count, v[n + p] = count * p;
-  int rc = enter("all_to_all", ng);
-  ncclResult_t r = rc < 0 ? ncclSuccess : grouped_exchange(ng, n, send, v, v + n, recv, v, v + n, dt);
-  free(v); /* NCCL took the counts when the group ended */
-  return rc < 0 ? -1 : leave("all_to_all", g, ng, r, work);
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_REDUCE, .name = "all_reduce", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = op, .peer = -1}, work);
+}
+
+static int n_broadcast(lab_group *g, void *buf, int64_t count, lab_dtype dt, int root, lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_BROADCAST, .name = "broadcast", .send = buf, .recv = buf,
+                                .count = count, .dt = dt, .redop = -1, .peer = root}, work);
+}
+
+static int n_reduce(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op, int root,
+                    lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_REDUCE, .name = "reduce", .send = send, .recv = recv, .count = count,
+                                .dt = dt, .redop = op, .peer = root}, work);
+}
+
+static int n_all_gather(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_GATHER, .name = "all_gather", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = -1, .peer = -1}, work);
+}
+
+static int n_reduce_scatter(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt, lab_redop op,
+                            lab_backend_work **work) {
+  return run(g, (lab_coll_call){.op = LAB_OP_REDUCE_SCATTER, .name = "reduce_scatter", .send = send, .recv = recv,
+                                .count = count, .dt = dt, .redop = op, .peer = -1}, work);
 }
 
 static int n_all_to_all_v(lab_group *g, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                           void *recv, const int64_t *recv_counts, const int64_t *recv_displs, lab_dtype dt,
                           lab_backend_work **work) {
-  NCCL_COLL("all_to_all_single",
-            grouped_exchange(ng, g->size, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt));
+  return run(g, (lab_coll_call){.op = LAB_OP_ALL_TO_ALL_SINGLE, .name = "all_to_all_single", .send = send,
+                                .recv = recv, .dt = dt, .redop = -1, .peer = -1,
+                                .v = {send_counts, send_displs, recv_counts, recv_displs}}, work);
 }
+
+static int n_all_to_all(lab_group *g, const void *send, void *recv, int64_t count, lab_dtype dt,
+                        lab_backend_work **work) {
+  int n = g->size;
+  int64_t *v = malloc(sizeof(int64_t) * 2 * (size_t)n);
+  if (!v) return lab_fail("all_to_all", "out of memory");
+  for (int p = 0; p < n; p++) v[p] = count, v[n + p] = count * p;
+  int rc = run(g, (lab_coll_call){.op = LAB_OP_ALL_TO_ALL_SINGLE, .name = "all_to_all", .send = send, .recv = recv,
+                                  .dt = dt, .redop = -1, .peer = -1, .v = {v, v + n, v, v + n}}, work);
+  free(v); /* NCCL took the counts when the group ended */
+  return rc;
+}
+
 
 /* A send or recv is held (see the top); a blocking one is issued with the held ones at once. */
 static int p2p(const char *op, lab_group *g, int send, void *buf, int64_t count, lab_dtype dt, int peer,
