@@ -191,7 +191,7 @@ static void after_every_rank_is_done(lua_State *L, int failed) {
 typedef struct {
   lab_group *g;
   int id;
-  lab_coll_stats stats[LAB_COLL_MAX];
+  lab_coll_stats stats[LAB_NOPS];
 } stats_aside;
 
 static stats_aside *set_stats_aside(int *n) {
@@ -214,7 +214,7 @@ static void add_stats_back(stats_aside *a, int n) {
   for (int i = 0; a && i < n; i++) {
     lab_group *g = lab_dist_group_at(i);
     if (!g || g != a[i].g || g->id != a[i].id) continue;
-    for (int op = 0; op < LAB_COLL_MAX; op++) {
+    for (int op = 0; op < LAB_NOPS; op++) {
       g->stats[op].calls += a[i].stats[op].calls;
       g->stats[op].bytes += a[i].stats[op].bytes;
       g->stats[op].wire_bytes += a[i].stats[op].wire_bytes;
