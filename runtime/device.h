@@ -50,13 +50,16 @@ typedef struct lab_device_ops {
   /* 1 when gemm takes bf16/f16 operands itself (f32 accumulation), so they are not widened */
   int gemm_half;
   /* ---- kernels (pointers are memory of this device) ---- */
-  void (*ewise)(const lab_ew_args *a);
-  void (*reduce)(const lab_red_args *a);
+  /* Each launch returns its status: 0, or -1 with lab_fail naming the op (a launch the device
+   * refused, or with LLMLAB_CUDA_LAUNCH_BLOCKING=1 a kernel that faulted); the caller raises it. */
+  int (*ewise)(const lab_ew_args *a);
+  int (*reduce)(const lab_red_args *a);
   int (*gemm)(const lab_gemm_args *a); /* -1 with lab_fail when the device cannot */
-  void (*rand)(const lab_rand_args *a);
-  /* the fused kernels of kernels/fused_ops.h, each signature written there once; the optional
-   * ones (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
-#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_RET(R)(*name) params;
+  int (*rand)(const lab_rand_args *a);
+  /* the fused kernels of kernels/fused_ops.h, each signature written there once (the entry
+   * returns LAB_FUSED_STATUS(R): a status for the void kernels); the optional ones
+   * (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
+#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_STATUS(R)(*name) params;
   LAB_FUSED_ALL(LAB_DEVICE_ENTRY_)
 #undef LAB_DEVICE_ENTRY_
   /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.

@@ -219,15 +219,15 @@ static int sim_synchronize(int index) {
 
 #define CPU (lab_cpu_device_ops())
 
-static void sim_ewise(const lab_ew_args *a) {
+static int sim_ewise(const lab_ew_args *a) {
   lab_ew_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
-  CPU->ewise(&k);
+  return CPU->ewise(&k);
 }
-static void sim_reduce(const lab_red_args *a) {
+static int sim_reduce(const lab_red_args *a) {
   lab_red_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
-  CPU->reduce(&k);
+  return CPU->reduce(&k);
 }
 static int sim_gemm(const lab_gemm_args *a) {
   lab_gemm_args k = *a;
@@ -236,17 +236,15 @@ static int sim_gemm(const lab_gemm_args *a) {
   k.c = K(a->c);
   return CPU->gemm(&k);
 }
-static void sim_rand(const lab_rand_args *a) {
+static int sim_rand(const lab_rand_args *a) {
   lab_rand_args k = *a;
   k.out = K(a->out);
-  CPU->rand(&k);
+  return CPU->rand(&k);
 }
 /* the fused kernels (kernels/fused_ops.h): the cpu's, every pointer on the kernel view */
 #define LAB_P(p) K(p)
-#define CALL_V_(call) call;
-#define CALL_I64_(call) return call;
 #define SIM_(name, R, cpu, cat, op, anchor, work, params, args) \
-  static LAB_FUSED_RET(R) sim_##name params { CALL_##R##_(CPU->name args) }
+  static LAB_FUSED_STATUS(R) sim_##name params { return CPU->name args; }
 LAB_FUSED_REQUIRED(SIM_)
 #undef SIM_
 #undef LAB_P

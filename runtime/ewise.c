@@ -3,6 +3,7 @@
  * whose cpu implementation is the reference. */
 #include "ewise.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -21,6 +22,18 @@ const char *lab_unary_name(lab_unary_op op) {
   return n[op];
 }
 
+/* the op an elementwise launch does, for its error */
+static const char *ew_name(const lab_ew_args *c) {
+  switch (c->kind) {
+  case LAB_EW_BINARY: return lab_binary_name((lab_binary_op)c->op);
+  case LAB_EW_UNARY: return lab_unary_name((lab_unary_op)c->op);
+  case LAB_EW_CLAMP: return "clamp";
+  case LAB_EW_WHERE: return "where";
+  case LAB_EW_COPY: break;
+  }
+  return "copy";
+}
+
 int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   lab_tensor *ops[LAB_ITER_MAX_OPS] = {out}, *moved[LAB_ITER_MAX_OPS] = {0};
   lab_device dev = lab_device_of(out);
@@ -36,7 +49,11 @@ int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   }
   if (rc == 0) {
     lab_iter_init(&c->g, out->ndim, out->shape, nin + 1, ops);
-    lab_device_ops_of(dev.type)->ewise(c);
+    if (lab_device_ops_of(dev.type)->ewise(c) < 0) { /* the device said why: "ewise: cuda:0: ..." */
+      char why[400], d[32];
+      snprintf(why, sizeof why, "%s", lab_last_error());
+      rc = lab_fail(ew_name(c), "on %s: %s", lab_device_str(dev, d, sizeof d), why);
+    }
   }
   for (int k = 0; k < nin; k++) lab_tensor_release(moved[k]);
   return rc;
@@ -157,7 +174,10 @@ lab_tensor *lab_unary(lab_unary_op op, lab_tensor *a) {
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), odt, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_UNARY, .op = op, .ct = lab_compute_type(odt)};
-  lab_ew_launch(&c, out, 1, &a);
+  if (lab_ew_launch(&c, out, 1, &a) < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
@@ -193,7 +213,10 @@ lab_tensor *lab_clamp(lab_tensor *a, double lo, int has_lo, double hi, int has_h
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), a->dtype, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
-  lab_ew_launch(&c, out, 1, &a);
+  if (lab_ew_launch(&c, out, 1, &a) < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
