@@ -84,6 +84,8 @@ void ll_register_device(lua_State *L) {
       /* sim_host_syncs(): the sim device's count of host synchronizations (device-to-host
        * copies, synchronize, cross-entropy's row count: where a GPU's stream would drain) */
       {"sim_host_syncs", LL_CB_LONG, {.get_long = lab_sim_host_syncs}},
+      /* sim_uploads(): the sim device's count of host-to-device copies */
+      {"sim_uploads", LL_CB_LONG, {.get_long = lab_sim_uploads}},
       /* sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
       {"sim_nccl_calls", LL_CB_LONG, {.get_long = lab_devcomm_sim_nccl_calls}},
       {NULL, 0, {NULL}}};

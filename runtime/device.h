@@ -97,6 +97,8 @@ const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testi
 /* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
  * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
 long lab_sim_host_syncs(void);
+/* The sim's count of host-to-device copies; lab.cuda.sim_uploads() reads it (runtime/device_sim.c) */
+long lab_sim_uploads(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
  * it through lab_device_ops_of, whose opener opens the plugin */
 const lab_device_ops *lab_cuda_device_ops(void);

@@ -64,6 +64,10 @@ static int cpu_synchronize(int index) {
 
 static const void *operand(const lab_ew_args *c, int k, char *p, int64_t stride, int64_t n, void *buf) {
   size_t es = lab_dtype_size(c->ct);
+  if ((c->scalars >> k) & 1u) { /* a value passed with the launch: its element, repeated */
+    lab_load_row(c->dt[k], (const char *)c->sv[k].raw, 0, c->ct, buf, n);
+    return buf;
+  }
   if (c->dt[k] == c->ct && stride == (int64_t)es) return p;
   lab_load_row(c->dt[k], p, stride, c->ct, buf, n);
   return buf;

@@ -179,7 +179,6 @@ size_t lab_sim_arena_bytes(void) { return ARENA_RESERVE; }
 /* ---- moving bytes: the only way in or out ---- */
 
 /* both directions and device-to-device: one move on the kernel view */
-#define sim_from_host sim_move
 #define sim_copy sim_move
 static int sim_move(int index, void *dst, const void *src, size_t n) {
   (void)index;
@@ -188,6 +187,15 @@ static int sim_move(int index, void *dst, const void *src, size_t n) {
 #endif
   memmove(K(dst), K(src), n);
   return 0;
+}
+
+/* host-to-device copies are counted (lab.cuda.sim_uploads), on either table: a Lua number in an
+ * op on a device once cost one each (issue 23, defect 4) */
+static _Atomic long uploads;
+long lab_sim_uploads(void) { return uploads; }
+static int sim_from_host(int index, void *dst, const void *src, size_t n) {
+  uploads++;
+  return sim_move(index, dst, src, n);
 }
 
 static int sim_memset(int index, void *dst, int byte, size_t n) {
@@ -313,6 +321,10 @@ static int simrt_gemm(const lab_gemm_args *a) {
   if (lab_simrt_sync_all() != 0) return lab_fail("matmul", "sim: a queued copy failed");
   return sim_gemm(a);
 }
+static int simrt_from_host(int index, void *dst, const void *src, size_t n) {
+  uploads++;
+  return lab_simrt_cuda_device_ops()->from_host(index, dst, src, n);
+}
 static int simrt_wanted(void) {
   const char *e = getenv("LLMLAB_SIMRT");
   return !e || strcmp(e, "0") != 0;
@@ -337,6 +349,7 @@ const lab_device_ops *lab_sim_device_ops(void) {
         simrt_ops.name = "sim";
         simrt_ops.describe = simrt_describe;
         simrt_ops.gemm = simrt_gemm;
+        simrt_ops.from_host = simrt_from_host;
       }
     } else sim_ops.describe = sim_describe_cpu;
   }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/cpu/convert.h"
 #include "error.h"
 #include "iter.h"
 #include "transfer.h"
@@ -34,14 +35,32 @@ static const char *ew_name(const lab_ew_args *c) {
   return "copy";
 }
 
+/* A cpu 0-d operand of an op on a device (a Lua number, the sdpa scale) goes with the launch
+ * as a value (lab_ew_args.scalars), read here on the host: it was copied to the device before
+ * every such op (a host-to-device copy each time). */
+static int as_scalar(lab_ew_args *c, int k, lab_tensor *t, lab_device dev) {
+  if (dev.type == LAB_DEV_CPU || lab_device_of(t).type != LAB_DEV_CPU || t->ndim != 0) return 0;
+  const char *p = lab_data(t);
+  lab_ew_scalar *v = &c->sv[k];
+  memset(v, 0, sizeof *v);
+  memcpy(v->raw, p, lab_dtype_size(t->dtype));
+  v->is_int = !lab_dtype_is_float(t->dtype);
+  lab_load_row(t->dtype, p, 0, LAB_F64, &v->f, 1);
+  lab_load_row(t->dtype, p, 0, LAB_I64, &v->i, 1);
+  c->scalars |= 1u << k;
+  return 1;
+}
+
 int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   lab_tensor *ops[LAB_ITER_MAX_OPS] = {out}, *moved[LAB_ITER_MAX_OPS] = {0};
   lab_device dev = lab_device_of(out);
   int rc = 0;
   c->dt[0] = out->dtype;
+  c->scalars = 0;
   for (int k = 0; k < nin; k++) {
     ops[k + 1] = in[k];
     c->dt[k + 1] = in[k]->dtype;
+    if (as_scalar(c, k + 1, in[k], dev)) continue;
     if (!lab_device_eq(lab_device_of(in[k]), dev)) {
       if (!(moved[k] = lab_to_device(in[k], dev))) rc = -1;
       ops[k + 1] = moved[k];
@@ -49,6 +68,11 @@ int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   }
   if (rc == 0) {
     lab_iter_init(&c->g, out->ndim, out->shape, nin + 1, ops);
+    for (int k = 1; k <= nin; k++)
+      if ((c->scalars >> k) & 1u) { /* no memory: the value is in c->sv[k] */
+        c->g.data[k] = NULL;
+        memset(c->g.stride[k], 0, sizeof c->g.stride[k]);
+      }
     if (lab_device_ops_of(dev.type)->ewise(c) < 0) { /* the device said why: "ewise: cuda:0: ..." */
       char why[400], d[32];
       snprintf(why, sizeof why, "%s", lab_last_error());
@@ -239,10 +263,13 @@ lab_tensor *lab_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   return out;
 }
 
+/* the value goes with the launch (no host-to-device copy on a device): a copy from a cpu 0-d
+ * tensor, in the compute type lab_copy_ takes for these dtypes */
 int lab_fill_(lab_tensor *t, double value) {
   lab_tensor *s = lab_tensor_scalar(lab_compute_type(t->dtype) == LAB_I64 ? LAB_I64 : LAB_F64, value);
   if (!s) return -1;
-  int rc = lab_copy_(t, s);
+  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = lab_compute_type(lab_promote(t->dtype, s->dtype))};
+  int rc = lab_numel(t) ? lab_ew_launch(&c, t, 1, &s) : 0;
   lab_tensor_release(s);
   return rc;
 }
