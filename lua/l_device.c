@@ -67,6 +67,20 @@ static int m_cpu(lua_State *L) {
   return 1;
 }
 
+/* sim_counter(name): a count the sim's device keeps (runtime/device.h's counter entry: the
+ * cuBLASLt plan cache's "lt_plans", "lt_heuristics", "lt_matmuls", "lt_workspace"); an error
+ * for a name it does not keep */
+static int l_cuda_sim_counter(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const lab_device_ops *ops = lab_device_ops_of(LAB_DEV_SIM);
+  long v = ops && ops->counter ? ops->counter(name) : -1;
+  if (v < 0)
+    return ll_error(L, "cuda.sim_counter: the sim device keeps no count '%s' (lt_plans, lt_heuristics, lt_matmuls, "
+                    "lt_workspace; the sim runs runtime/cuda only where built with the SIMT interpreter)", name);
+  lua_pushinteger(L, v);
+  return 1;
+}
+
 /* Into the lab table at -1. The default device comes from LLMLAB_DEVICE (llmlab --device sets
  * it, so ranks started by mpirun inherit it); a device that does not exist is an error here. */
 void ll_register_device(lua_State *L) {
@@ -78,6 +92,7 @@ void ll_register_device(lua_State *L) {
   static const luaL_Reg cuda[] = {{"is_available", l_cuda_is_available},
                                   {"device_count", l_cuda_device_count},
                                   {"synchronize", l_cuda_synchronize},
+                                  {"sim_counter", l_cuda_sim_counter},
                                   {NULL, NULL}};
   static const ll_cbind cuda_values[] = {
       {"status", LL_CB_STRING, {.get_string = lab_cuda_status}},
@@ -88,6 +103,8 @@ void ll_register_device(lua_State *L) {
       {"sim_uploads", LL_CB_LONG, {.get_long = lab_sim_uploads}},
       /* sim_nccl_calls(): NCCL calls the sim's NCCL (runtime/simrt/nccl_mpi.c) posted */
       {"sim_nccl_calls", LL_CB_LONG, {.get_long = lab_devcomm_sim_nccl_calls}},
+      /* sim_nccl_events(): CUDA events nccl.c created in this process on the sim (its pool's) */
+      {"sim_nccl_events", LL_CB_LONG, {.get_long = lab_devcomm_sim_nccl_events}},
       {NULL, 0, {NULL}}};
   luaL_newlib(L, cuda);
   ll_set_cbinds(L, cuda_values);

@@ -69,6 +69,11 @@ typedef struct lab_device_ops {
   int (*flash_fwd)(const lab_flash_args *a);
   int (*flash_bwd)(const lab_flash_args *a);
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
+  /* A count the device keeps, by name, for tests and profiles; -1 for a name it does not keep,
+   * NULL where it keeps none. cuda: "lt_plans" cuBLASLt plans made (descriptors, layouts and a
+   * heuristic query each), "lt_heuristics" heuristic queries, "lt_matmuls" cublasLtMatmul calls,
+   * "lt_workspace" the workspace bytes the last plan's preference offered the heuristic. */
+  long (*counter)(const char *name);
 } lab_device_ops;
 
 /* A table's memory and launch entries from functions named prefix_entry (a device whose copy

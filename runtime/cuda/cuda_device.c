@@ -421,6 +421,7 @@ typedef struct {
 #define LT_PLANS 64
 static lt_plan plans[LT_PLANS];
 static unsigned long long plan_clock;
+static long lt_plans_made, lt_heuristics, lt_matmuls, lt_workspace; /* cuda_counter */
 
 static void plan_drop(lt_plan *p) {
   if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
@@ -475,9 +476,11 @@ static cublasStatus_t plan_make(gpu *g, lt_plan *p, cudaDataType_t dt, cudaDataT
     if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->la, p->batches, p->sa);
     if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->lc, p->batches, p->m * p->ldc);
   }
+  lt_plans_made++;
   if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
   if (st == CUBLAS_STATUS_SUCCESS) {
     uint64_t ws = g->workspace_bytes;
+    lt_workspace = (long)ws;
     uint32_t al = (uint32_t)p->align;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
@@ -486,6 +489,7 @@ static cublasStatus_t plan_make(gpu *g, lt_plan *p, cudaDataType_t dt, cudaDataT
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
     cublasLtMatmulHeuristicResult_t best;
     int found = 0;
+    lt_heuristics++;
     st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->lb, p->la, p->lc, p->lc, pref, 1, &best, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (st == CUBLAS_STATUS_SUCCESS) p->algo = best.algo;
@@ -558,6 +562,7 @@ static int cu_gemm(const lab_gemm_args *a) {
     char *pc = (char *)a->c + bi * a->m * a->ldc * (int64_t)es;
     st = cublasLtMatmul(g->lt, p->op, alpha, pb, p->lb, pa, p->la, beta, pc, p->lc, pc, p->lc, &p->algo, g->workspace,
                         g->workspace_bytes, g->stream);
+    lt_matmuls++;
   }
   if (st != CUBLAS_STATUS_SUCCESS)
     return lab_fail("matmul", "cuBLASLt failed (status %d) for %s [%lld x %lld] x [%lld x %lld]%s on cuda:%d", (int)st,
@@ -565,6 +570,15 @@ static int cu_gemm(const lab_gemm_args *a) {
                     (long long)a->m, (long long)a->k, (long long)a->k, (long long)a->n,
                     a->batches > 1 ? " (batched)" : "", index);
   return report_on(g, index, "matmul", 0);
+}
+
+/* the counts device.h's counter entry names (tests/sim/test_cublaslt_plans.lua reads them on the sim) */
+static long cuda_counter(const char *name) {
+  if (!strcmp(name, "lt_plans")) return lt_plans_made;
+  if (!strcmp(name, "lt_heuristics")) return lt_heuristics;
+  if (!strcmp(name, "lt_matmuls")) return lt_matmuls;
+  if (!strcmp(name, "lt_workspace")) return lt_workspace;
+  return -1;
 }
 
 static const lab_device_ops cuda_ops = {
@@ -580,6 +594,7 @@ static const lab_device_ops cuda_ops = {
     .flash_supports = lab_cu_flash_supports,
     .flash_fwd = cu_flash_fwd,
     .flash_bwd = cu_flash_bwd,
+    .counter = cuda_counter,
 };
 
 const lab_device_ops *lab_cuda_device_ops(void) { return &cuda_ops; }

@@ -63,6 +63,8 @@ int lab_devcomm_decide(lab_group *g, lab_device a);
 /* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
  * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
 long lab_devcomm_sim_nccl_calls(void);
+/* CUDA events the sim's build of nccl.c created (its pool's misses): lab.cuda.sim_nccl_events */
+long lab_devcomm_sim_nccl_events(void);
 
 /* "nccl (cuda:0)" or "mpi, staged through host memory: <why>" for lab.dist.backend_of. */
 const char *lab_devcomm_describe(lab_group *g, lab_device a, char *buf, size_t n);
