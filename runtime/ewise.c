@@ -263,6 +263,24 @@ lab_tensor *lab_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   return out;
 }
 
+/* tensor.h: on a device, one element of dt broadcast by a copy whose launch carries it (a
+ * host-to-device copy of the element before each call once: cross_entropy's mean, backward's
+ * seed) */
+lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
+  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
+  lab_tensor *t = lab_tensor_empty_on(dev, dt, ndim, shape);
+  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
+  /* as lab_copy_ would broadcast it, with the element as a value (as_scalar) */
+  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = lab_compute_type(dt)};
+  int rc = !one ? -1 : lab_numel(t) ? lab_ew_launch(&c, t, 1, &one) : 0;
+  lab_tensor_release(one);
+  if (rc < 0) {
+    lab_tensor_release(t);
+    return NULL;
+  }
+  return t;
+}
+
 /* the value goes with the launch (no host-to-device copy on a device): a copy from a cpu 0-d
  * tensor, in the compute type lab_copy_ takes for these dtypes */
 int lab_fill_(lab_tensor *t, double value) {

@@ -1,7 +1,6 @@
 /* Moving tensor data between devices and the host through the device tables. A strided
  * tensor is first made contiguous on its own device (a device kernel), so only whole
- * contiguous buffers cross between memories. lab_tensor_full_on (tensor.h) is here too: on a
- * device it broadcasts one element passed with the copy's launch. */
+ * contiguous buffers cross between memories. */
 #include "transfer.h"
 
 #include <stdlib.h>
@@ -9,7 +8,6 @@
 
 #include "../kernels/cpu/convert.h"
 #include "error.h"
-#include "ewise.h"
 
 const lab_device_ops *lab_ops_of(const lab_tensor *t) { return lab_device_ops_of(lab_device_of(t).type); }
 
@@ -125,18 +123,3 @@ int lab_common_device(const char *op, int n, lab_tensor *const *ts, lab_device *
 }
 
 /* On a device: one element is written from the host and broadcast there by a copy. */
-lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
-  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
-  lab_tensor *t = lab_tensor_empty_on(dev, dt, ndim, shape);
-  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
-  /* the element goes with the launch as a value (ewise.c), as lab_copy_ would broadcast it: no
-   * host-to-device copy (there was one per call: cross_entropy's, backward's seed) */
-  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = lab_compute_type(dt)};
-  int rc = !one ? -1 : lab_numel(t) ? lab_ew_launch(&c, t, 1, &one) : 0;
-  lab_tensor_release(one);
-  if (rc < 0) {
-    lab_tensor_release(t);
-    return NULL;
-  }
-  return t;
-}
