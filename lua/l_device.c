@@ -33,16 +33,20 @@ static int l_cuda_device_count(lua_State *L) {
 }
 
 /* Waits for the work queued on a CUDA device (the current default one, or the one named). */
+/* The device named, or the default one when it is a GPU's (cuda, or sim). With a cpu default:
+ * this rank's GPU ("cuda": node rank mod GPUs), as torch.cuda.synchronize() waits on the
+ * current device: cuda:0 made ranks 1-7 of an 8-GPU node time nothing and open a context on
+ * GPU 0. Where no GPU is, the sim plays CUDA when it runs runtime/cuda's device (runtime/simrt):
+ * sim:(node rank mod its devices), so tests/sim/test_cuda_sync.lua can see which one waited. */
 static int l_cuda_synchronize(lua_State *L) {
   lab_device d = lua_isnoneornil(L, 1) ? lab_default_device() : ll_check_device(L, 1, "cuda.synchronize");
-  if (d.type != LAB_DEV_CUDA) {
-    if (lab_device_count(LAB_DEV_CUDA) == 0) return 0; /* nothing queued anywhere */
-    /* this rank's GPU ("cuda": node rank mod GPUs), as torch.cuda.synchronize() waits on the
-     * current device: cuda:0 made ranks 1-7 of an 8-GPU node time nothing and open a context
-     * on GPU 0 */
-    ll_check_rc(L, lab_device_parse("cuda.synchronize", "cuda", &d));
+  if (d.type == LAB_DEV_CPU) {
+    if (lab_device_count(LAB_DEV_CUDA) > 0) ll_check_rc(L, lab_device_parse("cuda.synchronize", "cuda", &d));
+    else if (lab_sim_is_simrt() && lab_device_count(LAB_DEV_SIM) > 0)
+      d = (lab_device){LAB_DEV_SIM, lab_device_node_rank() % lab_device_count(LAB_DEV_SIM)};
+    else return 0; /* nothing queued anywhere */
   }
-  ll_check_rc(L, lab_device_ops_of(LAB_DEV_CUDA)->synchronize(d.index));
+  ll_check_rc(L, lab_device_ops_of(d.type)->synchronize(d.index));
   return 0;
 }
 
@@ -76,7 +80,8 @@ static int l_cuda_sim_counter(lua_State *L) {
   long v = ops && ops->counter ? ops->counter(name) : -1;
   if (v < 0)
     return ll_error(L, "cuda.sim_counter: the sim device keeps no count '%s' (lt_plans, lt_heuristics, lt_matmuls, "
-                    "lt_workspace; the sim runs runtime/cuda only where built with the SIMT interpreter)", name);
+                    "lt_workspace, synchronize:N, ready:N; the sim runs runtime/cuda only where built with the SIMT "
+                    "interpreter)", name);
   lua_pushinteger(L, v);
   return 1;
 }

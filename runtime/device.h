@@ -72,7 +72,9 @@ typedef struct lab_device_ops {
   /* A count the device keeps, by name, for tests and profiles; -1 for a name it does not keep,
    * NULL where it keeps none. cuda: "lt_plans" cuBLASLt plans made (descriptors, layouts and a
    * heuristic query each), "lt_heuristics" heuristic queries, "lt_matmuls" cublasLtMatmul calls,
-   * "lt_workspace" the workspace bytes the last plan's preference offered the heuristic. */
+   * "lt_workspace" the workspace bytes the last plan's preference offered the heuristic;
+   * "synchronize:N" synchronize calls on device N, "ready:N" 1 once device N was set up (its
+   * stream, allocator and cuBLASLt handle: a context on a GPU). */
   long (*counter)(const char *name);
 } lab_device_ops;
 
@@ -102,6 +104,11 @@ const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testi
 /* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
  * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
 long lab_sim_host_syncs(void);
+/* 1 when the sim's table is runtime/cuda's device over runtime/simrt (memory from its emulated
+ * cudaMalloc, two devices): the sim then plays CUDA where no GPU is (lab.cuda.synchronize) */
+int lab_sim_is_simrt(void);
+/* this process's rank among the ranks of its node (lab_device_set_node_rank; 0 before) */
+int lab_device_node_rank(void);
 /* The sim's count of host-to-device copies; lab.cuda.sim_uploads() reads it (runtime/device_sim.c) */
 long lab_sim_uploads(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches

@@ -45,6 +45,7 @@ typedef struct {
   int64_t checks_back[2 * CHECKS]; /* their copy, read back with the next host wait */
   armed_check armed[CHECKS];
   int narmed;
+  long syncs; /* cuda_synchronize calls (counter "synchronize:N") */
 } gpu;
 
 static gpu gpus[MAX_GPUS];
@@ -260,6 +261,7 @@ static int cuda_memset(int index, void *dst, int byte, size_t n) {
 static int cuda_synchronize(int index) {
   gpu *g = use(index);
   if (!g) return -1;
+  g->syncs++;
   return wait_stream(g, "synchronize");
 }
 
@@ -578,6 +580,9 @@ static long cuda_counter(const char *name) {
   if (!strcmp(name, "lt_heuristics")) return lt_heuristics;
   if (!strcmp(name, "lt_matmuls")) return lt_matmuls;
   if (!strcmp(name, "lt_workspace")) return lt_workspace;
+  int i = -1, n = 0;
+  if (sscanf(name, "synchronize:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].syncs;
+  if (sscanf(name, "ready:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].ready;
   return -1;
 }
 
