@@ -74,7 +74,8 @@ typedef struct lab_device_ops {
    * heuristic query each), "lt_heuristics" heuristic queries, "lt_matmuls" cublasLtMatmul calls,
    * "lt_workspace" the workspace bytes the last plan's preference offered the heuristic;
    * "synchronize:N" synchronize calls on device N, "ready:N" 1 once device N was set up (its
-   * stream, allocator and cuBLASLt handle: a context on a GPU). */
+   * stream, allocator and cuBLASLt handle: a context on a GPU), "launches:N" launches routed to
+   * device N, "pointer_queries" launches whose device was asked of the driver (none expected). */
   long (*counter)(const char *name);
 } lab_device_ops;
 

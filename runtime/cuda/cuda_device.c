@@ -45,7 +45,8 @@ typedef struct {
   int64_t checks_back[2 * CHECKS]; /* their copy, read back with the next host wait */
   armed_check armed[CHECKS];
   int narmed;
-  long syncs; /* cuda_synchronize calls (counter "synchronize:N") */
+  long syncs;    /* cuda_synchronize calls (counter "synchronize:N") */
+  long launches; /* kernel launches routed here (counter "launches:N") */
 } gpu;
 
 static gpu gpus[MAX_GPUS];
@@ -91,17 +92,61 @@ static int fail_cuda(const char *op, cudaError_t e) {
   return lab_fail(op, "CUDA error %d: %s", (int)e, cudaGetErrorString(e));
 }
 
+/* The segments the caching allocators hold, sorted by address, with their device: a launch finds
+ * its device from its first pointer here (a binary search) instead of asking the driver
+ * (cudaPointerGetAttributes) on every launch; a pointer not found (none should be) is asked. */
+typedef struct {
+  uintptr_t lo, hi;
+  int device;
+} segment;
+static segment *segs;
+static int nsegs, capsegs;
+static long pointer_queries; /* counter "pointer_queries" */
+
+static int seg_find(uintptr_t p) { /* the first segment with lo > p */
+  int lo = 0, hi = nsegs;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (segs[mid].lo <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+static int seg_add(void *p, size_t n, int device) {
+  if (nsegs == capsegs) {
+    int cap = capsegs ? 2 * capsegs : 64;
+    segment *grown = realloc(segs, sizeof *grown * (size_t)cap);
+    if (!grown) return -1;
+    segs = grown, capsegs = cap;
+  }
+  int at = seg_find((uintptr_t)p);
+  memmove(segs + at + 1, segs + at, sizeof *segs * (size_t)(nsegs - at));
+  segs[at] = (segment){(uintptr_t)p, (uintptr_t)p + n, device};
+  nsegs++;
+  return 0;
+}
+static void seg_remove(void *p) {
+  int at = seg_find((uintptr_t)p) - 1;
+  if (at < 0 || segs[at].lo != (uintptr_t)p) return;
+  memmove(segs + at, segs + at + 1, sizeof *segs * (size_t)(nsegs - at - 1));
+  nsegs--;
+}
+
 static void *raw_alloc(void *ctx, size_t n) {
-  (void)ctx;
   void *p = NULL;
   if (cudaMalloc(&p, n) != cudaSuccess) {
     cudaGetLastError();
+    return NULL;
+  }
+  if (seg_add(p, n, (int)(intptr_t)ctx) < 0) { /* no memory for the table: the segment goes back */
+    cudaFree(p);
     return NULL;
   }
   return p;
 }
 static void raw_free(void *ctx, void *p) {
   (void)ctx;
+  seg_remove(p);
   cudaFree(p);
 }
 static int mem_info(void *ctx, size_t *fr, size_t *total) {
@@ -130,7 +175,7 @@ static gpu *use(int index) {
     fail_cuda("cuda start-up", e);
     return NULL;
   }
-  g->alloc = lab_ca_new((lab_ca_backend){raw_alloc, raw_free, mem_info, NULL});
+  g->alloc = lab_ca_new((lab_ca_backend){raw_alloc, raw_free, mem_info, (void *)(intptr_t)index});
   g->workspace_bytes = (size_t)32 << 20;
   if (!g->alloc || cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS ||
       cudaMalloc(&g->workspace, g->workspace_bytes) != cudaSuccess || cudaMalloc((void **)&g->count, 8) != cudaSuccess ||
@@ -267,11 +312,15 @@ static int cuda_synchronize(int index) {
 
 /* ---- kernels: the launchers of kernels/cuda on the stream of the device that owns the op's
  * memory. The runtime checked that every pointer of one op is on one device; the first one
- * names it (unified addressing: a device pointer belongs to exactly one GPU). ---- */
+ * names it, found in the allocators' segment table (a view's pointer is inside its segment);
+ * once, cudaPointerGetAttributes and cudaSetDevice ran on every launch. ---- */
 
 static int device_of(const void *p) {
   probe();
-  if (ngpus == 1) return 0; /* no query per launch where there is one GPU */
+  if (ngpus == 1) return 0; /* no lookup where there is one GPU */
+  int at_ = seg_find((uintptr_t)p) - 1;
+  if (p && at_ >= 0 && (uintptr_t)p < segs[at_].hi) return segs[at_].device;
+  pointer_queries++;
   struct cudaPointerAttributes at;
   if (p && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeDevice) return at.device;
   cudaGetLastError(); /* a host or unknown pointer: the current device, as before */
@@ -303,6 +352,7 @@ static int injected(const char *op) {
  * raised where it is read). */
 static int report_on(gpu *g, int index, const char *op, int e) {
   if (!g) return -1;
+  g->launches++;
   if (!e && injected(op))
     return lab_fail(op, "cuda:%d: kernel launch failed: CUDA error %d (injected by LLMLAB_CUDA_INJECT_LAUNCH_ERROR=%s)",
                     index, (int)cudaErrorLaunchFailure, op);
@@ -583,6 +633,8 @@ static long cuda_counter(const char *name) {
   int i = -1, n = 0;
   if (sscanf(name, "synchronize:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].syncs;
   if (sscanf(name, "ready:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].ready;
+  if (sscanf(name, "launches:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].launches;
+  if (!strcmp(name, "pointer_queries")) return pointer_queries;
   return -1;
 }
 

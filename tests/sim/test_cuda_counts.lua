@@ -68,4 +68,19 @@ T.test("cuBLASLt: one plan per shape, kept; one call per batched product; the 32
   T.eq(d.calls, 3, "three products: calls")
 end)
 
+-- defects 1 and 8: a launch runs on the device of its memory, found from the caching
+-- allocators' segments (cudaPointerGetAttributes and cudaSetDevice ran on every launch)
+T.test("ops on sim:0 and sim:1 launch on their own device, with no driver query per launch", function()
+  local x0 = lab.randn(1000, { device = "cpu" })
+  local a, b = x0:to("sim:0"), x0:to("sim:1")
+  local q0, l0, l1 = c("pointer_queries"), c("launches:0"), c("launches:1")
+  local y = (b * 2 + 1):exp():sum() -- 4 launches on sim:1 (mul, add, exp, sum)
+  local z = a:narrow(1, 11, 500):abs() -- a view inside its segment, on sim:0
+  T.eq(c("launches:1") - l1, 4, "launches on sim:1")
+  T.eq(c("launches:0") - l0, 1, "launches on sim:0")
+  T.eq(c("pointer_queries") - q0, 0, "driver queries for the launches' devices")
+  T.near(y:item(), (x0 * 2 + 1):exp():sum():item(), 1e-3, "sum on sim:1 = cpu")
+  T.eq((z:to("cpu") - x0:narrow(1, 11, 500):abs()):abs():max():item(), 0, "view on sim:0 = cpu")
+end)
+
 T.finish()
