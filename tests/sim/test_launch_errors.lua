@@ -35,6 +35,8 @@ local ok2, err2 = pcall(function() return lab.ones(3):sum():item() end)
 print('readback', ok2, ok2 and '' or err2)
 local good = lab.embedding(lab.tensor({1, 9}):to('cpu'):to('i64'):to('sim'), w):sum():item()
 print('after', type(good))
+local ok3, err3 = pcall(function() local e = lab.embedding(ids, w); return tostring(e) end)
+print('tostring', ok3, ok3 and '' or err3)
 ]]
 
 local function line(text, tag)
@@ -51,6 +53,8 @@ T.test("a bad embedding id: raised at the read-back by default, at the op with L
   T.eq(ok, "false", "default: the next wait raises it: " .. text)
   T.ok(err and err:find(want, 1, true) and err:find("rank 0", 1, true), "default: names op, id, range, rank: " .. tostring(err))
   T.ok(text:find("after\tnumber", 1, true), "the session goes on: " .. text)
+  ok, err = line(text, "tostring")
+  T.ok(ok == "false" and err:find(want, 1, true), "printing the tensor raises the id, not 'out of memory': " .. tostring(err))
 
   text = child("LLMLAB_CUDA_LAUNCH_BLOCKING=1", bad_id)
   ok, err = line(text, "op")
