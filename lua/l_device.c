@@ -80,8 +80,8 @@ static int l_cuda_sim_counter(lua_State *L) {
   long v = ops && ops->counter ? ops->counter(name) : -1;
   if (v < 0)
     return ll_error(L, "cuda.sim_counter: the sim device keeps no count '%s' (lt_plans, lt_heuristics, lt_matmuls, "
-                    "lt_workspace, synchronize:N, ready:N, launches:N, pointer_queries; the sim runs runtime/cuda only where built with the SIMT "
-                    "interpreter)", name);
+                    "lt_workspace, synchronize:N, ready:N, launches:N, pointer_queries; the sim runs runtime/cuda "
+                    "only where built with the SIMT interpreter)", name);
   lua_pushinteger(L, v);
   return 1;
 }

@@ -10,9 +10,10 @@
  * cuda:1 after a cuda:0 call must not launch on GPU 0 with GPU 1's pointers. Every launch
  * returns its status and the op's caller raises a launch error naming the op; a kernel that
  * faults later, and a device-side id check that failed, are raised by the next wait (a copy to
- * the host, synchronize), as CUDA raises them. LLMLAB_CUDA_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING's
- * twin) makes every op wait for its kernels, so those are raised by the op that faulted. Host-to-device copies do not wait: cudaMemcpyAsync from pageable
- * memory returns once the host buffer has been staged (nothing here pins host memory). */
+ * the host, synchronize), as CUDA raises them. LLMLAB_CUDA_LAUNCH_BLOCKING=1
+ * (CUDA_LAUNCH_BLOCKING's twin) makes every op wait for its kernels, so those are raised by the
+ * op that faulted. Host-to-device copies do not wait: cudaMemcpyAsync from pageable memory
+ * returns once the host buffer has been staged (nothing here pins host memory). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -340,13 +341,15 @@ static gpu *on(const void *p, int *index) {
  * asking for more registers or shared memory than the GPU has would; the tests of the op's error
  * path use it (SQLite's fault injection), since the emulated runtime launches what it is given. */
 static int injected(const char *op) {
-  const char *e = getenv("LLMLAB_CUDA_INJECT_LAUNCH_ERROR");
+  static const char *e;
+  static int read;
+  if (!read) e = getenv("LLMLAB_CUDA_INJECT_LAUNCH_ERROR"), read = 1; /* once: not a scan per launch */
   return e && *e && strcmp(e, op) == 0;
 }
 
 /* After a launch, its status for the op's caller, which raises it naming the op (a launch error
  * was once kept here and dropped by the void ops: issue 23, defect 2). Without
- * LLMLAB_CUDA_LAUNCH_BLOCKING a kernel's fault shows at the next wait. With LLMLAB_CUDA_LAUNCH_BLOCKING=1
+ * LLMLAB_CUDA_LAUNCH_BLOCKING a kernel's fault shows at the next wait. With the variable at 1
  * the op waits for its kernels here: a fault, or a device-side id check that failed, is raised
  * now, by this op (the emulated runtime clears a fault once it is returned, so it must be
  * raised where it is read). */
