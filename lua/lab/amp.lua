@@ -162,6 +162,7 @@ function MixedPrecision:unscale()
         dev = dev or g32.device
         if self.dynamic then
           local s = g32:sum():to("f64") -- NaN or inf if any element is
+          if total and s.device ~= total.device then s = s:to(total.device) end -- several devices
           total = total and total + s or s
         end
       else

@@ -125,6 +125,7 @@ function optim.clip_grad_norm(params, max_norm, opts)
     local g = p.grad
     if g and (counts_here or p.tensor_model_parallel) then
       local n = g:norm():to("f64")
+      if sq and n.device ~= sq.device then n = n:to(sq.device) end -- parameters on several devices
       sq = sq and sq + n * n or n * n
     end
   end
