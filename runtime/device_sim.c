@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -46,12 +47,26 @@ static range *free_list;
 
 #ifdef LLMLAB_HAVE_SIMT
 #define GAP 256 /* unused bytes after each allocation: an overrun lands in no allocation */
+/* The coverage table goes to the file in one write() on an O_APPEND descriptor: with a buffered
+ * fopen("a"), two processes exiting together (the ranks of an np2 test) interleaved their lines,
+ * and a line cut in two named a kernel "never launched" (sim.coverage failed on
+ * "rms_norm_fwd_k<float> -> 0 launches, 0 simt coverage: ewise_kernel<float> -> ..."). */
 static void simt_at_exit(void) {
   const char *cov = getenv("LLMLAB_SIMT_COVERAGE");
-  FILE *f = cov && *cov ? fopen(cov, "a") : NULL;
-  if (f) {
-    lab_simt_coverage(f);
-    fclose(f);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = cov && *cov ? open_memstream(&text, &len) : NULL;
+  if (m) {
+    lab_simt_coverage(m);
+    fclose(m);
+    int fd = open(cov, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    for (size_t done = 0; fd >= 0 && done < len;) {
+      ssize_t w = write(fd, text + done, len - done);
+      if (w <= 0) break;
+      done += (size_t)w;
+    }
+    if (fd >= 0) close(fd);
+    free(text);
   }
   if (getenv("LLMLAB_SIMT_PERF")) lab_simt_perf_report(stderr);
 }
