@@ -10,7 +10,10 @@
  *
  * Each entry is X(name, R, cpu, cat, op, anchor, work, params, args):
  *   name    the device table's entry and the launcher's suffix (LAB_CU(name));
- *   R       the result: V (void) or I64 (int64_t), LAB_FUSED_RET(R) is the type;
+ *   R       the cpu kernel's result: V (void) or I64 (int64_t), LAB_FUSED_RET(R) is its type; the
+ *           device table's entry returns LAB_FUSED_STATUS(R): for V an int status (0, or -1 with
+ *           lab_fail naming the op: a launch that failed is raised by the op's caller, not
+ *           dropped), for I64 the value itself (xent_fwd: -2 with lab_fail when it failed);
  *   cpu     the cpu kernel (kernels/cpu) that is the reference for every device;
  *   cat     the kernel profiler's category (LAB_KP_##cat, runtime/kprof.h);
  *   op      the op named in a launch error;
@@ -33,6 +36,9 @@
 #define LAB_FUSED_RET_V void
 #define LAB_FUSED_RET_I64 int64_t
 #define LAB_FUSED_RET(R) LAB_FUSED_RET_##R
+#define LAB_FUSED_STATUS_V int
+#define LAB_FUSED_STATUS_I64 int64_t
+#define LAB_FUSED_STATUS(R) LAB_FUSED_STATUS_##R
 #define LAB_UNPAREN(...) __VA_ARGS__
 
 /* Launched as the cpu kernel is called, with a stream added: int LAB_CU(name)(params, stream). */
@@ -110,7 +116,8 @@
 #define LAB_FUSED_OWN(X)                                                                                           \
   /* rows of logits (N, C), int64 targets (N): the per-row loss (0 for ignored rows) and the row's                \
    * log-sum-exp; returns the count of rows not ignored, or -1 where it stays on the device (cuda: the     \
-   * caller takes the mean there, so the forward never waits for the GPU) */                                                        \
+   * caller takes the mean there, so the forward never waits for the GPU); the device entry returns -2   \
+   * (with lab_fail) when the launch failed */                                                             \
   X(xent_fwd, I64, lab_cross_entropy_fwd, LOSS, "cross_entropy", logits, 0,                                        \
     (lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N, int64_t C,         \
      int64_t ignore_index, double smoothing),                                                                      \

@@ -60,6 +60,17 @@ typedef struct {
   int64_t stride[LAB_DEV_MAX_OPS][LAB_DEV_MAX_DIMS];
 } lab_geometry;
 
+/* An operand passed by value (lab_ew_args.scalars): its one element, of the operand's dtype, as
+ * a double (f: floating dtypes) or an int64 (i: integers and bool, is_int), which a kernel
+ * converts to its compute type as it would convert the element loaded from memory, and the
+ * element's own bytes (raw) for the cpu kernels' row loader. */
+typedef struct {
+  double f;
+  int64_t i;
+  int is_int;
+  unsigned char raw[8];
+} lab_ew_scalar;
+
 /* Elementwise launch: operand 0 is the output; values are computed in ct and stored in each
  * operand's own type. */
 typedef struct {
@@ -70,6 +81,11 @@ typedef struct {
   lab_dtype dt[LAB_DEV_MAX_OPS];
   double lo, hi; /* clamp bounds */
   int has_lo, has_hi;
+  /* bit k: input operand k is the value sv[k], not memory (g.data[k] NULL, strides 0): a Lua
+   * number or a cpu 0-d tensor in an op on a device goes to the kernel as an argument instead of
+   * a host-to-device copy before every op (runtime/ewise.c) */
+  unsigned scalars;
+  lab_ew_scalar sv[LAB_DEV_MAX_OPS];
 } lab_ew_args;
 
 /* Reduction launch: the geometry walks the output (operand 0), the first element of each

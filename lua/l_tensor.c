@@ -29,7 +29,7 @@ static int t_tostring(lua_State *L) {
     return 1;
   }
   char *s = lab_format(*box);
-  if (!s) return ll_error(L, "tostring: out of memory");
+  if (!s) return ll_runtime_error(L); /* the copy to the host failed (a bad id raised there, say), or no memory */
   lua_pushstring(L, s);
   free(s);
   return 1;

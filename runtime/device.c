@@ -66,6 +66,7 @@ int lab_device_count(lab_device_type type) {
  * cuda:(node rank mod GPUs), one rank per GPU as torchrun's LOCAL_RANK convention */
 static int node_rank;
 void lab_device_set_node_rank(int rank) { node_rank = rank > 0 ? rank : 0; }
+int lab_device_node_rank(void) { return node_rank; }
 
 int lab_device_parse(const char *op, const char *s, lab_device *out) {
   size_t len = strcspn(s, ":");

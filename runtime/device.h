@@ -57,13 +57,16 @@ typedef struct lab_device_ops {
   /* 1 when gemm takes bf16/f16 operands itself (f32 accumulation), so they are not widened */
   int gemm_half;
   /* ---- kernels (pointers are memory of this device) ---- */
-  void (*ewise)(const lab_ew_args *a);
-  void (*reduce)(const lab_red_args *a);
+  /* Each launch returns its status: 0, or -1 with lab_fail naming the op (a launch the device
+   * refused, or with LLMLAB_CUDA_LAUNCH_BLOCKING=1 a kernel that faulted); the caller raises it. */
+  int (*ewise)(const lab_ew_args *a);
+  int (*reduce)(const lab_red_args *a);
   int (*gemm)(const lab_gemm_args *a); /* -1 with lab_fail when the device cannot */
-  void (*rand)(const lab_rand_args *a);
-  /* the fused kernels of kernels/fused_ops.h, each signature written there once; the optional
-   * ones (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
-#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_RET(R)(*name) params;
+  int (*rand)(const lab_rand_args *a);
+  /* the fused kernels of kernels/fused_ops.h, each signature written there once (the entry
+   * returns LAB_FUSED_STATUS(R): a status for the void kernels); the optional ones
+   * (act_bwd_bias, adamw_multi) NULL where the caller takes the plain kernels */
+#define LAB_DEVICE_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) LAB_FUSED_STATUS(R)(*name) params;
   LAB_FUSED_ALL(LAB_DEVICE_ENTRY_)
 #undef LAB_DEVICE_ENTRY_
   /* FlashAttention (lab_flash_args in kernels/ops.h); NULL where the device has none.
@@ -73,6 +76,14 @@ typedef struct lab_device_ops {
   int (*flash_fwd)(const lab_flash_args *a);
   int (*flash_bwd)(const lab_flash_args *a);
   int flash_strided; /* 1: the kernels take the layouts of lab_flash_args (else contiguous only) */
+  /* A count the device keeps, by name, for tests and profiles; -1 for a name it does not keep,
+   * NULL where it keeps none. cuda: "lt_plans" cuBLASLt plans made (descriptors, layouts and a
+   * heuristic query each), "lt_heuristics" heuristic queries, "lt_matmuls" cublasLtMatmul calls,
+   * "lt_workspace" the workspace bytes the last plan's preference offered the heuristic;
+   * "synchronize:N" synchronize calls on device N, "ready:N" 1 once device N was set up (its
+   * stream, allocator and cuBLASLt handle: a context on a GPU), "launches:N" launches routed to
+   * device N, "pointer_queries" launches whose device was asked of the driver (none expected). */
+  long (*counter)(const char *name);
 } lab_device_ops;
 
 /* A table's memory and launch entries from functions named prefix_entry (a device whose copy
@@ -101,6 +112,13 @@ const lab_device_ops *lab_sim_device_ops(void); /* runtime/device_sim.c: a testi
 /* The sim's count of host synchronizations: where a GPU's stream would drain (a device-to-host
  * copy, a synchronize); lab.cuda.sim_host_syncs() reads it (runtime/device_sim.c) */
 long lab_sim_host_syncs(void);
+/* 1 when the sim's table is runtime/cuda's device over runtime/simrt (memory from its emulated
+ * cudaMalloc, two devices): the sim then plays CUDA where no GPU is (lab.cuda.synchronize) */
+int lab_sim_is_simrt(void);
+/* this process's rank among the ranks of its node (lab_device_set_node_rank; 0 before) */
+int lab_device_node_rank(void);
+/* The sim's count of host-to-device copies; lab.cuda.sim_uploads() reads it (runtime/device_sim.c) */
+long lab_sim_uploads(void);
 /* runtime/cuda/cuda_device.c, in the cuda plugin (runtime/cuda/plugin.h); the engine reaches
  * it through lab_device_ops_of, whose opener opens the plugin */
 const lab_device_ops *lab_cuda_device_ops(void);

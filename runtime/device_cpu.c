@@ -64,6 +64,10 @@ static int cpu_synchronize(int index) {
 
 static const void *operand(const lab_ew_args *c, int k, char *p, int64_t stride, int64_t n, void *buf) {
   size_t es = lab_dtype_size(c->ct);
+  if ((c->scalars >> k) & 1u) { /* a value passed with the launch: its element, repeated */
+    lab_load_row(c->dt[k], (const char *)c->sv[k].raw, 0, c->ct, buf, n);
+    return buf;
+  }
   if (c->dt[k] == c->ct && stride == (int64_t)es) return p;
   lab_load_row(c->dt[k], p, stride, c->ct, buf, n);
   return buf;
@@ -93,7 +97,10 @@ static void ew_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) {
   }
 }
 
-static void cpu_ewise(const lab_ew_args *a) { lab_rows_run(&a->g, ew_row, (void *)a); }
+static int cpu_ewise(const lab_ew_args *a) {
+  lab_rows_run(&a->g, ew_row, (void *)a);
+  return 0;
+}
 
 /* ---- reductions: each output element walks its line of the input, loaded into a
  * contiguous buffer in the compute type for the row kernels ---- */
@@ -133,7 +140,10 @@ static void red_row(void *vctx, char **ptrs, const int64_t *strides, int64_t n) 
   free(buf);
 }
 
-static void cpu_reduce(const lab_red_args *a) { lab_rows_run(&a->g, red_row, (void *)a); }
+static int cpu_reduce(const lab_red_args *a) {
+  lab_rows_run(&a->g, red_row, (void *)a);
+  return 0;
+}
 
 /* ---- matrix products: one BLAS call per product of a batch (kernels/cpu/gemm.c) ---- */
 
@@ -145,7 +155,7 @@ static int cpu_gemm(const lab_gemm_args *a) {
 
 /* ---- random numbers: the Philox stream ---- */
 
-static void cpu_rand(const lab_rand_args *a) {
+static int cpu_rand(const lab_rand_args *a) {
   switch (a->kind) {
   case LAB_RAND_UNIFORM:
     if (a->dt == LAB_F64) lab_rand_uniform_f64(a->seed, a->offset, a->out, a->n, a->a, a->b);
@@ -157,6 +167,7 @@ static void cpu_rand(const lab_rand_args *a) {
     break;
   case LAB_RAND_INT: lab_rand_int(a->seed, a->offset, a->out, a->n, a->lo, a->hi); break;
   }
+  return 0;
 }
 
 /* ---- FlashAttention: kernels/cpu/flash_attention.c, f32 sums for f32, bf16 and f16 ---- */
@@ -174,11 +185,26 @@ static int cpu_flash_bwd(const lab_flash_args *a) {
   return 0;
 }
 
+/* the fused kernels (kernels/fused_ops.h) as table entries: a void kernel cannot fail on the cpu
+ * (status 0), an I64 one returns its value */
+#define LAB_P(p) p
+#define CALL_V_(call) \
+  call;               \
+  return 0;
+#define CALL_I64_(call) return call;
+#define CPU_WRAP_(name, R, cpu, cat, op, anchor, work, params, args) \
+  static LAB_FUSED_STATUS(R) cpu_##name params { CALL_##R##_(cpu args) }
+LAB_FUSED_ALL(CPU_WRAP_)
+#undef CPU_WRAP_
+#undef CALL_V_
+#undef CALL_I64_
+#undef LAB_P
+
 static const lab_device_ops cpu_ops = {
     .name = "cpu",
     LAB_DEVICE_MEMORY(cpu) /* device.h */
     LAB_DEVICE_LAUNCHES(cpu)
-#define CPU_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cpu,
+#define CPU_ENTRY_(name, R, cpu, cat, op, anchor, work, params, args) .name = cpu_##name,
     LAB_FUSED_ALL(CPU_ENTRY_) /* kernels/fused_ops.h: every fused kernel, the optional ones too */
 #undef CPU_ENTRY_
     .flash_supports = cpu_flash_supports,

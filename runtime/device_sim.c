@@ -201,7 +201,6 @@ size_t lab_sim_arena_bytes(void) { return ARENA_RESERVE; }
 /* ---- moving bytes: the only way in or out ---- */
 
 /* both directions and device-to-device: one move on the kernel view */
-#define sim_from_host sim_move
 #define sim_copy sim_move
 static int sim_move(int index, void *dst, const void *src, size_t n) {
   (void)index;
@@ -210,6 +209,15 @@ static int sim_move(int index, void *dst, const void *src, size_t n) {
 #endif
   memmove(K(dst), K(src), n);
   return 0;
+}
+
+/* host-to-device copies are counted (lab.cuda.sim_uploads), on either table: a Lua number in an
+ * op on a device once cost one each (issue 23, defect 4) */
+static _Atomic long uploads;
+long lab_sim_uploads(void) { return uploads; }
+static int sim_from_host(int index, void *dst, const void *src, size_t n) {
+  uploads++;
+  return sim_move(index, dst, src, n);
 }
 
 static int sim_memset(int index, void *dst, int byte, size_t n) {
@@ -241,15 +249,15 @@ static int sim_synchronize(int index) {
 
 #define CPU (lab_cpu_device_ops())
 
-static void sim_ewise(const lab_ew_args *a) {
+static int sim_ewise(const lab_ew_args *a) {
   lab_ew_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
-  CPU->ewise(&k);
+  return CPU->ewise(&k);
 }
-static void sim_reduce(const lab_red_args *a) {
+static int sim_reduce(const lab_red_args *a) {
   lab_red_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
-  CPU->reduce(&k);
+  return CPU->reduce(&k);
 }
 static int sim_gemm(const lab_gemm_args *a) {
   lab_gemm_args k = *a;
@@ -258,17 +266,15 @@ static int sim_gemm(const lab_gemm_args *a) {
   k.c = K(a->c);
   return CPU->gemm(&k);
 }
-static void sim_rand(const lab_rand_args *a) {
+static int sim_rand(const lab_rand_args *a) {
   lab_rand_args k = *a;
   k.out = K(a->out);
-  CPU->rand(&k);
+  return CPU->rand(&k);
 }
 /* the fused kernels (kernels/fused_ops.h): the cpu's, every pointer on the kernel view */
 #define LAB_P(p) K(p)
-#define CALL_V_(call) call;
-#define CALL_I64_(call) return call;
 #define SIM_(name, R, cpu, cat, op, anchor, work, params, args) \
-  static LAB_FUSED_RET(R) sim_##name params { CALL_##R##_(CPU->name args) }
+  static LAB_FUSED_STATUS(R) sim_##name params { return CPU->name args; }
 LAB_FUSED_REQUIRED(SIM_)
 #undef SIM_
 #undef LAB_P
@@ -337,6 +343,10 @@ static int simrt_gemm(const lab_gemm_args *a) {
   if (lab_simrt_sync_all() != 0) return lab_fail("matmul", "sim: a queued copy failed");
   return sim_gemm(a);
 }
+static int simrt_from_host(int index, void *dst, const void *src, size_t n) {
+  uploads++;
+  return lab_simrt_cuda_device_ops()->from_host(index, dst, src, n);
+}
 static int simrt_wanted(void) {
   const char *e = getenv("LLMLAB_SIMRT");
   return !e || strcmp(e, "0") != 0;
@@ -361,6 +371,7 @@ const lab_device_ops *lab_sim_device_ops(void) {
         simrt_ops.name = "sim";
         simrt_ops.describe = simrt_describe;
         simrt_ops.gemm = simrt_gemm;
+        simrt_ops.from_host = simrt_from_host;
       }
     } else sim_ops.describe = sim_describe_cpu;
   }

@@ -19,8 +19,7 @@ size_t lab_sim_arena_bytes(void);
  * the SIMT interpreter) */
 const lab_device_ops *lab_simrt_cuda_device_ops(void);
 int lab_simrt_sync_all(void);
-/* 1 when the sim's table is that one (memory from runtime/simrt's cudaMalloc), 0 otherwise */
-int lab_sim_is_simrt(void); /* runtime/simrt/simrt.c: waits until every stream's work ran; 0 */
+/* lab_sim_is_simrt (device.h); runtime/simrt/simrt.c: waits until every stream's work ran; 0 */
 /* One host synchronization more (lab_sim_host_syncs, device.h): called where the cuda device
  * would wait for its stream (runtime/simrt's stream and D2H waits, the direct table's to_host
  * and synchronize) */

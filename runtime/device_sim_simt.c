@@ -35,10 +35,10 @@ static int report(const char *op, int e) {
   return lab_fail(op, "%s", sticky);
 }
 
-static void ewise(const lab_ew_args *a) {
+static int ewise(const lab_ew_args *a) {
   lab_ew_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
-  report("ewise", lab_simcu_ewise(&k, NULL));
+  return report("ewise", lab_simcu_ewise(&k, NULL));
 }
 /* scratch for the multi-block reductions, from the arena as the cuda device takes it from its
  * pool (NULL when none fits: one block per output) */
@@ -46,27 +46,29 @@ static void *scratch(size_t n) { return n ? lab_sim_device_ops()->alloc(0, n) : 
 static void scratch_free(void *p, size_t n) {
   if (p) lab_sim_device_ops()->free(0, p, n);
 }
-static void reduce(const lab_red_args *a) {
+static int reduce(const lab_red_args *a) {
   lab_red_args k = *a;
   for (int i = 0; i < k.g.nops; i++) k.g.data[i] = K(k.g.data[i]);
   size_t wb = lab_simcu_reduce_work_bytes(a);
   void *w = scratch(wb);
   k.work = w ? K(w) : NULL;
-  report("reduce", lab_simcu_reduce(&k, NULL));
+  int rc = report("reduce", lab_simcu_reduce(&k, NULL));
   scratch_free(w, wb);
+  return rc;
 }
-static void rand_(const lab_rand_args *a) {
+static int rand_(const lab_rand_args *a) {
   lab_rand_args k = *a;
   k.out = K(a->out);
-  report("rand", lab_simcu_rand(&k, NULL));
+  return report("rand", lab_simcu_rand(&k, NULL));
 }
 static int64_t simt_xent_fwd(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                         int64_t C, int64_t ignore_index, double smoothing) {
   static void *count; /* device scratch for the row count, as the cuda device keeps one */
-  if (!count && !(count = lab_sim_device_ops()->alloc(0, 8))) return 0;
+  if (!count && !(count = lab_sim_device_ops()->alloc(0, 8)))
+    return lab_fail("cross_entropy", "sim: out of device memory for the row count") * 2;
   if (report("cross_entropy", lab_simcu_xent_fwd(ct, K(logits), K(target), K(loss), K(lse), N, C, ignore_index,
                                                  smoothing, K(count), NULL)))
-    return 0;
+    return -2;
   lab_sim_note_host_sync(); /* the cuda device waits for this count */
   return *(int64_t *)K(count);
 }
@@ -74,13 +76,14 @@ static int64_t simt_xent_fwd(lab_dtype ct, const void *logits, const int64_t *ta
  * the kernel view, scratch from the arena where the list gives a size */
 #define LAB_P(p) K(p)
 #define LAUNCH_(name, R, cpu, cat, op, anchor, work, params, args) \
-  static void simt_##name params { report(op, lab_simcu_##name(LAB_UNPAREN args, NULL)); }
-#define LAUNCH_WORK_(name, R, cpu, cat, op, anchor, work, params, args)            \
-  static void simt_##name params {                                                 \
-    size_t bytes_ = work;                                                          \
-    void *work_ = scratch(bytes_);                                                 \
-    report(op, lab_simcu_##name(LAB_UNPAREN args, work_ ? K(work_) : NULL, NULL)); \
-    scratch_free(work_, bytes_);                                                   \
+  static int simt_##name params { return report(op, lab_simcu_##name(LAB_UNPAREN args, NULL)); }
+#define LAUNCH_WORK_(name, R, cpu, cat, op, anchor, work, params, args)                     \
+  static int simt_##name params {                                                           \
+    size_t bytes_ = work;                                                                   \
+    void *work_ = scratch(bytes_);                                                          \
+    int rc_ = report(op, lab_simcu_##name(LAB_UNPAREN args, work_ ? K(work_) : NULL, NULL)); \
+    scratch_free(work_, bytes_);                                                            \
+    return rc_;                                                                             \
   }
 LAB_FUSED_LAUNCH(LAUNCH_)
 LAB_FUSED_WORK(LAUNCH_WORK_)
@@ -93,7 +96,7 @@ static int flash_result(const char *what, int e) {
                     "pass :clone() or use impl='math'", what);
   return report("sdpa", e);
 }
-/* kernels/cuda's tensor-core kernel where it takes the case (bf16/f16, D = Dv = 64 or 128,
+/* kernels/cuda's tensor-core kernel where it takes the case (bf16/f16, D = Dv = 64, 96, 128 or 256,
  * contiguous, 16-byte aligned); the cpu kernel on the kernel view elsewhere (head views included,
  * which the cuda device copies contiguous first), so every sdpa
  * that works on the cpu works here (the cuda device has no such path yet: issue 23) */

@@ -3,8 +3,10 @@
  * whose cpu implementation is the reference. */
 #include "ewise.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "../kernels/cpu/convert.h"
 #include "error.h"
 #include "iter.h"
 #include "transfer.h"
@@ -21,14 +23,44 @@ const char *lab_unary_name(lab_unary_op op) {
   return n[op];
 }
 
+/* the op an elementwise launch does, for its error */
+static const char *ew_name(const lab_ew_args *c) {
+  switch (c->kind) {
+  case LAB_EW_BINARY: return lab_binary_name((lab_binary_op)c->op);
+  case LAB_EW_UNARY: return lab_unary_name((lab_unary_op)c->op);
+  case LAB_EW_CLAMP: return "clamp";
+  case LAB_EW_WHERE: return "where";
+  case LAB_EW_COPY: break;
+  }
+  return "copy";
+}
+
+/* A cpu 0-d operand of an op on a device (a Lua number, the sdpa scale) goes with the launch
+ * as a value (lab_ew_args.scalars), read here on the host: it was copied to the device before
+ * every such op (a host-to-device copy each time). */
+static int as_scalar(lab_ew_args *c, int k, lab_tensor *t, lab_device dev) {
+  if (dev.type == LAB_DEV_CPU || lab_device_of(t).type != LAB_DEV_CPU || t->ndim != 0) return 0;
+  const char *p = lab_data(t);
+  lab_ew_scalar *v = &c->sv[k];
+  memset(v, 0, sizeof *v);
+  memcpy(v->raw, p, lab_dtype_size(t->dtype));
+  v->is_int = !lab_dtype_is_float(t->dtype);
+  lab_load_row(t->dtype, p, 0, LAB_F64, &v->f, 1);
+  lab_load_row(t->dtype, p, 0, LAB_I64, &v->i, 1);
+  c->scalars |= 1u << k;
+  return 1;
+}
+
 int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   lab_tensor *ops[LAB_ITER_MAX_OPS] = {out}, *moved[LAB_ITER_MAX_OPS] = {0};
   lab_device dev = lab_device_of(out);
   int rc = 0;
   c->dt[0] = out->dtype;
+  c->scalars = 0;
   for (int k = 0; k < nin; k++) {
     ops[k + 1] = in[k];
     c->dt[k + 1] = in[k]->dtype;
+    if (as_scalar(c, k + 1, in[k], dev)) continue;
     if (!lab_device_eq(lab_device_of(in[k]), dev)) {
       if (!(moved[k] = lab_to_device(in[k], dev))) rc = -1;
       ops[k + 1] = moved[k];
@@ -36,7 +68,16 @@ int lab_ew_launch(lab_ew_args *c, lab_tensor *out, int nin, lab_tensor **in) {
   }
   if (rc == 0) {
     lab_iter_init(&c->g, out->ndim, out->shape, nin + 1, ops);
-    lab_device_ops_of(dev.type)->ewise(c);
+    for (int k = 1; k <= nin; k++)
+      if ((c->scalars >> k) & 1u) { /* no memory: the value is in c->sv[k] */
+        c->g.data[k] = NULL;
+        memset(c->g.stride[k], 0, sizeof c->g.stride[k]);
+      }
+    if (lab_device_ops_of(dev.type)->ewise(c) < 0) { /* the device said why: "ewise: cuda:0: ..." */
+      char why[400], d[32];
+      snprintf(why, sizeof why, "%s", lab_last_error());
+      rc = lab_fail(ew_name(c), "on %s: %s", lab_device_str(dev, d, sizeof d), why);
+    }
   }
   for (int k = 0; k < nin; k++) lab_tensor_release(moved[k]);
   return rc;
@@ -157,7 +198,10 @@ lab_tensor *lab_unary(lab_unary_op op, lab_tensor *a) {
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), odt, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_UNARY, .op = op, .ct = lab_compute_type(odt)};
-  lab_ew_launch(&c, out, 1, &a);
+  if (lab_ew_launch(&c, out, 1, &a) < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
@@ -193,7 +237,10 @@ lab_tensor *lab_clamp(lab_tensor *a, double lo, int has_lo, double hi, int has_h
   lab_tensor *out = lab_tensor_empty_on(lab_device_of(a), a->dtype, a->ndim, a->shape);
   if (!out) return NULL;
   lab_ew_args c = {.kind = LAB_EW_CLAMP, .ct = lab_compute_type(a->dtype), .lo = lo, .hi = hi, .has_lo = has_lo, .has_hi = has_hi};
-  lab_ew_launch(&c, out, 1, &a);
+  if (lab_ew_launch(&c, out, 1, &a) < 0) {
+    lab_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
@@ -216,10 +263,31 @@ lab_tensor *lab_where(lab_tensor *cond, lab_tensor *a, lab_tensor *b) {
   return out;
 }
 
+/* tensor.h: on a device, one element of dt broadcast by a copy whose launch carries it (a
+ * host-to-device copy of the element before each call once: cross_entropy's mean, backward's
+ * seed) */
+lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
+  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
+  lab_tensor *t = lab_tensor_empty_on(dev, dt, ndim, shape);
+  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
+  /* as lab_copy_ would broadcast it, with the element as a value (as_scalar) */
+  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = lab_compute_type(dt)};
+  int rc = !one ? -1 : lab_numel(t) ? lab_ew_launch(&c, t, 1, &one) : 0;
+  lab_tensor_release(one);
+  if (rc < 0) {
+    lab_tensor_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* the value goes with the launch (no host-to-device copy on a device): a copy from a cpu 0-d
+ * tensor, in the compute type lab_copy_ takes for these dtypes */
 int lab_fill_(lab_tensor *t, double value) {
   lab_tensor *s = lab_tensor_scalar(lab_compute_type(t->dtype) == LAB_I64 ? LAB_I64 : LAB_F64, value);
   if (!s) return -1;
-  int rc = lab_copy_(t, s);
+  lab_ew_args c = {.kind = LAB_EW_COPY, .ct = lab_compute_type(lab_promote(t->dtype, s->dtype))};
+  int rc = lab_numel(t) ? lab_ew_launch(&c, t, 1, &s) : 0;
   lab_tensor_release(s);
   return rc;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../kernels/cpu/convert.h"
+#include "error.h"
 #include "strbuf.h"
 #include "transfer.h"
 
@@ -148,6 +149,7 @@ static char *format_host(const lab_tensor *t, lab_device dev) {
   lab_strbuf_printf(&s, ")");
   if (s.oom) {
     free(s.b);
+    lab_fail("tostring", "out of memory");
     return NULL;
   }
   return s.b;

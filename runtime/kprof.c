@@ -39,11 +39,8 @@ static void add(lab_kp_category c, stamp t0) {
 }
 
 /* One wrapper per kernel entry: time the plain kernel and book it under its category. R is
- * the result: V (void), INT or I64. */
-#define TIME_V_(call, cat) \
-  stamp t_ = now();        \
-  call;                    \
-  add(LAB_KP_##cat, t_);
+ * the kind of result: V (a fused kernel's entry: an int status), INT or I64. */
+#define TIME_V_(call, cat) TIME_INT_(call, cat)
 #define TIME_INT_(call, cat) \
   stamp t_ = now();          \
   int r_ = call;             \
@@ -54,18 +51,18 @@ static void add(lab_kp_category c, stamp t0) {
   int64_t r_ = call;         \
   add(LAB_KP_##cat, t_);     \
   return r_;
-#define LAB_FUSED_RET_INT int
+#define LAB_FUSED_STATUS_INT int
 #define LAB_P(p) p
 #define WRAP_(name, R, cpu, cat, op, anchor, work, params, args) \
-  static LAB_FUSED_RET(R) t_##name params { TIME_##R##_(plain->name args, cat) }
+  static LAB_FUSED_STATUS(R) t_##name params { TIME_##R##_(plain->name args, cat) }
 /* the entries that are not fused kernels, in the columns of kernels/fused_ops.h */
 #define OTHER_ENTRIES_(X)                                                                                    \
   X(copy, INT, -, ELEMENTWISE, -, -, 0, (int index, void *dst, const void *src, size_t n), (index, dst, src, n)) \
   X(memset, INT, -, ELEMENTWISE, -, -, 0, (int index, void *dst, int byte, size_t n), (index, dst, byte, n))     \
-  X(ewise, V, -, ELEMENTWISE, -, -, 0, (const lab_ew_args *a), (a))                                              \
-  X(reduce, V, -, ELEMENTWISE, -, -, 0, (const lab_red_args *a), (a))                                            \
+  X(ewise, INT, -, ELEMENTWISE, -, -, 0, (const lab_ew_args *a), (a))                                            \
+  X(reduce, INT, -, ELEMENTWISE, -, -, 0, (const lab_red_args *a), (a))                                          \
   X(gemm, INT, -, GEMM, -, -, 0, (const lab_gemm_args *a), (a))                                                  \
-  X(rand, V, -, ELEMENTWISE, -, -, 0, (const lab_rand_args *a), (a))                                             \
+  X(rand, INT, -, ELEMENTWISE, -, -, 0, (const lab_rand_args *a), (a))                                           \
   X(flash_fwd, INT, -, ATTENTION, -, -, 0, (const lab_flash_args *a), (a))                                       \
   X(flash_bwd, INT, -, ATTENTION, -, -, 0, (const lab_flash_args *a), (a))
 OTHER_ENTRIES_(WRAP_)

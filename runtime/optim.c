@@ -23,9 +23,8 @@ static int adamw_check(lab_tensor *p, lab_tensor *g, lab_tensor *m, lab_tensor *
 int lab_adamw_(lab_tensor *p, lab_tensor *g, lab_tensor *m, lab_tensor *v, const lab_adamw_opts *o) {
   lab_device dev;
   if (adamw_check(p, g, m, v, &dev) < 0) return -1;
-  lab_device_ops_of(dev.type)->adamw(p->dtype, lab_data(p), lab_data(g), lab_data(m), lab_data(v), lab_numel(p), o->lr,
-                                     o->beta1, o->beta2, o->eps, o->weight_decay, o->step);
-  return 0;
+  return lab_device_ops_of(dev.type)->adamw(p->dtype, lab_data(p), lab_data(g), lab_data(m), lab_data(v), lab_numel(p),
+                                            o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->step);
 }
 
 int lab_adamw_multi_(int count, lab_tensor **p, lab_tensor **g, lab_tensor **m, lab_tensor **v, const double *wd,
@@ -55,9 +54,9 @@ int lab_adamw_multi_(int count, lab_tensor **p, lab_tensor **g, lab_tensor **m, 
     pp[i] = lab_data(p[i]), pg[i] = lab_data(g[i]), pm[i] = lab_data(m[i]), pv[i] = lab_data(v[i]);
     n[i] = lab_numel(p[i]);
   }
-  ops->adamw_multi(p[0]->dtype, count, pp, (const void *const *)pg, pm, pv, n, wd, o->lr, o->beta1, o->beta2, o->eps,
-                   o->step);
+  int rc = ops->adamw_multi(p[0]->dtype, count, pp, (const void *const *)pg, pm, pv, n, wd, o->lr, o->beta1, o->beta2,
+                            o->eps, o->step);
   free(pp);
   free(n);
-  return 0;
+  return rc;
 }

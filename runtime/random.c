@@ -61,7 +61,10 @@ static int generate(lab_tensor *t, lab_dtype st, lab_rand_args a, int64_t per) {
   a.n = lab_numel(t);
   a.offset = take(per * a.n);
   a.out = lab_data(s);
-  lab_ops_of(s)->rand(&a);
+  if (lab_ops_of(s)->rand(&a) < 0) { /* "rand: cuda:0: kernel launch failed ..." */
+    if (s != t) lab_tensor_release(s);
+    return -1;
+  }
   return finish(t, s);
 }
 

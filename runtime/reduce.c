@@ -4,6 +4,7 @@
 #include "reduce.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,13 @@ static int run_reduce(lab_red_args *c, lab_tensor *t, int dim, lab_tensor *out, 
   }
   lab_tensor *ops[3] = {out, pinned, idx};
   lab_iter_init(&c->g, out->ndim, out->shape, idx ? 3 : 2, ops);
-  lab_ops_of(t)->reduce(c);
+  int rc = lab_ops_of(t)->reduce(c);
   lab_tensor_release(pinned);
+  if (rc < 0) { /* the device said why ("reduce: cuda:0: ..."): raised naming the op */
+    char why[400], d[32];
+    snprintf(why, sizeof why, "%s", lab_last_error());
+    return lab_fail(lab_reduce_name(c->op), "on %s: %s", lab_device_str(lab_device_of(t), d, sizeof d), why);
+  }
   return 0;
 }
 
@@ -85,7 +91,10 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
     lab_tensor *f = flat_view(t);
     if (!f) return NULL;
     lab_tensor *out = lab_tensor_empty_on(lab_device_of(t), c.out_t, 1, (int64_t[]){1});
-    if (out) run_reduce(&c, f, 0, out, NULL);
+    if (out && run_reduce(&c, f, 0, out, NULL) < 0) {
+      lab_tensor_release(out);
+      out = NULL;
+    }
     lab_tensor_release(f);
     if (!out) return NULL;
     if (keepdim && t->ndim > 0) {
@@ -106,8 +115,11 @@ lab_tensor *lab_reduction(lab_reduce_op op, lab_tensor *t, int dim, int keepdim,
     int64_t outer = 1, inner = 1, R = t->shape[dim];
     for (int d = 0; d < dim; d++) outer *= t->shape[d];
     for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
-    lab_ops_of(t)->sum_middle(t->dtype, lab_data(t), lab_data(out), outer, R, inner,
-                   op == LAB_R_MEAN ? (R ? 1.0 / (double)R : NAN) : 1.0);
+    if (lab_ops_of(t)->sum_middle(t->dtype, lab_data(t), lab_data(out), outer, R, inner,
+                                  op == LAB_R_MEAN ? (R ? 1.0 / (double)R : NAN) : 1.0) < 0) {
+      lab_tensor_release(out); /* "sum: cuda:0: kernel launch failed ..." */
+      return NULL;
+    }
     return finish_shape(out, nf, final);
   }
   if (run_reduce(&c, t, dim, out, NULL) < 0) {
@@ -141,9 +153,9 @@ int lab_reduce_ext(lab_tensor *t, int dim, int keepdim, int want_max, lab_tensor
   }
   lab_tensor *v = lab_tensor_empty_on(lab_device_of(t), t->dtype, nk, kept);
   lab_tensor *ix = lab_tensor_empty_on(lab_device_of(t), LAB_I64, nk, kept);
-  if (v && ix) run_reduce(&c, src, dim, v, ix);
+  int rc = v && ix ? run_reduce(&c, src, dim, v, ix) : -1;
   lab_tensor_release(flat);
-  if (!v || !ix) {
+  if (rc < 0) {
     lab_tensor_release(v);
     lab_tensor_release(ix);
     return -1;
@@ -173,11 +185,14 @@ lab_tensor *lab_softmax(lab_tensor *t, int dim, int log) {
   lab_tensor *result = NULL;
   if (y) {
     int64_t n = t->shape[dim];
-    lab_ops_of(t)->softmax_rows(ct, lab_data(xc), lab_data(y), n ? lab_numel(xc) / n : 0, n, log);
-    lab_tensor *back = lab_transpose(y, dim, t->ndim - 1);
+    int rc = lab_ops_of(t)->softmax_rows(ct, lab_data(xc), lab_data(y), n ? lab_numel(xc) / n : 0, n, log);
+    lab_tensor *back = rc < 0 ? NULL : lab_transpose(y, dim, t->ndim - 1);
     if (back) {
       result = lab_tensor_empty_on(lab_device_of(t), t->dtype, t->ndim, t->shape);
-      if (result) lab_copy_(result, back);
+      if (result && lab_copy_(result, back) < 0) {
+        lab_tensor_release(result);
+        result = NULL;
+      }
       lab_tensor_release(back);
     }
   }

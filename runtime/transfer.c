@@ -1,7 +1,6 @@
 /* Moving tensor data between devices and the host through the device tables. A strided
  * tensor is first made contiguous on its own device (a device kernel), so only whole
- * contiguous buffers cross between memories. lab_tensor_full_on (tensor.h) is here too: on a
- * device it writes one element from the host and broadcasts it by a copy. */
+ * contiguous buffers cross between memories. */
 #include "transfer.h"
 
 #include <stdlib.h>
@@ -124,17 +123,3 @@ int lab_common_device(const char *op, int n, lab_tensor *const *ts, lab_device *
 }
 
 /* On a device: one element is written from the host and broadcast there by a copy. */
-lab_tensor *lab_tensor_full_on(lab_device dev, lab_dtype dt, int ndim, const int64_t *shape, double value) {
-  if (dev.type == LAB_DEV_CPU) return lab_tensor_full(dt, ndim, shape, value);
-  lab_tensor *t = lab_tensor_empty_on(dev, dt, ndim, shape);
-  lab_tensor *one = t ? lab_tensor_scalar(dt, value) : NULL;
-  lab_tensor *dev_one = one ? lab_to_device(one, dev) : NULL;
-  int rc = dev_one ? lab_copy_(t, dev_one) : -1;
-  lab_tensor_release(one);
-  lab_tensor_release(dev_one);
-  if (rc < 0) {
-    lab_tensor_release(t);
-    return NULL;
-  }
-  return t;
-}

@@ -101,6 +101,14 @@ template <> struct ops_of<long long> {
   __device__ static long long unary(int op, long long x) { return op == LAB_NEG ? wrap_neg(x) : (x < 0 ? wrap_neg(x) : x); }
 };
 
+// operand k in the compute type: loaded from memory, or its value passed with the launch
+// (lab_ew_args.scalars: a Lua number), converted as lab_load converts the element
+template <typename CT>
+__device__ __forceinline__ CT operand(const lab_ew_args &a, const char *p, int k) {
+  if ((a.scalars >> k) & 1u) return a.sv[k].is_int ? (CT)a.sv[k].i : (CT)a.sv[k].f;
+  return lab_load<CT>(p, a.dt[k]);
+}
+
 template <typename CT>
 __global__ void ewise_kernel(lab_ew_args a, int64_t total) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -114,18 +122,18 @@ __global__ void ewise_kernel(lab_ew_args a, int64_t total) {
     }
     CT r;
     switch (a.kind) {
-    case LAB_EW_BINARY: r = ops_of<CT>::binary(a.op, lab_load<CT>(p[1], a.dt[1]), lab_load<CT>(p[2], a.dt[2])); break;
-    case LAB_EW_UNARY: r = ops_of<CT>::unary(a.op, lab_load<CT>(p[1], a.dt[1])); break;
+    case LAB_EW_BINARY: r = ops_of<CT>::binary(a.op, operand<CT>(a, p[1], 1), operand<CT>(a, p[2], 2)); break;
+    case LAB_EW_UNARY: r = ops_of<CT>::unary(a.op, operand<CT>(a, p[1], 1)); break;
     case LAB_EW_CLAMP: {
-      r = lab_load<CT>(p[1], a.dt[1]);
+      r = operand<CT>(a, p[1], 1);
       if (a.has_lo && r < (CT)a.lo) r = (CT)a.lo;
       if (a.has_hi && r > (CT)a.hi) r = (CT)a.hi;
       break;
     }
     case LAB_EW_WHERE:
-      r = lab_load<CT>(p[1], a.dt[1]) != (CT)0 ? lab_load<CT>(p[2], a.dt[2]) : lab_load<CT>(p[3], a.dt[3]);
+      r = operand<CT>(a, p[1], 1) != (CT)0 ? operand<CT>(a, p[2], 2) : operand<CT>(a, p[3], 3);
       break;
-    default: r = lab_load<CT>(p[1], a.dt[1]); break;
+    default: r = operand<CT>(a, p[1], 1); break;
     }
     lab_store<CT>(p[0], a.dt[0], r);
   }

@@ -57,10 +57,13 @@ struct bwd_tiles {
   static constexpr bool SPLIT = D > 128;
   // sK, sV [BC][D + PAD]; sQ, sdO two buffers each of [BR][D + PAD]; sdS [BC][BR + PAD]
   static constexpr size_t smem = ((size_t)(2 * BC + 4 * BR) * (D + PAD) + (size_t)BC * (BR + PAD)) * 2;
+  // blocks per SM the tiles are sized for: 2 up to D = 128 (shared bytes above: 64,512 / 58,368 /
+  // 74,752), 1 at D = 256 (140,288); __launch_bounds__ holds ptxas to the registers that allows
+  static constexpr int MIN_BLOCKS = D <= 128 ? 2 : 1;
 };
 
 template <typename E, int D, int PASS>
-__global__ void __launch_bounds__(THREADS) flash_bwd_k(const E *__restrict__ q, const E *__restrict__ k,
+__global__ void __launch_bounds__(THREADS, bwd_tiles<D>::MIN_BLOCKS) flash_bwd_k(const E *__restrict__ q, const E *__restrict__ k,
                                                        const E *__restrict__ v, const E *__restrict__ dout,
                                                        const float *__restrict__ lse, const float *__restrict__ delta,
                                                        float *__restrict__ dq_acc, E *__restrict__ dk,
@@ -203,8 +206,11 @@ static int launch_bwd_pass(const lab_flash_args *a, cudaStream_t s, const float 
 // dP = dO V^T, dS = P (dP - delta) scale, dQ += dS K, all by the same tile loop. dQ stays in
 // f32 registers and leaves once, rounded, through shared memory. Key tiles of 64 rows (32 at
 // D = 256, as the forward).
+// blocks per SM it is sized for: 3 at D = 64 (55,296 shared bytes; 165 registers before the bound),
+// 2 at D = 96 and 128 (79,872 / 104,448), 1 at D = 256 (135,168). A bound of 2 at D = 64 let ptxas
+// take 217 registers: 2 blocks, not 3.
 template <typename E, int D>
-__global__ void __launch_bounds__(THREADS) flash_bwd_dq_k(const E *__restrict__ q, const E *__restrict__ k,
+__global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : D <= 128 ? 2 : 1) flash_bwd_dq_k(const E *__restrict__ q, const E *__restrict__ k,
                                                           const E *__restrict__ v, const E *__restrict__ dout,
                                                           const float *__restrict__ lse, const float *__restrict__ delta,
                                                           E *__restrict__ dq, int64_t T, int64_t S, float scale, int causal) {

@@ -48,7 +48,7 @@ LAB_FUSED_WORK(LAB_CU_DECLARE_WORK_)
  * not ignored */
 int LAB_CU(xent_fwd)(lab_dtype ct, const void *logits, const int64_t *target, void *loss, void *lse, int64_t N,
                     int64_t C, int64_t ignore_index, double smoothing, int64_t *count_out, lab_cuda_stream s);
-/* FlashAttention-2 (flash_attention.cu, flash_attention_bwd.cu): bf16/f16, D = Dv = 64 or 128;
+/* FlashAttention-2 (flash_attention.cu, flash_attention_bwd.cu): bf16/f16, D = Dv = 64, 96, 128 or 256;
  * pointers 16-byte aligned (cudaErrorMisalignedAddress otherwise); the backward's a->work holds
  * lab_flash_work_bytes (the f32 dq sums and the row dots of dout and out) */
 int LAB_CU(flash_supports)(lab_dtype dt, int64_t D, int64_t Dv);

@@ -146,8 +146,12 @@ end
 
 -- Unscales the 16-bit gradients into the fp32 masters' .grad and says whether all are
 -- finite on every rank of the group (each rank may hold different gradients: ZeRO, TP).
+-- As GradScaler's found_inf, the check stays on the device until the one read-back that
+-- decides the step: the f64 sum of every gradient's f32 sum is finite exactly when each of
+-- those is (a finite f32 sum cannot overflow an f64 total), so reading each sum, which
+-- stopped a GPU once per parameter, is not needed.
 function MixedPrecision:unscale()
-  local inv, bad = 1 / self.scale, 0
+  local inv, total, dev = 1 / self.scale, nil, nil
   lab.no_grad(function()
     for _, pr in ipairs(self.pairs) do
       local g = pr.model.grad
@@ -155,21 +159,30 @@ function MixedPrecision:unscale()
         local g32 = g:to("f32")
         if inv ~= 1 then g32 = g32 * inv end
         pr.master.grad = g32
-        if self.dynamic and bad == 0 then
-          local s = g32:sum():item() -- NaN or inf if any element is
-          if s ~= s or s == math.huge or s == -math.huge then bad = 1 end
+        dev = dev or g32.device
+        if self.dynamic then
+          local s = g32:sum():to("f64") -- NaN or inf if any element is
+          if total and s.device ~= total.device then s = s:to(total.device) end -- several devices
+          total = total and total + s or s
         end
       else
         pr.master.grad = nil
       end
     end
   end)
-  if self.dynamic and lab.dist.world_size() > 1 then
-    local flag = lab.tensor({ bad }, { dtype = "f32" })
-    lab.dist.all_reduce(flag, { op = "max", group = self.group })
-    bad = flag[1]
+  if not self.dynamic then return true end
+  -- 1 where the total is NaN or infinite (t - t is NaN there, 0 elsewhere), on the device
+  local flag
+  if total then
+    local d = total - total
+    flag = d:ne(d):to("f32"):reshape(1)
+  else
+    flag = lab.zeros(1, { dtype = "f32", device = dev or (self.pairs[1] and self.pairs[1].master.device) })
   end
-  return bad == 0
+  if lab.dist.world_size() > 1 then
+    lab.dist.all_reduce(flag, { op = "max", group = self.group })
+  end
+  return flag:item() == 0
 end
 
 -- One optimizer step on the masters, then the 16-bit weights re-cast from them. Returns

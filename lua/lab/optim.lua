@@ -117,21 +117,25 @@ function optim.clip_grad_norm(params, max_norm, opts)
   opts = opts or {}
   local group, stages = opts.group, opts.pipeline_group
   local counts_here = not group or lab.dist.rank(group) == 0
-  local total = 0
+  -- the sum of squares on the gradients' device, in f64 (each norm squared and added in the
+  -- order and precision the host's loop used, so the cpu's value is bitwise the same), and one
+  -- read-back for all of them: reading each norm stopped a GPU once per parameter
+  local sq
   for _, p in ipairs(params) do
     local g = p.grad
     if g and (counts_here or p.tensor_model_parallel) then
-      local n = g:norm():item()
-      total = total + n * n
+      local n = g:norm():to("f64")
+      if sq and n.device ~= sq.device then n = n:to(sq.device) end -- parameters on several devices
+      sq = sq and sq + n * n or n * n
     end
   end
   for _, over in ipairs({ group or false, stages or false }) do
-    if over then
-      local t = lab.tensor({ total }, { dtype = "f64" })
-      lab.dist.all_reduce(t, { group = over })
-      total = t[1]
+    if over then -- every rank reduces, the ones without gradients too (zeros on the parameters' device)
+      sq = sq and sq:reshape(1):clone() or lab.zeros(1, { dtype = "f64", device = params[1] and params[1].device })
+      lab.dist.all_reduce(sq, { group = over })
     end
   end
+  local total = sq and sq:sum():item() or 0
   total = math.sqrt(total)
   if total > max_norm then
     local scale = max_norm / (total + 1e-6)

@@ -53,7 +53,8 @@ static lab_tensor *scores(lab_tensor *q, lab_tensor *k, int causal, double scale
   if (!sc || lab_binary_(LAB_MUL, s, sc) < 0) s = ag_drop(s);
   lab_tensor_release(sc);
   int64_t T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
-  if (s && causal && T > 0 && S > 0) lab_ops_of(s)->causal_mask(ct, lab_data(s), lab_numel(s) / (T * S), T, S);
+  if (s && causal && T > 0 && S > 0 && lab_ops_of(s)->causal_mask(ct, lab_data(s), lab_numel(s) / (T * S), T, S) < 0)
+    s = ag_drop(s);
   return s;
 }
 

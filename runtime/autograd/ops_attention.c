@@ -57,7 +57,11 @@ static int math_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor_release(gc);
   if (!dP) return -1;
   int64_t S = P->shape[P->ndim - 1];
-  lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, c->scale);
+  if (lab_ops_of(P)->softmax_bwd_rows(q->dtype, lab_data(P), lab_data(dP), lab_numel(P) / S, S, c->scale) < 0) {
+    lab_tensor_release(dP);
+    lab_tensor_release(dv);
+    return -1;
+  }
   if (ag_wants(n, 0)) gin[0] = ag_cast(lab_matmul(dP, k), n->in_dtype[0]);
   if (ag_wants(n, 1)) gin[1] = ag_cast(mm_t(dP, q, 1, 0), n->in_dtype[1]);
   if (dv) gin[2] = ag_cast(dv, n->in_dtype[2]);
@@ -74,12 +78,12 @@ static lab_tensor *math_sdpa(lab_tensor *q, lab_tensor *k, lab_tensor *v, int ca
   lab_tensor *out = NULL;
   if (P) {
     lab_tensor *sc = lab_tensor_scalar(ct, scale);
-    if (sc) lab_binary_(LAB_MUL, P, sc);
+    int rc = sc ? lab_binary_(LAB_MUL, P, sc) : -1;
     lab_tensor_release(sc);
     int64_t rows = lab_numel(P) / (S ? S : 1);
-    if (causal) lab_ops_of(P)->causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
-    lab_ops_of(P)->softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
-    lab_tensor *o = lab_matmul(P, vc);
+    if (rc == 0 && causal) rc = lab_ops_of(P)->causal_mask(ct, lab_data(P), rows / (T ? T : 1), T, S);
+    if (rc == 0) rc = lab_ops_of(P)->softmax_rows(ct, lab_data(P), lab_data(P), rows, S, 0);
+    lab_tensor *o = rc == 0 ? lab_matmul(P, vc) : NULL;
     out = o ? lab_to_dtype(o, q->dtype) : NULL;
     lab_tensor_release(o);
   }

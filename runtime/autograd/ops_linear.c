@@ -61,8 +61,7 @@ static int linear_grads(lab_node *n, lab_tensor *gc, lab_tensor *db, lab_tensor 
   if (rc == 0 && n->nin > 2 && ag_wants(n, 2)) {
     if (!db) { /* db [N] = the column sums of g [M, N] */
       db = lab_tensor_empty_on(dev, ct, 1, &N);
-      if (db) lab_ops_of(gc)->sum_middle(ct, lab_data(gc), lab_data(db), 1, M, N, 1.0);
-      else rc = -1;
+      if (!db || lab_ops_of(gc)->sum_middle(ct, lab_data(gc), lab_data(db), 1, M, N, 1.0) < 0) rc = -1;
     }
     gin[2] = db;
     db = NULL;
@@ -99,8 +98,8 @@ static int linear_act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *dpre = lab_tensor_empty_on(lab_device_of(gc), ct, 2, (int64_t[]){M, N});
   lab_tensor *db = dpre && want_db ? lab_tensor_empty_on(lab_device_of(gc), ct, 1, &N) : NULL;
   int rc = dpre && (db || !want_db) ? 0 : -1;
-  if (rc == 0 && want_db) ops->act_bwd_bias(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), lab_data(db), M, N);
-  else if (rc == 0) ops->act_bwd(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), M * N);
+  if (rc == 0 && want_db) rc = ops->act_bwd_bias(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), lab_data(db), M, N);
+  else if (rc == 0) rc = ops->act_bwd(ct, kind, lab_data(gc), lab_data(pre), lab_data(dpre), M * N);
   lab_tensor_release(gc);
   if (rc == 0) rc = linear_grads(n, dpre, db, gin);
   else lab_tensor_release(db);
@@ -166,8 +165,7 @@ static lab_tensor *linear(lab_tensor *x, lab_tensor *w, lab_tensor *b, int act, 
   if (rc == 0 && act) {
     pre = y;
     y = lab_tensor_empty_on(dev, ct, x->ndim, shape);
-    if (y) lab_ops_of(y)->act_fwd(ct, kind, lab_data(pre), lab_data(y), M * N);
-    else rc = -1;
+    if (!y || lab_ops_of(y)->act_fwd(ct, kind, lab_data(pre), lab_data(y), M * N) < 0) rc = -1;
   }
   lab_tensor *in[3] = {x, w, b};
   int nin = b ? 3 : 2;

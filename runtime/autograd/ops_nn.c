@@ -54,7 +54,10 @@ static lab_tensor *ids_of(const char *op, lab_tensor *idx, int64_t limit, const 
     if (limit == 0 && !allowed) lab_fail(op, "%lld ids, but the range [0, 0) is empty (no rows)", (long long)n);
     else slot = ops->check_slot(d.index, op, limit);
     lab_tensor *out = slot ? lab_tensor_empty_on(d, LAB_I64, cc->ndim, cc->shape) : NULL;
-    if (out) ops->ids_check(lab_data(cc), lab_data(out), n, limit, keep, slot);
+    if (out && ops->ids_check(lab_data(cc), lab_data(out), n, limit, keep, slot) < 0) {
+      lab_tensor_release(out); /* the launch failed, or (LLMLAB_CUDA_LAUNCH_BLOCKING=1) a bad id: raised here */
+      out = NULL;
+    }
     lab_tensor_release(cc);
     return out;
   }
@@ -92,8 +95,13 @@ static int embedding_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     lab_tensor_release(gc);
     return -1;
   }
-  lab_ops_of(gc)->embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids), c->weight_shape[1]);
+  int rc = lab_ops_of(gc)->embedding_bwd(gc->dtype, lab_data(gc), lab_data(ids), lab_data(dw), lab_numel(ids),
+                                         c->weight_shape[1]);
   lab_tensor_release(gc);
+  if (rc < 0) {
+    lab_tensor_release(dw);
+    return -1;
+  }
   gin[0] = ag_cast(dw, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
 }
@@ -118,7 +126,11 @@ lab_tensor *lab_ad_embedding(lab_tensor *weight, lab_tensor *idx) {
   memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
   shape[idx->ndim] = weight->shape[1];
   lab_tensor *out = w ? lab_tensor_empty_on(dev, weight->dtype, idx->ndim + 1, shape) : NULL;
-  if (out) lab_ops_of(w)->embedding_fwd(weight->dtype, lab_data(w), lab_data(ids), lab_data(out), lab_numel(ids), weight->shape[1]);
+  if (out && lab_ops_of(w)->embedding_fwd(weight->dtype, lab_data(w), lab_data(ids), lab_data(out), lab_numel(ids),
+                                          weight->shape[1]) < 0) {
+    lab_tensor_release(out);
+    out = NULL;
+  }
   lab_tensor_release(w);
   if (!out || !lab_ag_needed(1, &weight)) {
     lab_tensor_release(ids);
@@ -158,14 +170,19 @@ static int norm_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *dx = ag_wants(n, 0) ? lab_tensor_empty_on(dev, ct, x->ndim, x->shape) : NULL;
   lab_tensor *dw = (w && ag_wants(n, 1)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
   lab_tensor *db = (!rms && n->nin > 2 && ag_wants(n, 2)) ? lab_tensor_zeros_on(dev, ct, 1, &D) : NULL;
+  int rc;
   if (rms)
-    ops->rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(rstd),
-                     dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL, rows, D);
+    rc = ops->rms_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(rstd),
+                           dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL, rows, D);
   else
-    ops->layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(mean),
-                       lab_data(rstd), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
-                       db ? lab_data(db) : NULL, rows, D);
+    rc = ops->layer_norm_bwd(ct, lab_data(gcc), lab_data(x), w ? lab_data(w) : NULL, lab_data(mean),
+                             lab_data(rstd), dx ? lab_data(dx) : NULL, dw ? lab_data(dw) : NULL,
+                             db ? lab_data(db) : NULL, rows, D);
   lab_tensor_release(gcc);
+  if (rc < 0) {
+    ag_release_all(3, (lab_tensor *[]){dx, dw, db});
+    return -1;
+  }
   if (dx) gin[0] = ag_cast(dx, n->in_dtype[0]);
   if (dw) gin[1] = ag_cast(dw, n->in_dtype[1]);
   if (db) gin[2] = ag_cast(db, n->in_dtype[2]);
@@ -200,10 +217,11 @@ static lab_tensor *norm(const char *op, lab_tensor *x, lab_tensor *w, lab_tensor
   lab_tensor *mean = lab_tensor_empty_on(dev, ct, 1, &rows), *rstd = lab_tensor_empty_on(dev, ct, 1, &rows);
   lab_tensor *out = NULL;
   if (xc && (!w || wc) && (!b || bc) && y && mean && rstd) {
-    if (rms) ops->rms_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, lab_data(y), lab_data(rstd), rows, D, eps);
-    else ops->layer_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, bc ? lab_data(bc) : NULL, lab_data(y),
-                            lab_data(mean), lab_data(rstd), rows, D, eps);
-    out = lab_to_dtype(y, x->dtype);
+    int rc = rms ? ops->rms_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, lab_data(y), lab_data(rstd), rows, D,
+                                     eps)
+                 : ops->layer_norm_fwd(ct, lab_data(xc), wc ? lab_data(wc) : NULL, bc ? lab_data(bc) : NULL,
+                                       lab_data(y), lab_data(mean), lab_data(rstd), rows, D, eps);
+    out = rc < 0 ? NULL : lab_to_dtype(y, x->dtype);
   }
   lab_tensor *in[3] = {x, w, b};
   int nin = rms ? 2 : 3;
@@ -240,7 +258,10 @@ static int act_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
   lab_tensor *gc = lab_to_dtype(g, x->dtype), *gcc = gc ? lab_contiguous(gc) : NULL;
   lab_tensor_release(gc);
   lab_tensor *dx = gcc ? lab_tensor_empty_on(lab_device_of(x), x->dtype, x->ndim, x->shape) : NULL;
-  if (dx) lab_ops_of(x)->act_bwd(x->dtype, c->kind, lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x));
+  if (dx && lab_ops_of(x)->act_bwd(x->dtype, c->kind, lab_data(gcc), lab_data(x), lab_data(dx), lab_numel(x)) < 0) {
+    lab_tensor_release(dx);
+    dx = NULL;
+  }
   lab_tensor_release(gcc);
   gin[0] = ag_cast(dx, n->in_dtype[0]);
   return gin[0] ? 0 : -1;
@@ -250,8 +271,8 @@ static lab_tensor *activation(const char *op, lab_tensor *x, lab_act_kind kind) 
   if (float_check(op, "input", x) < 0) return NULL;
   lab_tensor *xc = ct_of(x);
   lab_tensor *y = xc ? lab_tensor_empty_on(lab_device_of(x), xc->dtype, x->ndim, x->shape) : NULL;
-  if (y) lab_ops_of(x)->act_fwd(xc->dtype, kind, lab_data(xc), lab_data(y), lab_numel(x));
-  lab_tensor *out = y ? lab_to_dtype(y, x->dtype) : NULL;
+  int rc = y ? lab_ops_of(x)->act_fwd(xc->dtype, kind, lab_data(xc), lab_data(y), lab_numel(x)) : -1;
+  lab_tensor *out = rc == 0 ? lab_to_dtype(y, x->dtype) : NULL;
   lab_tensor_release(y);
   if (out && lab_ag_needed(1, &x)) {
     lab_node *n = lab_node_new(op, act_bw, 1, &x);
@@ -334,8 +355,12 @@ static int xent_bw(lab_node *n, lab_tensor *g, lab_tensor **gin) {
     if (!dev_scale) return -1;
   }
   lab_tensor *dx = lab_tensor_empty_on(lab_device_of(x), x->dtype, 2, (int64_t[]){N, C});
-  if (dx) lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[XENT_TARGETS]), lab_data(n->saved[XENT_LSE]),
-                                  lab_data(dx), N, C, c->ignore_index, c->label_smoothing, scale);
+  if (dx && lab_ops_of(x)->xent_bwd(x->dtype, lab_data(x), lab_data(n->saved[XENT_TARGETS]),
+                                    lab_data(n->saved[XENT_LSE]), lab_data(dx), N, C, c->ignore_index,
+                                    c->label_smoothing, scale) < 0) {
+    lab_tensor_release(dx);
+    dx = NULL;
+  }
   if (dx && dev_scale && lab_binary_(LAB_MUL, dx, dev_scale) < 0) {
     lab_tensor_release(dx);
     dx = NULL;
@@ -416,7 +441,8 @@ lab_tensor *lab_ad_cross_entropy(lab_tensor *logits, lab_tensor *target, int64_t
     count = lab_device_ops_of(dev.type)->xent_fwd(ct, lab_data(xc), lab_data(tg), lab_data(loss), lab_data(lse), N,
                                                    C, ignore_index, label_smoothing);
     if (count >= 0) out = xent_host_mean(loss, ct, N, count, dev, logits->dtype);
-    else out = xent_device_mean(loss, tg, ignore_index, logits->dtype, &inv_count);
+    else if (count == -1) out = xent_device_mean(loss, tg, ignore_index, logits->dtype, &inv_count);
+    /* else -2: the launch failed, lab_fail named cross_entropy (kernels/fused_ops.h) */
   }
   if (out && lab_ag_needed(1, &logits)) {
     lab_node *n = lab_node_new(op, xent_bw, 1, &logits);

@@ -7,12 +7,13 @@
  *
  * Every kernel goes to the stream of the device that owns the op's memory (found from its first
  * pointer), never the one that happens to be current: with two GPUs in a process, an op on
- * cuda:1 after a cuda:0 call must not launch on GPU 0 with GPU 1's pointers. A launch error is
- * kept on its device and raised, naming the op that failed, by the next op there that returns
- * a status (copies, synchronize, matmul, sdpa), as a CUDA context's sticky error would be;
- * LLMLAB_CUDA_LAUNCH_BLOCKING=1 (CUDA_LAUNCH_BLOCKING's twin) makes every op wait for its
- * kernels and raise at once. Host-to-device copies do not wait: cudaMemcpyAsync from pageable
- * memory returns once the host buffer has been staged (nothing here pins host memory). */
+ * cuda:1 after a cuda:0 call must not launch on GPU 0 with GPU 1's pointers. Every launch
+ * returns its status and the op's caller raises a launch error naming the op; a kernel that
+ * faults later, and a device-side id check that failed, are raised by the next wait (a copy to
+ * the host, synchronize), as CUDA raises them. LLMLAB_CUDA_LAUNCH_BLOCKING=1
+ * (CUDA_LAUNCH_BLOCKING's twin) makes every op wait for its kernels, so those are raised by the
+ * op that faulted. Host-to-device copies do not wait: cudaMemcpyAsync from pageable memory
+ * returns once the host buffer has been staged (nothing here pins host memory). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -45,7 +46,8 @@ typedef struct {
   int64_t checks_back[2 * CHECKS]; /* their copy, read back with the next host wait */
   armed_check armed[CHECKS];
   int narmed;
-  char pending[400]; /* a launch error not yet raised: "op: CUDA error ..." */
+  long syncs;    /* cuda_synchronize calls (counter "synchronize:N") */
+  long launches; /* kernel launches routed here (counter "launches:N") */
 } gpu;
 
 static gpu gpus[MAX_GPUS];
@@ -91,17 +93,61 @@ static int fail_cuda(const char *op, cudaError_t e) {
   return lab_fail(op, "CUDA error %d: %s", (int)e, cudaGetErrorString(e));
 }
 
+/* The segments the caching allocators hold, sorted by address, with their device: a launch finds
+ * its device from its first pointer here (a binary search) instead of asking the driver
+ * (cudaPointerGetAttributes) on every launch; a pointer not found (none should be) is asked. */
+typedef struct {
+  uintptr_t lo, hi;
+  int device;
+} segment;
+static segment *segs;
+static int nsegs, capsegs;
+static long pointer_queries; /* counter "pointer_queries" */
+
+static int seg_find(uintptr_t p) { /* the first segment with lo > p */
+  int lo = 0, hi = nsegs;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (segs[mid].lo <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+static int seg_add(void *p, size_t n, int device) {
+  if (nsegs == capsegs) {
+    int cap = capsegs ? 2 * capsegs : 64;
+    segment *grown = realloc(segs, sizeof *grown * (size_t)cap);
+    if (!grown) return -1;
+    segs = grown, capsegs = cap;
+  }
+  int at = seg_find((uintptr_t)p);
+  memmove(segs + at + 1, segs + at, sizeof *segs * (size_t)(nsegs - at));
+  segs[at] = (segment){(uintptr_t)p, (uintptr_t)p + n, device};
+  nsegs++;
+  return 0;
+}
+static void seg_remove(void *p) {
+  int at = seg_find((uintptr_t)p) - 1;
+  if (at < 0 || segs[at].lo != (uintptr_t)p) return;
+  memmove(segs + at, segs + at + 1, sizeof *segs * (size_t)(nsegs - at - 1));
+  nsegs--;
+}
+
 static void *raw_alloc(void *ctx, size_t n) {
-  (void)ctx;
   void *p = NULL;
   if (cudaMalloc(&p, n) != cudaSuccess) {
     cudaGetLastError();
+    return NULL;
+  }
+  if (seg_add(p, n, (int)(intptr_t)ctx) < 0) { /* no memory for the table: the segment goes back */
+    cudaFree(p);
     return NULL;
   }
   return p;
 }
 static void raw_free(void *ctx, void *p) {
   (void)ctx;
+  seg_remove(p);
   cudaFree(p);
 }
 static int mem_info(void *ctx, size_t *fr, size_t *total) {
@@ -117,7 +163,10 @@ static gpu *use(int index) {
     return NULL;
   }
   gpu *g = &gpus[index];
-  cudaError_t e = cudaSetDevice(index);
+  int cur = -1;
+  cudaError_t e = cudaSuccess;
+  /* cudaGetDevice reads the thread's state; cudaSetDevice only where it changes (once per op before) */
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != index) e = cudaSetDevice(index);
   if (e != cudaSuccess) {
     fail_cuda("cuda", e);
     return NULL;
@@ -127,7 +176,7 @@ static gpu *use(int index) {
     fail_cuda("cuda start-up", e);
     return NULL;
   }
-  g->alloc = lab_ca_new((lab_ca_backend){raw_alloc, raw_free, mem_info, NULL});
+  g->alloc = lab_ca_new((lab_ca_backend){raw_alloc, raw_free, mem_info, (void *)(intptr_t)index});
   g->workspace_bytes = (size_t)32 << 20;
   if (!g->alloc || cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS ||
       cudaMalloc(&g->workspace, g->workspace_bytes) != cudaSuccess || cudaMalloc((void **)&g->count, 8) != cudaSuccess ||
@@ -182,15 +231,6 @@ static int launch_blocking(void) {
   return v;
 }
 
-/* The launch error kept on g since an earlier op, raised now (once) naming that op. */
-static int raise_pending(gpu *g, int index) {
-  if (!g->pending[0]) return 0;
-  lab_fail("cuda", "cuda:%d: %s (an earlier op's kernel; LLMLAB_CUDA_LAUNCH_BLOCKING=1 raises at the op itself)",
-           index, g->pending);
-  g->pending[0] = 0;
-  return -1;
-}
-
 /* The host waits for g's stream. The id checks armed since the last wait come back with it (their
  * copy queued ahead of the wait: no second synchronization) and the first that failed is raised,
  * naming its op, as CUDA raises a device-side assert at the next synchronizing call. The failed
@@ -200,16 +240,19 @@ static int wait_stream(gpu *g, const char *op) {
   cudaError_t e = cudaSuccess;
   if (n) e = cudaMemcpyAsync(g->checks_back, g->checks, (size_t)n * 16, cudaMemcpyDeviceToHost, g->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
-  if (e != cudaSuccess) return fail_cuda(op, e);
+  if (e != cudaSuccess)
+    return lab_fail(op, "CUDA error %d: %s (%s)", (int)e, cudaGetErrorString(e),
+                    launch_blocking() ? "a kernel of this op faulted"
+                                      : "a kernel queued before this wait faulted; LLMLAB_CUDA_LAUNCH_BLOCKING=1 "
+                                        "raises it at the op that launched it");
   g->narmed = 0;
   for (int i = 0; i < n; i++) {
     const int64_t *r = g->checks_back + 2 * i;
     if (!r[0]) continue;
     cudaMemsetAsync(g->checks, 0, (size_t)n * 16, g->stream);
-    return lab_fail(g->armed[i].op,
-                    "id %lld at position %lld is outside [0, %lld) (ids count from 0; found by the device's check, "
-                    "raised at the next synchronization)",
-                    (long long)r[1], (long long)r[0], (long long)g->armed[i].limit);
+    return lab_fail(g->armed[i].op, "id %lld at position %lld is outside [0, %lld) (ids count from 0; found by the "
+                    "device's check, raised %s)", (long long)r[1], (long long)r[0], (long long)g->armed[i].limit,
+                    launch_blocking() ? "at the op: LLMLAB_CUDA_LAUNCH_BLOCKING=1" : "at the next synchronization");
   }
   return 0;
 }
@@ -217,7 +260,7 @@ static int wait_stream(gpu *g, const char *op) {
 /* a record for a device-side id check (device.h); when every one is armed, a wait reads them */
 static int64_t *cuda_check_slot(int index, const char *op, int64_t limit) {
   gpu *g = use(index);
-  if (!g || raise_pending(g, index) < 0) return NULL;
+  if (!g) return NULL;
   if (g->narmed == CHECKS && wait_stream(g, op) < 0) return NULL;
   g->armed[g->narmed] = (armed_check){op, limit};
   return g->checks + 2 * g->narmed++;
@@ -226,7 +269,6 @@ static int64_t *cuda_check_slot(int index, const char *op, int64_t limit) {
 static int copy_kind(int index, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int wait) {
   gpu *g = use(index);
   if (!g) return -1;
-  if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, g->stream);
   if (e != cudaSuccess) return fail_cuda("copy", e);
   return wait || launch_blocking() ? wait_stream(g, "copy") : 0;
@@ -258,22 +300,28 @@ static int cuda_copy(int index, void *dst, const void *src, size_t n) {
 static int cuda_memset(int index, void *dst, int byte, size_t n) {
   gpu *g = use(index);
   if (!g) return -1;
-  if (raise_pending(g, index) < 0) return -1;
   cudaError_t e = cudaMemsetAsync(dst, byte, n, g->stream);
-  return e == cudaSuccess ? 0 : fail_cuda("memset", e);
+  if (e != cudaSuccess) return fail_cuda("memset", e);
+  return launch_blocking() ? wait_stream(g, "memset") : 0;
 }
 static int cuda_synchronize(int index) {
   gpu *g = use(index);
   if (!g) return -1;
-  if (raise_pending(g, index) < 0) return -1;
+  g->syncs++;
   return wait_stream(g, "synchronize");
 }
 
 /* ---- kernels: the launchers of kernels/cuda on the stream of the device that owns the op's
  * memory. The runtime checked that every pointer of one op is on one device; the first one
- * names it (unified addressing: a device pointer belongs to exactly one GPU). ---- */
+ * names it, found in the allocators' segment table (a view's pointer is inside its segment);
+ * once, cudaPointerGetAttributes and cudaSetDevice ran on every launch. ---- */
 
 static int device_of(const void *p) {
+  probe();
+  if (ngpus == 1) return 0; /* no lookup where there is one GPU */
+  int at_ = seg_find((uintptr_t)p) - 1;
+  if (p && at_ >= 0 && (uintptr_t)p < segs[at_].hi) return segs[at_].device;
+  pointer_queries++;
   struct cudaPointerAttributes at;
   if (p && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeDevice) return at.device;
   cudaGetLastError(); /* a host or unknown pointer: the current device, as before */
@@ -288,60 +336,82 @@ static gpu *on(const void *p, int *index) {
   return use(*index);
 }
 
-/* After a launch: an error is kept on the device (raised by its next status-returning op);
- * with LLMLAB_CUDA_LAUNCH_BLOCKING=1 the op waits and raises at once. */
-static int report_on(gpu *g, int index, const char *op, int e) {
-  if (!g) return -1;
-  if (!e && launch_blocking() && g->narmed) return wait_stream(g, op); /* a bad id raised at its op */
-  if (!e && launch_blocking()) e = (int)cudaStreamSynchronize(g->stream);
-  if (!e) return 0;
-  if (launch_blocking()) return lab_fail(op, "cuda:%d: CUDA error %d: %s", index, e, cudaGetErrorString((cudaError_t)e));
-  if (!g->pending[0])
-    snprintf(g->pending, sizeof g->pending, "%s failed: CUDA error %d: %s", op, e, cudaGetErrorString((cudaError_t)e));
-  return fail_cuda(op, (cudaError_t)e);
+/* LLMLAB_CUDA_INJECT_LAUNCH_ERROR=op (a name as the launchers give it: "ewise", "reduce", "rand",
+ * "layer_norm", "adamw", ...): every launch of that op reports a launch failure, as a kernel
+ * asking for more registers or shared memory than the GPU has would; the tests of the op's error
+ * path use it (SQLite's fault injection), since the emulated runtime launches what it is given. */
+static int injected(const char *op) {
+  static const char *e;
+  static int read;
+  if (!read) e = getenv("LLMLAB_CUDA_INJECT_LAUNCH_ERROR"), read = 1; /* once: not a scan per launch */
+  return e && *e && strcmp(e, op) == 0;
 }
 
-static void cu_ewise(const lab_ew_args *a) {
+/* After a launch, its status for the op's caller, which raises it naming the op (a launch error
+ * was once kept here and dropped by the void ops: issue 23, defect 2). Without
+ * LLMLAB_CUDA_LAUNCH_BLOCKING a kernel's fault shows at the next wait. With the variable at 1
+ * the op waits for its kernels here: a fault, or a device-side id check that failed, is raised
+ * now, by this op (the emulated runtime clears a fault once it is returned, so it must be
+ * raised where it is read). */
+static int report_on(gpu *g, int index, const char *op, int e) {
+  if (!g) return -1;
+  g->launches++;
+  if (!e && injected(op))
+    return lab_fail(op, "cuda:%d: kernel launch failed: CUDA error %d (injected by LLMLAB_CUDA_INJECT_LAUNCH_ERROR=%s)",
+                    index, (int)cudaErrorLaunchFailure, op);
+  if (e) {
+    cudaGetLastError(); /* a launch error is not sticky: cleared, raised here by the op's caller */
+    return lab_fail(op, "cuda:%d: kernel launch failed: CUDA error %d: %s", index, e,
+                    cudaGetErrorString((cudaError_t)e));
+  }
+  if (!launch_blocking()) return 0;
+  return wait_stream(g, op); /* the kernels' faults and the armed id checks, raised at this op */
+}
+
+static int cu_ewise(const lab_ew_args *a) {
   int index;
   gpu *g = on(a->g.data[0], &index);
-  if (g) report_on(g, index, "ewise", lab_cu_ewise(a, g->stream));
+  return g ? report_on(g, index, "ewise", lab_cu_ewise(a, g->stream)) : -1;
 }
 /* Sums and norms of a few long lines, and long middle sums, run over many blocks with scratch
  * from the stream's own pool (freed on the stream: reuse is ordered after the kernels). */
-static void cu_reduce(const lab_red_args *a) {
+static int cu_reduce(const lab_red_args *a) {
   int index;
   gpu *g = on(a->g.data[0], &index);
-  if (!g) return;
+  if (!g) return -1;
   lab_red_args k = *a;
   size_t wb = lab_cu_reduce_work_bytes(a);
   k.work = wb ? lab_ca_malloc(g->alloc, wb, g->stream) : NULL; /* NULL: one block per output */
-  report_on(g, index, "reduce", lab_cu_reduce(&k, g->stream));
+  int rc = report_on(g, index, "reduce", lab_cu_reduce(&k, g->stream));
   if (k.work) lab_ca_free(g->alloc, k.work);
+  return rc;
 }
-static void cu_rand(const lab_rand_args *a) {
+static int cu_rand(const lab_rand_args *a) {
   int index;
   gpu *g = on(a->out, &index);
-  if (g) report_on(g, index, "rand", lab_cu_rand(a, g->stream));
+  return g ? report_on(g, index, "rand", lab_cu_rand(a, g->stream)) : -1;
 }
 /* The fused kernels of kernels/fused_ops.h, generated from their one signature: the launcher
  * on the anchor's device and stream, with scratch from the stream's own pool where the list
- * gives a size (freed on the stream: reuse is ordered after the kernel). */
+ * gives a size (freed on the stream: reuse is ordered after the kernel); each returns the
+ * launch's status (report_on). */
 #define LAB_P(p) p
 #define LAUNCH_(name, R, cpu, cat, op, anchor, work, params, args)                                    \
-  static void cu_##name params {                                                                     \
+  static int cu_##name params {                                                                      \
     int index_;                                                                                      \
     gpu *gpu_ = on(anchor, &index_);                                                                 \
-    if (gpu_) report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, gpu_->stream));             \
+    return gpu_ ? report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, gpu_->stream)) : -1;    \
   }
 #define LAUNCH_WORK_(name, R, cpu, cat, op, anchor, work, params, args)                               \
-  static void cu_##name params {                                                                     \
+  static int cu_##name params {                                                                      \
     int index_;                                                                                      \
     gpu *gpu_ = on(anchor, &index_);                                                                 \
-    if (!gpu_) return;                                                                               \
+    if (!gpu_) return -1;                                                                            \
     size_t bytes_ = work;                                                                            \
     void *work_ = bytes_ ? lab_ca_malloc(gpu_->alloc, bytes_, gpu_->stream) : NULL;                  \
-    report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, work_, gpu_->stream));                \
+    int rc_ = report_on(gpu_, index_, op, LAB_CU(name)(LAB_UNPAREN args, work_, gpu_->stream));      \
     if (work_) lab_ca_free(gpu_->alloc, work_);                                                      \
+    return rc_;                                                                                      \
   }
 LAB_FUSED_LAUNCH(LAUNCH_)
 LAB_FUSED_WORK(LAUNCH_WORK_)
@@ -354,13 +424,13 @@ static int64_t cu_xent_fwd(lab_dtype ct, const void *logits, const int64_t *targ
                            int64_t C, int64_t ignore_index, double smoothing) {
   int index;
   gpu *g = on(logits, &index);
-  if (!g) return 0;
+  if (!g) return -2;
   if (report_on(g, index, "cross_entropy", lab_cu_xent_fwd(ct, logits, target, loss, lse, N, C, ignore_index,
                                                            smoothing, g->count, g->stream)) < 0)
-    return 0;
+    return -2; /* failed (fused_ops.h) */
   return -1;
 }
-/* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64 or 128 */
+/* FlashAttention-2 (kernels/cuda/flash_attention*.cu): bf16/f16, head dims 64, 96, 128 and 256 */
 static int cu_flash_result(gpu *g, int index, const char *what, int e) {
   if (e == cudaErrorMisalignedAddress)
     return lab_fail("sdpa", "flash %s on cuda needs 16-byte aligned q, k, v (a view that starts inside a row?): "
@@ -370,13 +440,13 @@ static int cu_flash_result(gpu *g, int index, const char *what, int e) {
 static int cu_flash_fwd(const lab_flash_args *a) {
   int index;
   gpu *g = on(a->q, &index);
-  if (!g || raise_pending(g, index) < 0) return -1;
+  if (!g) return -1;
   return cu_flash_result(g, index, "forward", lab_cu_flash_fwd(a, g->stream));
 }
 static int cu_flash_bwd(const lab_flash_args *a) {
   int index;
   gpu *g = on(a->q, &index);
-  if (!g || raise_pending(g, index) < 0) return -1;
+  if (!g) return -1;
   return cu_flash_result(g, index, "backward", lab_cu_flash_bwd(a, g->stream));
 }
 
@@ -406,6 +476,7 @@ typedef struct {
 #define LT_PLANS 64
 static lt_plan plans[LT_PLANS];
 static unsigned long long plan_clock;
+static long lt_plans_made, lt_heuristics, lt_matmuls, lt_workspace; /* cuda_counter */
 
 static void plan_drop(lt_plan *p) {
   if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
@@ -460,9 +531,11 @@ static cublasStatus_t plan_make(gpu *g, lt_plan *p, cudaDataType_t dt, cudaDataT
     if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->la, p->batches, p->sa);
     if (st == CUBLAS_STATUS_SUCCESS) st = set_batch(p->lc, p->batches, p->m * p->ldc);
   }
+  lt_plans_made++;
   if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
   if (st == CUBLAS_STATUS_SUCCESS) {
     uint64_t ws = g->workspace_bytes;
+    lt_workspace = (long)ws;
     uint32_t al = (uint32_t)p->align;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
@@ -471,6 +544,7 @@ static cublasStatus_t plan_make(gpu *g, lt_plan *p, cudaDataType_t dt, cudaDataT
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
     cublasLtMatmulHeuristicResult_t best;
     int found = 0;
+    lt_heuristics++;
     st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->lb, p->la, p->lc, p->lc, pref, 1, &best, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (st == CUBLAS_STATUS_SUCCESS) p->algo = best.algo;
@@ -511,7 +585,7 @@ static lt_plan *plan_of(gpu *g, int device, const lab_gemm_args *a, int comp, in
 static int cu_gemm(const lab_gemm_args *a) {
   int index;
   gpu *g = on(a->c, &index);
-  if (!g || raise_pending(g, index) < 0) return -1;
+  if (!g) return -1;
   cudaDataType_t dt;
   cublasComputeType_t comp;
   cudaDataType_t scale_t = CUDA_R_32F;
@@ -543,6 +617,7 @@ static int cu_gemm(const lab_gemm_args *a) {
     char *pc = (char *)a->c + bi * a->m * a->ldc * (int64_t)es;
     st = cublasLtMatmul(g->lt, p->op, alpha, pb, p->lb, pa, p->la, beta, pc, p->lc, pc, p->lc, &p->algo, g->workspace,
                         g->workspace_bytes, g->stream);
+    lt_matmuls++;
   }
   if (st != CUBLAS_STATUS_SUCCESS)
     return lab_fail("matmul", "cuBLASLt failed (status %d) for %s [%lld x %lld] x [%lld x %lld]%s on cuda:%d", (int)st,
@@ -550,6 +625,20 @@ static int cu_gemm(const lab_gemm_args *a) {
                     (long long)a->m, (long long)a->k, (long long)a->k, (long long)a->n,
                     a->batches > 1 ? " (batched)" : "", index);
   return report_on(g, index, "matmul", 0);
+}
+
+/* the counts device.h's counter entry names (tests/sim/test_cublaslt_plans.lua reads them on the sim) */
+static long cuda_counter(const char *name) {
+  if (!strcmp(name, "lt_plans")) return lt_plans_made;
+  if (!strcmp(name, "lt_heuristics")) return lt_heuristics;
+  if (!strcmp(name, "lt_matmuls")) return lt_matmuls;
+  if (!strcmp(name, "lt_workspace")) return lt_workspace;
+  int i = -1, n = 0;
+  if (sscanf(name, "synchronize:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].syncs;
+  if (sscanf(name, "ready:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].ready;
+  if (sscanf(name, "launches:%d%n", &i, &n) == 1 && !name[n] && i >= 0 && i < MAX_GPUS) return gpus[i].launches;
+  if (!strcmp(name, "pointer_queries")) return pointer_queries;
+  return -1;
 }
 
 static const lab_device_ops cuda_ops = {
@@ -565,6 +654,7 @@ static const lab_device_ops cuda_ops = {
     .flash_supports = lab_cu_flash_supports,
     .flash_fwd = cu_flash_fwd,
     .flash_bwd = cu_flash_bwd,
+    .counter = cuda_counter,
 };
 
 const lab_device_ops *lab_cuda_device_ops(void) { return &cuda_ops; }

@@ -39,6 +39,8 @@ const char *lab_cuda_why(void);
 const lab_nccl_plugin *lab_simrt_nccl_plugin(void);
 /* collectives and sends/recvs the sim's NCCL posted in this process (lab.cuda.sim_nccl_calls) */
 long lab_simrt_nccl_calls(void);
+/* CUDA events the sim's build of nccl.c created: its event pool's misses (lab.cuda.sim_nccl_events) */
+long lab_simrt_nccl_events_created(void);
 const char *lab_nccl_why(void);
 /* 1 once the cuda plugin is open (asks nothing, loads nothing). */
 int lab_cuda_loaded(void);

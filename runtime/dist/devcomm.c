@@ -36,6 +36,14 @@ long lab_dist_sim_nccl_calls(void) {
 #endif
 }
 
+long lab_dist_sim_nccl_events(void) {
+#ifdef LLMLAB_HAVE_SIMT
+  return lab_simrt_nccl_events_created();
+#else
+  return 0;
+#endif
+}
+
 int lab_devcomm_plan(int n, const char (*keys)[LAB_GPU_KEY], const int *world_ranks, int built, char *why,
                      size_t len) {
   if (!built) {

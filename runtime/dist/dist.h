@@ -91,6 +91,8 @@ const char *lab_dist_backend(lab_group *g, lab_device d, char *buf, size_t n);
 /* Collectives and sends/recvs the sim's NCCL shim posted in this process (0 without one):
  * lab.cuda.sim_nccl_calls, so a test can see the NCCL path was taken. */
 long lab_dist_sim_nccl_calls(void);
+/* CUDA events the sim's build of nccl.c created (its pool's misses): lab.cuda.sim_nccl_events */
+long lab_dist_sim_nccl_events(void);
 
 /* Seconds this rank has spent inside collectives (calls and waits) since it started. */
 double lab_dist_comm_seconds(void);

@@ -267,13 +267,18 @@ static int finish(const char *op, nccl_group *ng, cudaEvent_t ev) {
 
 /* Completion events come from the group's pool: re-recording an event is allowed once the
  * waits that captured it were queued (cudaStreamWaitEvent takes the event's state when called). */
+static long events_created; /* the pool's misses, counted for tests (sim build: below) */
 static cudaError_t event_get(nccl_group *ng, cudaEvent_t *ev) {
   if (ng->nspare > 0) {
     *ev = ng->spare[--ng->nspare];
     return cudaSuccess;
   }
+  events_created++;
   return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
 }
+#ifdef LAB_SIMRT
+long lab_simrt_nccl_events_created(void) { return events_created; } /* runtime/cuda/loader.h */
+#endif
 static void event_put(nccl_group *ng, cudaEvent_t ev) {
   if (ng->nspare == ng->capspare) {
     int cap = ng->capspare ? 2 * ng->capspare : 8;

@@ -51,6 +51,81 @@ T.test("a GPT step (forward, backward, AdamW, loss:item()) makes 1 host sync on 
   end
 end)
 
+-- gradient clipping and amp's dynamic loss scaling read one value each for the whole model:
+-- clip_grad_norm read each parameter's norm (1 + 16 syncs a step for this GPT before), amp's
+-- overflow check each gradient's sum (1 + 16 more)
+local function step_clip(m, opt, ids, tg)
+  opt:zero_grad()
+  local _, loss = m(ids, tg)
+  loss:backward()
+  local norm = lab.optim.clip_grad_norm(m:parameters(), 0.05)
+  opt:step()
+  return loss:item(), norm
+end
+
+T.test("a GPT step with clip_grad_norm makes 2 host syncs on sim (loss, norm), = cpu", function()
+  local mc, oc = model("cpu")
+  local ms, os_ = model("sim")
+  local ic, tc = batch("cpu")
+  local is, ts = batch("sim")
+  T.ok(#ms:parameters() > 2, "a model of several parameters: " .. #ms:parameters())
+  for k = 1, 2 do
+    local want, wnorm = step_clip(mc, oc, ic, tc)
+    local s0 = lab.cuda.sim_host_syncs()
+    local got, norm = step_clip(ms, os_, is, ts)
+    T.eq(lab.cuda.sim_host_syncs() - s0, 2, "host syncs in step " .. k .. " (the loss and the total norm)")
+    T.near(got, want, 1e-5, "loss of step " .. k .. " = cpu")
+    T.near(norm, wnorm, 1e-5 * wnorm, "norm of step " .. k .. " = cpu")
+    T.ok(wnorm > 0.05, "the norm is clipped (" .. wnorm .. ")")
+  end
+  local pc, ps = mc:parameters(), ms:parameters()
+  for i = 1, #pc do
+    local d = (ps[i]:to("cpu"):to("f64") - pc[i]:to("f64")):abs():max():item()
+    T.ok(d < 1e-4, "parameter " .. i .. " after 2 clipped steps = cpu (max diff " .. d .. ")")
+  end
+end)
+
+local function amp_model(dev)
+  local m = model(dev)
+  local mp = lab.amp.MixedPrecision(m, { dtype = "f16", growth_interval = 1, init_scale = 16,
+    optimizer = function(ps) return lab.optim.AdamW(ps, { lr = 1e-2 }) end })
+  return m, mp
+end
+
+T.test("an f16 GPT step with dynamic loss scaling makes 2 host syncs on sim (loss, found_inf), = cpu", function()
+  local mc, pc = amp_model("cpu")
+  local ms, ps = amp_model("sim")
+  local ic, tc = batch("cpu")
+  local is, ts = batch("sim")
+  local function run(m, mp, ids, tg, clip)
+    mp:zero_grad()
+    local _, loss = m(ids, tg)
+    mp:backward(loss)
+    local ok = mp:step(clip and { clip = clip } or nil)
+    return loss:item(), ok
+  end
+  for k = 1, 2 do
+    local want, wok = run(mc, pc, ic, tc)
+    local s0 = lab.cuda.sim_host_syncs()
+    local got, ok = run(ms, ps, is, ts)
+    T.eq(lab.cuda.sim_host_syncs() - s0, 2, "host syncs in step " .. k .. " (the loss and the overflow check)")
+    T.eq(ok, wok, "step " .. k .. " taken as on the cpu")
+    T.near(got, want, 1e-2, "loss of step " .. k .. " = cpu (f16)")
+  end
+  T.eq(ps.scale, pc.scale, "the loss scale grew as on the cpu")
+  local s0 = lab.cuda.sim_host_syncs()
+  local _, taken = run(ms, ps, is, ts, 0.05)
+  T.eq(taken, true, "the clipped step is taken")
+  T.eq(lab.cuda.sim_host_syncs() - s0, 3, "with clipping: the loss, the overflow check, the norm")
+  -- an overflow is still found: a gradient made infinite skips the step and lowers the scale
+  ps:zero_grad()
+  local _, loss = ms(is, ts)
+  ps:backward(loss * 1e30)
+  local scale = ps.scale
+  T.eq(ps:step(), false, "an infinite gradient skips the step")
+  T.eq(ps.scale, scale * 0.5, "and halves the scale")
+end)
+
 -- a bad id no longer stops the host at the op: the check runs on the device, its record comes
 -- back with the next wait, which raises it (as CUDA's device-side assert)
 local function ids(t, dev) return lab.tensor(t):to("cpu"):to("i64"):to(dev) end
