@@ -91,43 +91,33 @@ static void interrupts(session *s) {
   assert_true(expect(s, "> ", 10));
 }
 
-/* Ctrl-C while the remote rank is inside one long matrix product: the product polls the
- * interrupt flag between its blocks, which the relay sets on that host too, so it stops early
- * (or, past a second, rank 0 says it is pending with every rank's state) */
-static void c_call(session *s) {
-  typef(s, "%%on %d a = lab.randn({3000, 3000})\r", last);
+/* Ctrl-C while the remote rank is inside one matrix product of n^3 multiply-adds, one batch
+ * (nothing to stop between: the interrupt is raised when it returns). With pending, the product
+ * lasts seconds (n = 6000) and past a second rank 0 says the interrupt is pending, with what
+ * every rank on every host is doing; either way the remote rank's error and the prompt follow. */
+static void remote_product(session *s, int n, int pending) {
+  typef(s, "%%on %d a = lab.randn({%d, %d})\r", last, n, n);
   assert_true(expect(s, "> ", 60));
   typef(s, "%%on %d print('multiplying') b = a:matmul(a)\r", last);
   assert_true(expectf(s, 20, "[%d] multiplying", last));
   double t0 = pty_now();
   type(s, "\x03");
+  if (pending) {
+    assert_true(expect(s, "interrupt pending: a rank is inside a long C call", 30));
+    fprintf(stderr, "Ctrl-C during rank %d's %d^2 matmul on host%d: 'pending' after %.0f ms\n", last, n, hosts,
+            (pty_now() - t0) * 1e3);
+    assert_true(expectf(s, 5, "%s: running Lua", last_label)); /* the remote rank, with its host */
+  }
   assert_true(expectf(s, 60, "[%d] error: interrupted! (inside a C call", last));
   assert_true(expect(s, "> ", 10));
-  fprintf(stderr, "Ctrl-C during rank %d's 3000^2 matmul on host%d: prompt after %.0f ms\n", last, hosts,
+  fprintf(stderr, "Ctrl-C during rank %d's %d^2 matmul on host%d: prompt after %.0f ms\n", last, n, hosts,
           (pty_now() - t0) * 1e3);
   typef(s, "%%on %d a, b = nil, nil; collectgarbage()\r", last);
   assert_true(expect(s, "> ", 10));
 }
 
-/* Ctrl-C while the remote rank is inside one product of seconds (6000^3 multiply-adds, one
- * batch: nothing to stop between): after a second rank 0 says the interrupt is pending, with
- * what every rank on every host is doing; the remote rank's error follows when it returns */
-static void pending(session *s) {
-  typef(s, "%%on %d a = lab.randn({6000, 6000})\r", last);
-  assert_true(expect(s, "> ", 60));
-  typef(s, "%%on %d print('multiplying') b = a:matmul(a)\r", last);
-  assert_true(expectf(s, 20, "[%d] multiplying", last));
-  double t0 = pty_now();
-  type(s, "\x03");
-  assert_true(expect(s, "interrupt pending: a rank is inside a long C call", 30));
-  double ms = (pty_now() - t0) * 1e3;
-  assert_true(expectf(s, 5, "%s: running Lua", last_label)); /* the remote rank, with its host */
-  assert_true(expectf(s, 60, "[%d] error: interrupted! (inside a C call", last));
-  assert_true(expect(s, "> ", 10));
-  fprintf(stderr, "Ctrl-C during rank %d's 6000^2 matmul on host%d: 'pending' after %.0f ms\n", last, hosts, ms);
-  typef(s, "%%on %d a, b = nil, nil; collectgarbage()\r", last);
-  assert_true(expect(s, "> ", 10));
-}
+static void c_call(session *s) { remote_product(s, 3000, 0); }
+static void pending(session *s) { remote_product(s, 6000, 1); }
 
 /* Ctrl-T while every rank spins: the board lists every rank with its host, and the remote
  * rank's traceback */
