@@ -11,6 +11,8 @@
 --    sample (plan_presets.model_error, the LOSO 95th percentile, recomputed here); explain
 --    prints the terms;
 --  * FLOP counts equal the papers' closed forms (Megatron-LM eq. 3, Korthikanti eq. 7-8);
+--  * DeepSpeed's TrainSchedule, run step by step with blocking exchanges, takes no longer than
+--    the pipeline the planner charges for it (MT-NLG's layout);
 --  * interleaved and uneven pipeline stages, recomputation and context parallelism are
 --    chosen by the enumeration; MoE imbalance and capacity cost what they should, experts
 --    may span the TP group;
@@ -323,6 +325,92 @@ T.test("the terms the roofline does not see, one by one", function()
   T.near(pipe(8, true).t_pp_blocking, 4 * one, 1e-12, "pp 8: four transfers per micro-batch")
   T.near(pipe(2, true).t_pp_blocking, 2 * one, 1e-12, "pp 2: two")
   T.near(pipe(8, true).stage_s - pipe(8, false).stage_s, 4 * one, 1e-12, "each on the stage's time")
+end)
+
+-- DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py) run step by step: 2(m + p - 1)
+-- steps; stage s computes forwards on the steps of its parity and backwards on the others. A
+-- forward step first receives its activation and sends the previous step's gradient, a
+-- backward step sends the previous step's activation and receives its gradient; each exchange
+-- is blocking (the instructions' docstrings), a rendezvous that starts when both stages reach
+-- it and holds both for `xfer` seconds. F[s], B[s]: a micro-batch's forward and backward
+-- (recomputation included) on stage s (1-based). Returns the time the last stage finishes.
+local function deepspeed_schedule(m, p, F, B, xfer)
+  local prog, pc, t, waiting = {}, {}, {}, {}
+  local function valid(i) return i >= 0 and i < m end
+  for s = 0, p - 1 do
+    local list, prev = {}, -1
+    for k = 0, 2 * (m + p - 1) - 1 do
+      local fwd, i = k % 2 == s % 2
+      if fwd then i = (k - s % 2) // 2 - s // 2
+      elseif k % 2 == 0 then i = k // 2 - p + (s + 1) // 2
+      else i = (k - 1) // 2 - p + 1 + s // 2 end
+      if fwd and s > 0 then
+        if valid(i) then list[#list + 1] = "act:" .. (s - 1) .. ":" .. i end
+        if valid(prev) then list[#list + 1] = "grad:" .. (s - 1) .. ":" .. prev end
+      elseif not fwd and s < p - 1 then
+        if valid(prev) then list[#list + 1] = "act:" .. s .. ":" .. prev end
+        if valid(i) then list[#list + 1] = "grad:" .. s .. ":" .. i end
+      end
+      if valid(i) then list[#list + 1] = fwd and F[s + 1] or B[s + 1] end
+      prev = i
+    end
+    prog[s], pc[s], t[s] = list, 1, 0
+  end
+  local moved = true
+  while moved do
+    moved = false
+    for s = 0, p - 1 do
+      while pc[s] <= #prog[s] do
+        local ins = prog[s][pc[s]]
+        if type(ins) == "number" then t[s] = t[s] + ins
+        else
+          local w = waiting[ins]
+          if w == nil then waiting[ins] = s end
+          if w == nil or w == s then break end
+          t[s] = math.max(t[s], t[w]) + xfer
+          t[w], pc[w], waiting[ins] = t[s], pc[w] + 1, nil
+        end
+        pc[s], moved = pc[s] + 1, true
+      end
+    end
+  end
+  local span = 0
+  for s = 0, p - 1 do
+    T.ok(pc[s] > #prog[s], "the schedule runs to its end on stage " .. s)
+    span = math.max(span, t[s])
+  end
+  return span
+end
+
+T.test("DeepSpeed's TrainSchedule step by step: the planner charges its bubble and blocking transfers in full", function()
+  -- equal stages and free transfers: the schedule's 2(m + p - 1) lock steps take exactly the
+  -- 1F1B pipeline's (m + p - 1)(F + B)
+  local F, B = {}, {}
+  for s = 1, 35 do F[s], B[s] = 1, 3 end
+  T.near(deepspeed_schedule(240, 35, F, B, 0), (240 + 34) * 4, 1e-9, "no transfers: (m + p - 1)(F + B)")
+  -- MT-NLG's layout (section 2.4: TP 8, PP 35, 240 micro-batches of one sequence at DP 8) with
+  -- the planner's own stage times and transfer: the pipeline it charges, (m + p - 1) x the
+  -- slowest stage with four blocking transfers + the fill's, is no shorter than the schedule
+  -- run with them (README.md, "Why MT-NLG stays listed")
+  local m = lab.plan_presets.models["mtnlg-530b"]
+  local gpu = lab.plan_presets.gpus["a100-80"]
+  local o = { seq = 2048, global_batch = 1920, sequence_parallel = false, attention = "materialized", dp_overlap = false,
+    pp_blocking = true }
+  for k, v in pairs(lab.plan_presets.free_options()) do o[k] = v end
+  local r = plan.evaluate(m, gpu, o, { dp = 8, tp = 8, pp = 35, zero = 1, mb = 1, recompute = "full" })
+  local time = require("lab.plan_time")
+  local lt, head = time.layer(m, gpu, o, r), time.head(m, gpu, o, r)
+  for s = 1, 35 do F[s], B[s] = 3 * lt.fwd, 3 * (lt.bwd + lt.rec) end
+  F[35], B[35] = F[35] + head / 3, B[35] + 2 * head / 3 -- the LM head: one GEMM forward, two backward
+  local xfer = time.link_time(o, 2048 * m.hidden * 2, gpu.network, 1, true)
+  local run = deepspeed_schedule(r.microbatches, 35, F, B, xfer)
+  local charged = (r.microbatches + 34) * r.stage_s + r.t_pp
+  print(string.format("  (MT-NLG at 2240 GPUs: TrainSchedule run step by step %.1f s, the planner's pipeline %.1f s)", run, charged))
+  T.ok(run <= charged, "the planner charges no less than the schedule takes")
+  T.ok(run >= 0.9 * charged, "and less than 10% more")
+  o.pp_blocking = false
+  local async = plan.evaluate(m, gpu, o, { dp = 8, tp = 8, pp = 35, zero = 1, mb = 1, recompute = "full" })
+  T.ok((async.microbatches + 34) * async.stage_s + async.t_pp < run, "without the blocking transfers it would charge less")
 end)
 
 -- README.md's table under `heading` shows each row's published and LOSO figures
