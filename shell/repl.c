@@ -174,9 +174,8 @@ static void recover_wrappers(lua_State *L, int aborted) {
 static void after_every_rank_is_done(lua_State *L, int failed) {
   int rank = lab_ctl_rank();
   if (rank == 0) lab_board_clear_interrupt();
-  int aborted = 0;
-  lab_ctl_max(failed, &aborted, 0);
-  int recovered = lab_dist_recover_aborted(aborted);
+  int aborted = 0; /* on any rank: agreed in recovery's first exchange */
+  int recovered = lab_dist_recover_after(failed, &aborted);
   if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
   if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
     fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");

@@ -97,19 +97,25 @@ typedef struct lab_comm_backend {
   /* Between REPL chunks, on every rank at the same point: complete the requests that guarded
    * waits abandoned on this backend's groups (ranks that never arrived post matching calls),
    * so that their buffers can be freed; rebuild or give up groups where that is impossible.
-   * With `aborted` (a chunk ended in an error) the ranks also catch up when nothing was
-   * abandoned: an asynchronous collective that only some ranks posted before the chunk was cut
-   * short (a DDP bucket) would otherwise pair with the next one the others post.
-   * Returns the mask below (dist.h's lab_dist_recover returns it). Optional (NULL: only
+   * `here` is this rank's LAB_RECOVER_* flags: when a chunk ended in an error on any rank the
+   * ranks also catch up when nothing was abandoned (an asynchronous collective that only some
+   * ranks posted before the chunk was cut short, a DDP bucket, would otherwise pair with the
+   * next one the others post). The flags travel in recovery's first exchange, so the caller
+   * needs none of its own. Returns the mask below, with LAB_RECOVERED_ABORTED and
+   * LAB_RECOVERED_DEVICE set where any rank passed the matching flag. Optional (NULL: only
    * rebuild the world). */
-  int (*recover)(int aborted);
+  int (*recover)(int here);
 } lab_comm_backend;
 
 /* What recovery did, a mask that is the same on every rank (0: nothing to do) */
 enum {
   LAB_RECOVERED_COMPLETED = 1, /* recovery ran (abandoned requests completed where possible) */
   LAB_RECOVERED_NEW_WORLD = 2, /* the world's communicators had to be replaced */
-  LAB_RECOVERED_GROUP_LOST = 4 /* some other group had to be given up: it stays unusable */
+  LAB_RECOVERED_GROUP_LOST = 4, /* some other group had to be given up: it stays unusable */
+  LAB_RECOVERED_ABORTED = 8,    /* a chunk ended in an error on some rank (LAB_RECOVER_FAILED) */
+  LAB_RECOVERED_DEVICE = 16     /* some rank has a poisoned device or other-backend group */
 };
+/* What one rank brings to recovery (the recover op's `here`) */
+enum { LAB_RECOVER_FAILED = 1, LAB_RECOVER_DEVICE = 2 };
 
 #endif

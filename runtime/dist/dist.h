@@ -43,10 +43,12 @@ void lab_dist_set_call_site(const char *site);
  * unusable (its error names it). Returns 0 when there was nothing to do, else a mask that is
  * the same on every rank: comm.h's LAB_RECOVERED_* (the backends' recover returns them). */
 int lab_dist_recover(void);
-/* The same after a chunk that ended in an error on some rank (every rank passes the same
- * flag): the ranks also catch up on asynchronous collectives some of them posted (a DDP
- * bucket launched before a Ctrl-C), so a wrapper can wait for its pending work and go on. */
-int lab_dist_recover_aborted(int aborted);
+/* The same after a chunk, each rank saying whether it ended in an error here (failed_here):
+ * when it did on any rank the ranks also catch up on asynchronous collectives some of them
+ * posted (a DDP bucket launched before a Ctrl-C), so a wrapper can wait for its pending work
+ * and go on. *aborted (when not NULL) says whether any rank failed, agreed in recovery's own
+ * first exchange. */
+int lab_dist_recover_after(int failed_here, int *aborted);
 
 /* work: NULL for a blocking call, else receives a handle to wait on */
 int lab_all_reduce(lab_group *g, lab_tensor *t, lab_redop op, lab_work **work);

@@ -2,7 +2,7 @@
  * quit): comm.h's recover op, called by recover.c. MPI's rule is that a request must complete, or be cancelled, before its buffer or
  * communicator is freed; a collective cannot be cancelled. So a guarded wait that gives up
  * hands its request here (its buffers are held, held.h), and between two REPL chunks, when
- * every rank is back at the prompt, every rank calls lab_dist_recover(), which calls this:
+ * every rank is back at the prompt, every rank calls lab_dist_recover_after(), which calls this:
  *   1. each rank tells the others, per communicator it belongs to (named by the group's key),
  *      how many collectives it has posted there and what the recent ones were;
  *   2. a rank that posted fewer than the others (it never arrived) posts the same operations
@@ -401,20 +401,24 @@ static int64_t report_digest(void) {
   return (int64_t)(h >> 2);
 }
 
-int lab_mpi_recover(int aborted) {
+int lab_mpi_recover(int here) {
   /* One exchange says what recovery has to do (an element-wise max over the ranks): [0]
-   * something abandoned or poisoned; [1] a send was posted (drain_p2p); [2] the chunk was
-   * aborted, so asynchronous work some ranks posted may be missing on others; [3], [4] the
-   * digest of each rank's report and its negation, whose maxima show whether every rank's is
-   * the same. A Ctrl-C of code that posted alike everywhere (a Lua loop) ends here: at 4 ranks
-   * over 2 hosts the full exchange below crossed the hosts four more times before the prompt. */
+   * something abandoned or poisoned; [1] a send was posted (drain_p2p); [2] the chunk ended in
+   * an error somewhere, so asynchronous work some ranks posted may be missing on others; [3],
+   * [4] the digest of each rank's report and its negation, whose maxima show whether every
+   * rank's is the same; [5] a poisoned device group somewhere (recover.c's part). A Ctrl-C of
+   * code that posted alike everywhere (a Lua loop) ends here: at 4 ranks over 2 hosts the full
+   * exchange below crossed the hosts four more times before the prompt, and the two flags the
+   * shell and recover.c agreed on in exchanges of their own twice more. */
   int64_t digest = report_digest();
-  int64_t mine[5] = {pending != NULL || any_poisoned(), lab_mpi_sent_since_recover(1), aborted != 0,
-                     digest >= 0 ? digest : INT64_MAX, digest >= 0 ? -digest : INT64_MAX},
-          most[5] = {0};
-  MPI_Allreduce(mine, most, 5, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  int64_t mine[6] = {pending != NULL || any_poisoned(), lab_mpi_sent_since_recover(1), (here & LAB_RECOVER_FAILED) != 0,
+                     digest >= 0 ? digest : INT64_MAX, digest >= 0 ? -digest : INT64_MAX,
+                     (here & LAB_RECOVER_DEVICE) != 0},
+          most[6] = {0};
+  MPI_Allreduce(mine, most, 6, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  int agreed = (most[2] ? LAB_RECOVERED_ABORTED : 0) | (most[5] ? LAB_RECOVERED_DEVICE : 0);
   int alike = most[3] == -most[4];
-  if (!most[0] && !most[1] && (!most[2] || alike)) return most[2] ? LAB_RECOVERED_COMPLETED : 0;
+  if (!most[0] && !most[1] && (!most[2] || alike)) return agreed | (most[2] ? LAB_RECOVERED_COMPLETED : 0);
   int any = 1 | (most[1] ? 2 : 0);
   reports rp = {0};
   if (gather_reports(&rp) < 0) return 0;
@@ -470,7 +474,7 @@ int lab_mpi_recover(int aborted) {
   if (left) lab_dist_keep_held_forever();
   else lab_dist_release_held();
   /* the answer is the same on every rank: it comes from the agreed set */
-  int result = LAB_RECOVERED_COMPLETED;
+  int result = LAB_RECOVERED_COMPLETED | agreed;
   for (int i = 0; i < broken.n; i++)
     result |= (uint64_t)broken.keys[2 * i] == ((mpi_group *)lab_dist_world()->impl)->key ? LAB_RECOVERED_NEW_WORLD
                                                                                       : LAB_RECOVERED_GROUP_LOST;
