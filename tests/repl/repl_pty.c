@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <poll.h>
 #include <pty.h>
 #include <setjmp.h>
@@ -81,9 +82,18 @@ static void end_session(pid_t pid) {
   forget(pid);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st, (void)type, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* at exit: the sessions still running end, and the test's HOME (its history, the scripts it
+ * wrote) goes with them: each test run left a /tmp/llmlab-repl-test-PID behind */
 static void end_sessions_left(void) {
   for (int i = 0; i < MAX_LIVE; i++)
     if (live[i]) end_session(live[i]);
+  if (home_dir[0]) nftw(home_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void spawn(session *s, char *const argv[]) {
