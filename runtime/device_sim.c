@@ -334,15 +334,10 @@ static const char *simrt_describe(void) {
          "worker threads, a reference GEMM for cuBLASLt), kernels/cuda under the SIMT interpreter (racecheck, "
          "synccheck, memcheck)";
 }
-/* Integer products: the cuda device refuses them (cuBLASLt has none the runtime uses), the cpu
- * and the Lua suite have them; here they stay the cpu's on the kernel view, after every queued
- * copy ran. A difference of the cuda device left as found (tests/lua/test_tensor.lua's
- * matmul would fail on a GPU). */
-static int simrt_gemm(const lab_gemm_args *a) {
-  if (lab_dtype_is_float(a->ct)) return lab_simrt_cuda_device_ops()->gemm(a);
-  if (lab_simrt_sync_all() != 0) return lab_fail("matmul", "sim: a queued copy failed");
-  return sim_gemm(a);
-}
+/* Every product goes to the cuda device's gemm, integer ones too: it refuses them (cuBLASLt has
+ * none the runtime uses, and torch.matmul on CUDA has none either), and a sim that kept the
+ * cpu's integer product passed what a GPU refuses (tests/lua/test_tensor.lua's matmul). */
+static int simrt_gemm(const lab_gemm_args *a) { return lab_simrt_cuda_device_ops()->gemm(a); }
 static int simrt_from_host(int index, void *dst, const void *src, size_t n) {
   uploads++;
   return lab_simrt_cuda_device_ops()->from_host(index, dst, src, n);
