@@ -125,6 +125,12 @@ int luaopen_lab(lua_State *L) {
     lua_pushstring(L, lab_dtype_name((lab_dtype)i));
     lua_setfield(L, -2, lab_dtype_name((lab_dtype)i));
   }
+  /* lab._tensor_methods: the tensors' method table, which init.lua's lab.Tensor reads (without
+   * making a tensor to reach it) */
+  luaL_getmetatable(L, LAB_TENSOR_MT);
+  lua_getfield(L, -1, "methods");
+  lua_setfield(L, -3, "_tensor_methods");
+  lua_pop(L, 1);
   /* lua/lab/init.lua adds the pure-Lua helpers to this table */
   lua_pushvalue(L, -1);
   lua_setglobal(L, "lab");

@@ -22,7 +22,7 @@ load { "fault", "monitor" }
 lab.help = require("lab.help").help -- help(f): the docstrings of lua/lab/doc/<namespace>.lua
 -- the tensor methods by name, as torch.Tensor: lab.Tensor.sum(t) is t:sum(), help(lab.Tensor)
 -- lists them (a view: the methods stay in the tensor's metatable, doc/tensor.lua)
-lab.Tensor = setmetatable({}, { __index = getmetatable(lab.zeros(1)).methods,
+lab.Tensor = setmetatable({}, { __index = lab._tensor_methods,
   __tostring = function() return "lab.Tensor (the tensor methods: help(lab.Tensor))" end })
 
 -- print on rank 0 only (or on the given rank): lab scripts use it for their narrative
