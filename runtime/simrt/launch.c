@@ -51,7 +51,11 @@ static int enqueue_work(void *stream, lab_simt_work *w) {
     return cudaErrorMemoryAllocation;
   }
   q->w = w;
-  return (int)lab_simrt_enqueue((cudaStream_t)stream, run_queued, q);
+  /* the queue frees its argument (q) with free() after running it, or at once when it cannot
+   * take it; the work itself is dropped by run_queued, or here */
+  int e = (int)lab_simrt_enqueue((cudaStream_t)stream, run_queued, q);
+  if (e) w->drop(w);
+  return e;
 }
 
 /* the readers of lab_simt's tables (stats, coverage) wait for queued kernels, not on a stream's
