@@ -176,6 +176,7 @@ static void after_every_rank_is_done(lua_State *L, int failed) {
   if (rank == 0) lab_board_clear_interrupt();
   int aborted = 0; /* on any rank: agreed in recovery's first exchange */
   int recovered = lab_dist_recover_after(failed, &aborted);
+  if (rank != 0) lab_board_await_cleared(2.0); /* rank 0 cleared it before recovery */
   if (recovered & LAB_RECOVERED_GROUP_LOST) forget_targets();
   if (rank == 0 && (recovered & LAB_RECOVERED_NEW_WORLD))
     fprintf(term.out, "(the world group was rebuilt after an abandoned collective)\n");

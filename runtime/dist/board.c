@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../interrupt.h"
+#include "clock.h"
 #include "control.h"
 
 #define LAB_BOARD_GROUPS 16 /* memberships counted per chunk */
@@ -44,10 +46,12 @@ static int *by_rank;        /* slot indices in world-rank order (reports list ra
 
 static const char *(*relay_label)(int);
 static void (*relay_flush)(void);
+static void (*relay_wake)(void);
 
-void lab_board_set_relay(const char *(*host_label)(int), void (*flush)(void)) {
+void lab_board_set_relay(const char *(*host_label)(int), void (*flush)(void), void (*wake)(void)) {
   relay_label = host_label;
   relay_flush = flush;
+  relay_wake = wake;
 }
 
 int lab_board_init(int copies) {
@@ -124,6 +128,7 @@ char *lab_board_report(void) {
 
 void lab_board_request_interrupt(void) {
   if (slots) __atomic_add_fetch(&slots[0].interrupt, 1, __ATOMIC_RELEASE);
+  if (relay_wake) relay_wake(); /* other hosts hear it now, not at the relay's next poll */
 }
 
 int lab_board_interrupt_requested(void) {
@@ -132,7 +137,13 @@ int lab_board_interrupt_requested(void) {
 
 void lab_board_clear_interrupt(void) {
   if (slots && __atomic_exchange_n(&slots[0].interrupt, 0, __ATOMIC_ACQ_REL) && relay_flush)
-    relay_flush(); /* other hosts forget it too */
+    relay_flush(); /* other hosts forget it too (sent now; acknowledged before the next command) */
+}
+
+void lab_board_await_cleared(double timeout_s) {
+  double end = lab_now() + timeout_s;
+  struct timespec nap = {0, 200000}; /* 0.2 ms: the relay's poll is 2 ms */
+  while (slots && __atomic_load_n(&slots[0].interrupt, __ATOMIC_ACQUIRE) && lab_now() < end) nanosleep(&nap, NULL);
 }
 
 /* ---- live output: where each rank's output goes while a chunk runs ---- */

@@ -22,9 +22,10 @@ enum { LAB_BOARD_STATE_LIST(LAB_BOARD_STATE_ENUM_) LAB_BOARD_NSTATES };
  * ranks on other hosts (the relay's count: control_relay.h); 0 or -1 */
 int lab_board_init(int copies);
 /* the relay's part, which world set-up plugs in (the board lies below the relay that copies its
- * slots): a rank's host label in reports (" (host2)"), and the wait, after a Ctrl-C is cleared,
- * until every host has forgotten it. NULL: one host. */
-void lab_board_set_relay(const char *(*host_label)(int world_rank), void (*flush)(void));
+ * slots): a rank's host label in reports (" (host2)"), the send of a cleared Ctrl-C to the
+ * other hosts (it does not wait: lab_ctl_bcast waits before rank 0's next command), and the
+ * wake-up of the relay on a press (async-signal-safe). NULL: one host. */
+void lab_board_set_relay(const char *(*host_label)(int world_rank), void (*flush)(void), void (*wake)(void));
 void lab_board_set(int state, const char *what, const char *site);
 /* "rank 1: in all_reduce(4 x f32) at stdin:1 for 31.0 s" lines for every rank (malloc'ed) */
 char *lab_board_report(void);
@@ -34,6 +35,11 @@ char *lab_board_report(void);
 void lab_board_request_interrupt(void);
 int lab_board_interrupt_requested(void);
 void lab_board_clear_interrupt(void);
+/* a rank other than 0, after the chunk's recovery (rank 0 has cleared the Ctrl-C by then):
+ * waits, up to timeout_s, until this host's board has forgotten it too (on another host the
+ * relay brings the cleared flag a poll or two later), so the Lua this rank runs before the next
+ * command is not interrupted by the press that ended the chunk */
+void lab_board_await_cleared(double timeout_s);
 
 /* The debugger's pause: a rank that stops raises the epoch; every other rank stops at its
  * next line, or, if it is waiting in a collective, from inside the wait (the handler runs

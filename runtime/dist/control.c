@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../error.h"
+#include "control_relay.h"
 
 static MPI_Comm ctl_comm = MPI_COMM_NULL;
 static MPI_Comm done_comm = MPI_COMM_NULL; /* only for "I am done, are you?" (the stepper) */
@@ -36,6 +37,7 @@ static int poll_wait(MPI_Request *req, double timeout_s) {
 }
 
 int lab_ctl_bcast(char **buf, int64_t *len) {
+  if (lab_ctl_rank() == 0) lab_relay_settle(); /* a cleared Ctrl-C has reached every host first */
   MPI_Request req;
   MPI_Ibcast(len, 1, MPI_INT64_T, 0, ctl_comm, &req);
   poll_wait(&req, 0);

@@ -6,11 +6,13 @@
  * rank 0's watchdog report showed). Clocks: CLOCK_MONOTONIC differs between machines, so a
  * slot's `since` travels converted by offsets measured once at start (a barrier, then every
  * rank's clock), and a wait's identity (`since` as rank 0's report recorded it) goes back in the
- * owner's own clock. Each leader polls every POLL_NS; a Ctrl-C crosses in two polls. */
+ * owner's own clock. Each leader polls every POLL_NS (the hub wakes early when rank 0 clears a
+ * Ctrl-C); a Ctrl-C crosses in two polls. */
 #define _GNU_SOURCE
 #include "control_relay.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,10 +26,10 @@
 #include "place.h"
 
 #define POLL_NS 2000000L /* 2 ms between polls: a Ctrl-C crosses hosts in ~4 ms, the cleared flag
-                          * is acknowledged (three polls, rank 0 waits for it before its prompt)
-                          * within ~6 ms; 500 wake-ups a second of a thread that only a job
-                          * across hosts runs (5 ms: the prompt after a Ctrl-C of every rank
-                          * was 2.1x one host's, 32 against 15 ms) */
+                          * is acknowledged within ~4 ms (rank 0 waits for it before its next
+                          * command, not before its prompt); 500 wake-ups a second of a thread
+                          * that only a job across hosts runs (5 ms: the prompt after a Ctrl-C
+                          * of every rank was 2.1x one host's, 32 against 15 ms) */
 #define MSG_MAX (1 << 20)  /* one message's bytes */
 #define OUT_BUDGET (1 << 16) /* output bytes per up message */
 #define LIVE_MAX (8 << 20) /* rank 0 keeps at most this much of a remote rank's chunk output */
@@ -46,6 +48,7 @@ static pthread_t thread;
 static volatile int stop_flag;
 static volatile int flush_seq; /* hub: raised by lab_relay_flush */
 static int *acked;             /* hub: per leader, the flush it has applied */
+static int wake_pipe[2] = {-1, -1}; /* hub: its nap, cut short by a Ctrl-C or its clear */
 
 /* ---- packing ---- */
 
@@ -187,6 +190,7 @@ int lab_relay_start(void) {
     lab_board_view_get(i, &v);
     if (v.world_rank >= 0 && v.world_rank < world) slot_of[v.world_rank] = i;
   }
+  if (me == 0 && lsize > 1 && pipe2(wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0) wake_pipe[0] = wake_pipe[1] = -1;
   running = 1;
   if (leader && pthread_create(&thread, NULL, relay_main, NULL) != 0) {
     fprintf(stderr, "llmlab: rank %d: cannot start the control relay thread\n", me);
@@ -209,16 +213,37 @@ static volatile int live_epoch;
 static char **live_buf;
 static int64_t *live_len;
 
+void lab_relay_wake(void) { /* async-signal-safe: the SIGINT handler calls it through the board */
+  if (running && me == 0 && wake_pipe[1] >= 0 && write(wake_pipe[1], "w", 1) < 0) {
+  }
+}
+
 void lab_relay_flush(void) {
   if (!running || me != 0 || lsize < 2) return;
-  int seq = __atomic_add_fetch(&flush_seq, 1, __ATOMIC_ACQ_REL);
+  __atomic_add_fetch(&flush_seq, 1, __ATOMIC_ACQ_REL);
+  lab_relay_wake();
+}
+
+void lab_relay_settle(void) {
+  if (!running || me != 0 || lsize < 2) return;
+  int seq = __atomic_load_n(&flush_seq, __ATOMIC_ACQUIRE);
   double end = lab_now() + 2.0;
-  struct timespec nap = {0, 1000000};
+  struct timespec nap = {0, 200000};
   for (;;) {
     int all = 1;
     for (int d = 1; d < lsize; d++) all &= __atomic_load_n(&acked[d], __ATOMIC_ACQUIRE) >= seq;
     if (all || lab_now() > end) return;
     nanosleep(&nap, NULL);
+  }
+}
+
+/* the hub's nap between polls: POLL_NS, or until rank 0's board changes (a press, a clear) */
+static void hub_nap(void) {
+  struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
+  if (poll(&p, 1, (int)(POLL_NS / 1000000L)) > 0) {
+    char sink[64];
+    if (read(wake_pipe[0], sink, sizeof sink) < 0) {
+    }
   }
 }
 
@@ -289,7 +314,6 @@ static void hub(void) {
   }
   MPI_Request up = MPI_REQUEST_NULL;
   MPI_Irecv(in, MSG_MAX, MPI_BYTE, MPI_ANY_SOURCE, TAG_UP, leaders, &up);
-  struct timespec nap = {0, POLL_NS};
   while (!stop_flag) {
     int got = 0;
     MPI_Status st;
@@ -325,9 +349,11 @@ static void hub(void) {
         version[v->world_rank]++;
       }
     }
+    /* the flush count before the flags: a clear precedes its flush, so flags read after a
+     * count carry every clear that count covers, and the ack of a count means cleared there */
+    int seq = __atomic_load_n(&flush_seq, __ATOMIC_ACQUIRE), epoch = __atomic_load_n(&live_epoch, __ATOMIC_ACQUIRE);
     lab_board_flags f;
     lab_board_flags_get(&f);
-    int seq = __atomic_load_n(&flush_seq, __ATOMIC_ACQUIRE), epoch = __atomic_load_n(&live_epoch, __ATOMIC_ACQUIRE);
     for (int d = 1; d < lsize; d++) {
       peer *p = &peers[d];
       int done = 1;
@@ -369,7 +395,7 @@ static void hub(void) {
       p->epoch = epoch;
       MPI_Isend(p->buf, (int)w.len, MPI_BYTE, d, TAG_DOWN, leaders, &p->req);
     }
-    nanosleep(&nap, NULL);
+    hub_nap();
   }
   MPI_Cancel(&up);
   MPI_Wait(&up, MPI_STATUS_IGNORE);

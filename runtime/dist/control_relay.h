@@ -23,9 +23,14 @@ void lab_relay_stop(void); /* before MPI_Finalize */
 int lab_relay_hosts(void); /* hosts in the job (1 without a relay) */
 /* " (host2)" for a rank when the job spans hosts, else "" */
 const char *lab_relay_host_label(int world_rank);
-/* rank 0: waits (up to 2 s) until every host's board has rank 0's latest flags, so a Ctrl-C
- * cleared before the next chunk is not seen there by that chunk */
+/* rank 0: a cleared Ctrl-C goes to every host at the hub's next poll (returns at once), and
+ * the wait (up to 2 s) until every host's board has rank 0's flags as of the last flush, which
+ * lab_ctl_bcast runs before rank 0's next command, so the next chunk is not interrupted there
+ * by a press that ended the last one. The prompt does not wait for the round trip. */
 void lab_relay_flush(void);
+void lab_relay_settle(void);
+/* rank 0: its board changed (a Ctrl-C): the hub sends now, not at its next poll (signal-safe) */
+void lab_relay_wake(void);
 /* rank 0's live output of ranks on other hosts: a new chunk (its output starts from 0), and
  * the complete lines of rank r past offset `from` (malloc'ed, *len bytes) or NULL */
 void lab_relay_live_begin(void);

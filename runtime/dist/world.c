@@ -38,7 +38,7 @@ int lab_ctl_init(int *argc, char ***argv) {
   if (lab_mpi_world_group(&world_group) < 0) return -1;
   lab_dist_register_world(&world_group);
   lab_board_init(lab_relay_copies(local_size));
-  lab_board_set_relay(lab_relay_host_label, lab_relay_flush);
+  lab_board_set_relay(lab_relay_host_label, lab_relay_flush, lab_relay_wake);
   lab_relay_start();
   lab_settings_check(); /* a setting that did not reach a host is named */
   return 0;

@@ -4,7 +4,7 @@
  * a remote rank while its chunk runs; Ctrl-C of a loop on every rank of every host, and of a
  * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
  * matrix product (rank 0's "interrupt pending" report naming every rank with its host, then the
- * error when the product returns); Ctrl-T naming every rank with its
+ * error when the product returns); the next command typed ahead of the prompt after a Ctrl-C; Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
  * rank while the others wait in a barrier; a stepper breakpoint only the remote rank reaches
  * while the others wait in all_reduce; Ctrl-D. Prints
@@ -88,6 +88,21 @@ static void interrupts(session *s) {
   ctrl_c(s, "the remote rank spinning, the others in all_reduce", ready, want);
   type(s, "x = lab.ones(1); lab.dist.all_reduce(x); print('sum', x[1])\r"); /* the world still works */
   assert_true(expectf(s, 15, "[0-%d] sum\t%d.0", last, last + 1));
+  assert_true(expect(s, "> ", 10));
+}
+
+/* Ctrl-C with the next command typed ahead (sent in the same write): the prompt takes it at
+ * once, and no rank on any host may see the press that ended the last chunk (the relay carries
+ * the cleared flag a poll or two later; rank 0 waits for every host's ack before it sends the
+ * next command, and the other ranks' after-chunk work waits for their host's board) */
+static void typed_ahead(session *s) {
+  type(s, "print('spinning') while true do end\r");
+  assert_true(expect(s, "] spinning", 20));
+  type(s, "\x03x = lab.ones(1); lab.dist.all_reduce(x); print('after', x[1])\r");
+  char want[64];
+  snprintf(want, sizeof want, "[0-%d] error: interrupted!", last);
+  assert_true(expect(s, want, 10));
+  assert_true(expectf(s, 15, "[0-%d] after\t%d.0", last, last + 1));
   assert_true(expect(s, "> ", 10));
 }
 
@@ -209,7 +224,7 @@ static void remote_step_breakpoint(session *s) {
 static const struct {
   const char *name;
   void (*run)(session *);
-} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
+} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"typed_ahead", typed_ahead}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
              {"breakpoint", remote_breakpoint}, {"step_breakpoint", remote_step_breakpoint}};
 static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
 
@@ -226,7 +241,7 @@ static void test_repl_across_hosts(void **state) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|typed_ahead|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
                     "test_multinode.sh)\n", argv[0]);
     return 2;
   }
