@@ -4,7 +4,8 @@
  * a remote rank while its chunk runs; Ctrl-C of a loop on every rank of every host, and of a
  * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
  * matrix product (rank 0's "interrupt pending" report naming every rank with its host, then the
- * error when the product returns); the next command typed ahead of the prompt after a Ctrl-C; Ctrl-T naming every rank with its
+ * error when the product returns); the next command typed ahead of the prompt after a Ctrl-C; a
+ * Ctrl-C inside a remote rank's data-parallel backward (the replicas checked after it); Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
  * rank while the others wait in a barrier; a stepper breakpoint only the remote rank reaches
  * while the others wait in all_reduce; Ctrl-D. Prints
@@ -103,6 +104,26 @@ static void typed_ahead(session *s) {
   snprintf(want, sizeof want, "[0-%d] error: interrupted!", last);
   assert_true(expect(s, want, 10));
   assert_true(expectf(s, 15, "[0-%d] after\t%d.0", last, last + 1));
+  assert_true(expect(s, "> ", 10));
+}
+
+/* Ctrl-C while the remote rank is inside a data-parallel backward and the others wait in its
+ * bucket: after recovery every rank checks the replicas (collectives on every host), which the
+ * remote ranks must not start while their board still holds the press */
+static void ddp_interrupted(session *s) {
+  typef(s, "r = lab.dist.rank(); lab.manual_seed(1); m = lab.ddp.wrap(lab.nn.Sequential(lab.nn.Linear(4, 4), "
+           "lab.nn.Linear(4, 4)), {bucket_mb = 0.00001}); opt = lab.optim.SGD(m:parameters(), {lr = 0.1}); "
+           "slow = true; m.module[1].weight:register_hook(function(g) if slow and r == %d then print('in backward'); "
+           "local t = lab.clock(); while lab.clock() - t < 60 do end end return g end)\r", last);
+  assert_true(expect(s, "> ", 20));
+  type(s, "loss = m(lab.ones({2, 4})):sum(); loss:backward(); opt:step(); opt:zero_grad()\r");
+  assert_true(expectf(s, 20, "[%d] in backward", last));
+  type(s, "\x03");
+  assert_true(expect(s, "interrupted", 10));
+  assert_true(expect(s, "the step cut short was reset; its replicas agree)", 15));
+  assert_true(expect(s, "> ", 10));
+  type(s, "slow = false; loss = m(lab.ones({2, 4})):sum(); loss:backward(); opt:step(); print('stepped', m.in_step)\r");
+  assert_true(expectf(s, 15, "[0-%d] stepped\tfalse", last));
   assert_true(expect(s, "> ", 10));
 }
 
@@ -224,7 +245,7 @@ static void remote_step_breakpoint(session *s) {
 static const struct {
   const char *name;
   void (*run)(session *);
-} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"typed_ahead", typed_ahead}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
+} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"typed_ahead", typed_ahead}, {"ddp_interrupted", ddp_interrupted}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
              {"breakpoint", remote_breakpoint}, {"step_breakpoint", remote_step_breakpoint}};
 static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
 
@@ -241,7 +262,7 @@ static void test_repl_across_hosts(void **state) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|typed_ahead|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|typed_ahead|ddp_interrupted|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
                     "test_multinode.sh)\n", argv[0]);
     return 2;
   }
