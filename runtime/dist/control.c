@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "../error.h"
-#include "control_relay.h"
 
 static MPI_Comm ctl_comm = MPI_COMM_NULL;
 static MPI_Comm done_comm = MPI_COMM_NULL; /* only for "I am done, are you?" (the stepper) */
@@ -36,8 +35,12 @@ static int poll_wait(MPI_Request *req, double timeout_s) {
   return 0;
 }
 
+static void (*before_bcast)(void);
+
+void lab_ctl_set_before_bcast(void (*wait)(void)) { before_bcast = wait; }
+
 int lab_ctl_bcast(char **buf, int64_t *len) {
-  if (lab_ctl_rank() == 0) lab_relay_settle(); /* a cleared Ctrl-C has reached every host first */
+  if (lab_ctl_rank() == 0 && before_bcast) before_bcast(); /* a cleared Ctrl-C has reached every host */
   MPI_Request req;
   MPI_Ibcast(len, 1, MPI_INT64_T, 0, ctl_comm, &req);
   poll_wait(&req, 0);

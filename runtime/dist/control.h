@@ -12,6 +12,9 @@
 
 /* Rank 0 sends *buf (len bytes); the others receive into a malloc'ed *buf. */
 int lab_ctl_bcast(char **buf, int64_t *len);
+/* what rank 0 waits for before each broadcast (world set-up plugs in the relay's wait for a
+ * cleared Ctrl-C to reach every host: control lies below the relay); NULL: nothing */
+void lab_ctl_set_before_bcast(void (*wait)(void));
 /* Every rank's bytes reach rank 0: *all is malloc'ed (concatenated), lens[size] malloc'ed. */
 int lab_ctl_gather(const char *mine, int64_t len, char **all, int64_t **lens);
 /* Max of v over ranks. timeout_s > 0 bounds the wait: returns 1 when it expired. */

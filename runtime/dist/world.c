@@ -39,6 +39,7 @@ int lab_ctl_init(int *argc, char ***argv) {
   lab_dist_register_world(&world_group);
   lab_board_init(lab_relay_copies(local_size));
   lab_board_set_relay(lab_relay_host_label, lab_relay_flush, lab_relay_wake);
+  lab_ctl_set_before_bcast(lab_relay_settle);
   lab_relay_start();
   lab_settings_check(); /* a setting that did not reach a host is named */
   return 0;
