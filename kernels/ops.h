@@ -68,7 +68,10 @@ typedef struct {
   double f;
   int64_t i;
   int is_int;
-  unsigned char raw[8];
+  union { /* raw is read in place as its dtype (a double, an int64): 8-byte aligned */
+    unsigned char raw[8];
+    int64_t raw_align;
+  };
 } lab_ew_scalar;
 
 /* Elementwise launch: operand 0 is the output; values are computed in ct and stored in each
