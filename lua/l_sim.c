@@ -1,7 +1,8 @@
 /* lab.sim: what the SIMT interpreter (kernels/simt) recorded while the sim device ran
  * kernels/cuda, for lab 08 and lab.prof's kernel table, as runtime/sim_stats.h gives it.
  * lab.sim.available says whether this build has the interpreter (it needs the CUDA headers at
- * build time); without it the sim device runs the cpu kernels and lab.sim has nothing else.
+ * build time); without it the sim device runs the cpu kernels and each function raises an
+ * error saying so.
  *   lab.sim.reset()            -- forget the kernels, hazards and perf counts so far
  *   lab.sim.perf(true)         -- count bank conflicts and global sectors (costs time)
  *   lab.sim.stats()            -- {{kernel=, launches=, blocks=, grid={x,y,z}, block={x,y,z},
@@ -82,6 +83,14 @@ static int l_perf_report(lua_State *L) {
   return 1;
 }
 
+/* a build without the interpreter: each function says so instead of being nil */
+static int l_unavailable(lua_State *L) {
+  return ll_error(L, "lab.sim.%s: this llmlab was built without the SIMT interpreter (it needs the CUDA headers "
+                       "at build time), so the sim device runs the cpu kernels and records nothing "
+                       "(lab.sim.available is false; llmlab --version says which)",
+                    lua_tostring(L, lua_upvalueindex(1)));
+}
+
 void ll_register_sim(lua_State *L) {
   lua_newtable(L);
   int available = lab_sim_stats_available();
@@ -92,6 +101,13 @@ void ll_register_sim(lua_State *L) {
     static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_sim_stats_reset}}, {NULL, 0, {NULL}}};
     luaL_setfuncs(L, fns, 0);
     ll_set_cbinds(L, reset);
+  } else {
+    static const char *names[] = {"stats", "perf", "hazards", "perf_report", "reset"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      lua_pushstring(L, names[i]);
+      lua_pushcclosure(L, l_unavailable, 1);
+      lua_setfield(L, -2, names[i]);
+    }
   }
   lua_pushboolean(L, available);
   lua_setfield(L, -2, "available");
