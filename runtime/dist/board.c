@@ -13,7 +13,6 @@
 #include "clock.h"
 #include "control.h"
 
-#define LAB_BOARD_GROUPS 16 /* memberships counted per chunk */
 
 typedef struct {
   volatile int state;
@@ -287,6 +286,18 @@ void lab_board_view_get(int i, lab_board_view *v) {
   memcpy(v->site, s->site, sizeof v->site);
   memcpy(v->trace, s->trace, sizeof v->trace);
   v->what[sizeof v->what - 1] = v->site[sizeof v->site - 1] = v->trace[sizeof v->trace - 1] = 0;
+  /* finished first: once it equals chunk the counts are final (end_chunk stores it last, and
+   * the next chunk cannot begin while any rank still waits in this one) */
+  memset(&v->run, 0, sizeof v->run);
+  v->run.finished = __atomic_load_n(&s->finished, __ATOMIC_ACQUIRE);
+  v->run.chunk = __atomic_load_n(&s->chunk, __ATOMIC_ACQUIRE);
+  if (v->run.finished == v->run.chunk) {
+    v->run.failed = s->failed;
+    v->run.overflow = s->overflow;
+    v->run.ngroups = s->ngroups < LAB_BOARD_GROUPS ? s->ngroups : LAB_BOARD_GROUPS;
+    memcpy(v->run.key, s->key, sizeof(unsigned long long) * (size_t)v->run.ngroups);
+    memcpy(v->run.posted, s->posted, sizeof(int) * (size_t)v->run.ngroups);
+  }
 }
 
 void lab_board_view_put(int i, const lab_board_view *v) {
@@ -300,6 +311,15 @@ void lab_board_view_put(int i, const lab_board_view *v) {
   s->out_fd = 0;
   __atomic_store_n(&s->answered, v->answered, __ATOMIC_RELEASE);
   __atomic_store_n(&s->state, v->state, __ATOMIC_RELEASE);
+  /* the counts before finished, as the rank itself stores them (missing_member reads finished first) */
+  int n = v->run.ngroups < 0 ? 0 : v->run.ngroups > LAB_BOARD_GROUPS ? LAB_BOARD_GROUPS : v->run.ngroups;
+  s->failed = v->run.failed;
+  s->overflow = v->run.overflow;
+  memcpy(s->key, v->run.key, sizeof(unsigned long long) * (size_t)n);
+  memcpy(s->posted, v->run.posted, sizeof(int) * (size_t)n);
+  s->ngroups = n;
+  __atomic_store_n(&s->chunk, v->run.chunk, __ATOMIC_RELEASE);
+  __atomic_store_n(&s->finished, v->run.finished, __ATOMIC_RELEASE);
 }
 
 void lab_board_shown_put(int i, double shown) {
@@ -386,7 +406,7 @@ int lab_board_missing_member(const int *world_ranks, int n, int *failed) {
   int *my_posted = posted_on(mine, key);
   /* outside any chunk (before the first, or this rank's is over: recovery's own collectives) */
   if (mine->chunk == 0 || mine->finished == mine->chunk || !my_posted || mine->overflow) return -1;
-  for (int i = 0; i < nlocal; i++) { /* this node's ranks: copies of other hosts' slots carry no chunk */
+  for (int i = 0; i < nslots; i++) { /* this node's ranks, and the relay's copies of the other hosts' */
     if (i == me) continue;
     int member = 0;
     for (int k = 0; k < n && !member; k++) member = world_ranks[k] == world_of_local[i];
@@ -417,7 +437,7 @@ int lab_board_sender_gone(int *failed) {
   if (!slots || !world_of_local || sender < 0) return -1;
   slot *mine = &slots[me];
   if (mine->chunk == 0 || mine->finished == mine->chunk) return -1;
-  for (int i = 0; i < nlocal; i++) {
+  for (int i = 0; i < nslots; i++) {
     if (world_of_local[i] != sender || i == me) continue;
     slot *s = &slots[i];
     if (__atomic_load_n(&s->finished, __ATOMIC_ACQUIRE) != mine->chunk || s->chunk != mine->chunk) return -1;

@@ -88,17 +88,25 @@ int lab_board_in_wait(void);    /* this rank's slot shows it in a collective (wh
  * every other node, has a slot for every rank of the job; the slots of ranks on other hosts are
  * copies the relay keeps up to date over MPI, so everything above reads them as local ones.
  * Copies have no pid and no output descriptor (their output comes through the relay). ---- */
+#define LAB_BOARD_GROUPS 16 /* group memberships counted per chunk (fail fast, below) */
+/* a rank's chunk as fail fast reads it: the counts only once it has finished (finished == chunk) */
+typedef struct {
+  int chunk, finished, failed, overflow, ngroups;
+  unsigned long long key[LAB_BOARD_GROUPS];
+  int posted[LAB_BOARD_GROUPS];
+} lab_board_run;
 typedef struct {
   int world_rank, pid, state, answered, out_fd;
   double since, shown;
   char what[160], site[120], trace[1536];
+  lab_board_run run;
 } lab_board_view;
 typedef struct {
   int interrupt, pause_epoch, info_epoch, monitored;
 } lab_board_flags;
 int lab_board_local_slots(void); /* slots [0, local) are this node's ranks, the rest copies */
 void lab_board_view_get(int i, lab_board_view *v);
-void lab_board_view_put(int i, const lab_board_view *v); /* a copy's state, since, what, site, trace */
+void lab_board_view_put(int i, const lab_board_view *v); /* a copy's state, since, what, site, trace, run */
 void lab_board_shown_put(int i, double shown);           /* rank 0's report covered this wait */
 void lab_board_flags_get(lab_board_flags *f);
 void lab_board_flags_put(const lab_board_flags *f); /* pause_epoch only rises */
@@ -108,8 +116,8 @@ void lab_board_pause_to(int epoch);                 /* raises the pause epoch to
  * a :run or :step script, a checked script) without posting it, so the ranks waiting in it give
  * up at once instead of at the watchdog, which is left for members that still run. Every rank
  * counts the collectives it posts per group membership during a chunk (count_collective, from
- * dist.c); a waiter compares its count with that of each member on this node that finished the
- * same chunk (missing_member). Chunks are numbered by each rank in step: every rank takes part
+ * dist.c); a waiter compares its count with that of each member that finished the same chunk
+ * (missing_member): on this node from its slot, on other hosts from the copy the relay keeps. Chunks are numbered by each rank in step: every rank takes part
  * in every chunk, targeted or not. */
 void lab_board_begin_chunk(void);
 void lab_board_end_chunk(int failed);

@@ -105,6 +105,7 @@ static void put_view(wbuf *w, const lab_board_view *v, double since) {
   put_s(w, v->what);
   put_s(w, v->site);
   put_s(w, v->trace);
+  put(w, &v->run, sizeof v->run); /* fail fast on the other hosts (board.h) */
 }
 static void get_view(rbuf *r, lab_board_view *v) {
   memset(v, 0, sizeof *v);
@@ -115,10 +116,15 @@ static void get_view(rbuf *r, lab_board_view *v) {
   get_s(r, v->what, sizeof v->what);
   get_s(r, v->site, sizeof v->site);
   get_s(r, v->trace, sizeof v->trace);
+  get(r, &v->run, sizeof v->run);
+}
+static int same_run(const lab_board_run *a, const lab_board_run *b) {
+  return a->chunk == b->chunk && a->finished == b->finished && a->failed == b->failed && a->overflow == b->overflow &&
+         a->ngroups == b->ngroups && !memcmp(a->key, b->key, sizeof a->key) && !memcmp(a->posted, b->posted, sizeof a->posted);
 }
 static int same_view(const lab_board_view *a, const lab_board_view *b) {
   return a->state == b->state && a->answered == b->answered && a->since == b->since && !strcmp(a->what, b->what) &&
-         !strcmp(a->site, b->site) && !strcmp(a->trace, b->trace);
+         !strcmp(a->site, b->site) && !strcmp(a->trace, b->trace) && same_run(&a->run, &b->run);
 }
 
 /* ---- set-up ---- */

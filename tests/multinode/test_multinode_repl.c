@@ -5,7 +5,8 @@
  * remote rank spinning while the others wait in all_reduce, and of a remote rank inside one long
  * matrix product (rank 0's "interrupt pending" report naming every rank with its host, then the
  * error when the product returns); the next command typed ahead of the prompt after a Ctrl-C; a
- * Ctrl-C inside a remote rank's data-parallel backward (the replicas checked after it); Ctrl-T naming every rank with its
+ * Ctrl-C inside a remote rank's data-parallel backward (the replicas checked after it); a rank
+ * that fails before a collective ending the others' wait on every host at once; Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
  * rank while the others wait in a barrier; a stepper breakpoint only the remote rank reaches
  * while the others wait in all_reduce; Ctrl-D. Prints
@@ -127,6 +128,29 @@ static void ddp_interrupted(session *s) {
   assert_true(expect(s, "> ", 10));
 }
 
+/* a rank that fails before a collective ends the others' wait on every host at once (fail fast
+ * reads the relay's copy of a remote rank's chunk), not at the watchdog (3 s here): rank 1
+ * fails with ranks on the last host waiting, then the last rank fails with rank 0 waiting */
+static void fail_fast(session *s) {
+  for (int i = 0; i < 2; i++) {
+    int bad = i == 0 ? 1 : last;
+    size_t at = s->mark;
+    double t0 = pty_now();
+    typef(s, "if lab.dist.rank() == %d then error('bad batch') end; lab.dist.all_reduce(lab.ones(2))\r", bad);
+    assert_true(expectf(s, 10, "[%d] error: stdin:1: ", bad));
+    assert_true(expect(s, "bad batch", 10));
+    assert_true(expect(s, "> ", 10));
+    double ms = (pty_now() - t0) * 1e3;
+    s->buf[s->len] = 0;
+    const char *answer = s->buf + at;
+    fprintf(stderr, "rank %d fails before an all_reduce at %s ranks over %d hosts: the prompt after %.0f ms\n", bad, np,
+            hosts, ms);
+    if (strstr(answer, "watchdog")) fprintf(stderr, "--- the others waited for the watchdog:\n%s\n---\n", answer);
+    assert_null(strstr(answer, "watchdog"));
+    assert_non_null(strstr(answer, "gave up at once"));
+  }
+}
+
 /* Ctrl-C while the remote rank is inside one matrix product of seconds (6000^3 multiply-adds,
  * one batch: nothing to stop between, the interrupt is raised when it returns). Past a second
  * rank 0 says the interrupt is pending, with what every rank on every host is doing; then the
@@ -245,7 +269,7 @@ static void remote_step_breakpoint(session *s) {
 static const struct {
   const char *name;
   void (*run)(session *);
-} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"typed_ahead", typed_ahead}, {"ddp_interrupted", ddp_interrupted}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
+} cases[] = {{"live", live_output}, {"interrupts", interrupts}, {"typed_ahead", typed_ahead}, {"ddp_interrupted", ddp_interrupted}, {"fail_fast", fail_fast}, {"c_call", c_call}, {"ctrl_t", ctrl_t}, {"watchdog", watchdog},
              {"breakpoint", remote_breakpoint}, {"step_breakpoint", remote_step_breakpoint}};
 static const char *only; /* one case (argv[4]): how each is shown to fail on an old binary */
 
@@ -262,7 +286,7 @@ static void test_repl_across_hosts(void **state) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|typed_ahead|ddp_interrupted|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
+    fprintf(stderr, "usage: %s path/to/llmlab NP HOSTS [live|interrupts|typed_ahead|ddp_interrupted|fail_fast|c_call|ctrl_t|watchdog|breakpoint|step_breakpoint] (run on host1 by "
                     "test_multinode.sh)\n", argv[0]);
     return 2;
   }
