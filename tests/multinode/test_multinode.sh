@@ -5,7 +5,8 @@
 # the collectives test, labs 01, 02 and 04, a checked-collective mismatch across hosts, the
 # watchdog's report of a rank on another host, an error on a remote rank, settings that do or
 # do not travel, checkpoint loads that disagree across hosts and saves to a directory only one
-# host sees, then the REPL through a pseudo-terminal (test_multinode_repl). Each check says
+# host sees, then the REPL through a pseudo-terminal (test_multinode_repl) and, at 2 hosts, the
+# REPL fuzzer's sessions across them. Each check says
 # PASS or FAIL with what it looked for; the script exits 1 if any failed, 77 (skipped) where
 # the machine refuses namespaces. Everything it started is killed by pid at the end. The checks
 # that do not depend on the number of hosts (settings, --check-collectives, checkpoints) run
@@ -120,4 +121,13 @@ fi
 echo "--- the REPL through a pseudo-terminal on host1"
 mn_on host1 env MN_STATE="$MN_STATE" LLMLAB_MPIRUN="$LLMLAB_MPIRUN" LLMLAB_WATCHDOG=3 \
   "$BUILD/tests/test_multinode_repl" "$LLMLAB" $NP $# || { echo "FAIL: test_multinode_repl"; failed=1; }
+if [ $# -eq 2 ]; then
+  # the REPL fuzzer's sessions across the hosts (tests/repl/fuzz_repl.c: random chunks, Ctrl-C,
+  # Ctrl-T, failing and finishing ranks, wrapped steps, the stepper): a fixed budget, about 35 s.
+  # By hand, more: 30 sessions of seed 2033 at 2+2, 0 findings, 208 s. Its first run across
+  # hosts found a failed rank leaving the other host's ranks to the watchdog.
+  echo "--- the REPL fuzzer across the hosts (6 sessions, seed 2031)"
+  mn_on host1 env MN_STATE="$MN_STATE" LLMLAB_MPIRUN="$LLMLAB_MPIRUN" \
+    "$BUILD/tests/fuzz_repl" "$LLMLAB" $NP 6 2031 || { echo "FAIL: fuzz_repl across hosts"; failed=1; }
+fi
 exit $failed
