@@ -6,7 +6,8 @@
  * matrix product (rank 0's "interrupt pending" report naming every rank with its host, then the
  * error when the product returns); the next command typed ahead of the prompt after a Ctrl-C; a
  * Ctrl-C inside a remote rank's data-parallel backward (the replicas checked after it); a rank
- * that fails before a collective ending the others' wait on every host at once; Ctrl-T naming every rank with its
+ * that fails before a collective ending the others' wait on every host at once, and a receive
+ * from a remote rank that failed; Ctrl-T naming every rank with its
  * host; the watchdog's report of a remote straggler; lab.breakpoint() reached only by the remote
  * rank while the others wait in a barrier; a stepper breakpoint only the remote rank reaches
  * while the others wait in all_reduce; Ctrl-D. Prints
@@ -149,6 +150,17 @@ static void fail_fast(session *s) {
     assert_null(strstr(answer, "watchdog"));
     assert_non_null(strstr(answer, "gave up at once"));
   }
+  /* a receive from a rank on another host that stopped without sending: given up after the
+   * sender check's grace (0.5 s), not at the watchdog */
+  double t0 = pty_now();
+  typef(s, "x = lab.zeros(2); if lab.dist.rank() == %d then error('no send') elseif lab.dist.rank() == 0 then "
+           "lab.dist.recv(x, %d) end\r", last, last);
+  assert_true(expectf(s, 10, "[0] error: recv: rank %d stopped with an error (shown first) without sending this message",
+                      last));
+  assert_true(expect(s, "> ", 10));
+  double ms = (pty_now() - t0) * 1e3;
+  fprintf(stderr, "a receive on rank 0 from rank %d on host%d, which failed: the prompt after %.0f ms\n", last, hosts, ms);
+  assert_true(ms < 2500); /* the watchdog is 3 s */
 }
 
 /* Ctrl-C while the remote rank is inside one matrix product of seconds (6000^3 multiply-adds,
