@@ -94,20 +94,22 @@ static int l_unavailable(lua_State *L) {
 void ll_register_sim(lua_State *L) {
   lua_newtable(L);
   int available = lab_sim_stats_available();
+  static const luaL_Reg fns[] = {{"stats", l_stats},     {"perf", l_perf},
+                                 {"hazards", l_hazards}, {"perf_report", l_perf_report},
+                                 {NULL, NULL}};
+  static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_sim_stats_reset}}, {NULL, 0, {NULL}}};
   if (available) {
-    static const luaL_Reg fns[] = {{"stats", l_stats},     {"perf", l_perf},
-                                   {"hazards", l_hazards}, {"perf_report", l_perf_report},
-                                   {NULL, NULL}};
-    static const ll_cbind reset[] = {{"reset", LL_CB_RUN, {.run = lab_sim_stats_reset}}, {NULL, 0, {NULL}}};
     luaL_setfuncs(L, fns, 0);
     ll_set_cbinds(L, reset);
-  } else {
-    static const char *names[] = {"stats", "perf", "hazards", "perf_report", "reset"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-      lua_pushstring(L, names[i]);
+  } else { /* the same names, each saying why it has nothing */
+    for (const luaL_Reg *f = fns; f->name; f++) {
+      lua_pushstring(L, f->name);
       lua_pushcclosure(L, l_unavailable, 1);
-      lua_setfield(L, -2, names[i]);
+      lua_setfield(L, -2, f->name);
     }
+    lua_pushstring(L, reset[0].name);
+    lua_pushcclosure(L, l_unavailable, 1);
+    lua_setfield(L, -2, reset[0].name);
   }
   lua_pushboolean(L, available);
   lua_setfield(L, -2, "available");

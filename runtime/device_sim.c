@@ -262,7 +262,7 @@ static int sim_reduce(const lab_red_args *a) {
 /* integer products are refused as the cuda device refuses them (cuBLASLt has none), also where
  * the sim runs the cpu kernels: what passes on the sim must pass on a GPU */
 static int sim_gemm(const lab_gemm_args *a) {
-  if (a->ct != LAB_F32 && a->ct != LAB_F64 && a->ct != LAB_BF16 && a->ct != LAB_F16)
+  if (!lab_dtype_is_float(a->ct))
     return lab_fail("matmul", "integer matrix products are not supported on cuda (convert to f32 first)");
   lab_gemm_args k = *a;
   k.a = K(a->a);

@@ -13,7 +13,6 @@
 #include "clock.h"
 #include "control.h"
 
-
 typedef struct {
   volatile int state;
   volatile int pid;

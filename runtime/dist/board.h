@@ -117,8 +117,9 @@ void lab_board_pause_to(int epoch);                 /* raises the pause epoch to
  * up at once instead of at the watchdog, which is left for members that still run. Every rank
  * counts the collectives it posts per group membership during a chunk (count_collective, from
  * dist.c); a waiter compares its count with that of each member that finished the same chunk
- * (missing_member): on this node from its slot, on other hosts from the copy the relay keeps. Chunks are numbered by each rank in step: every rank takes part
- * in every chunk, targeted or not. */
+ * (missing_member): on this node from its slot, on other hosts from the copy the relay keeps.
+ * Chunks are numbered by each rank in step: every rank takes part in every chunk, targeted or
+ * not. */
 void lab_board_begin_chunk(void);
 void lab_board_end_chunk(int failed);
 void lab_board_count_collective(const int *world_ranks, int n);

@@ -6,8 +6,8 @@
  * rank 0's watchdog report showed). Clocks: CLOCK_MONOTONIC differs between machines, so a
  * slot's `since` travels converted by offsets measured once at start (a barrier, then every
  * rank's clock), and a wait's identity (`since` as rank 0's report recorded it) goes back in the
- * owner's own clock. Each leader polls every POLL_NS (the hub wakes early when rank 0 clears a
- * Ctrl-C); a Ctrl-C crosses in two polls. */
+ * owner's own clock. Each leader polls every POLL_NS; the hub wakes at once on a Ctrl-C or its
+ * clear, so a press reaches another host within that host's next poll. */
 #define _GNU_SOURCE
 #include "control_relay.h"
 
