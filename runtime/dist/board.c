@@ -259,24 +259,20 @@ static lab_pause_fn pause_fn;
 static int served_epoch; /* written by the stepper, read by the Ctrl-C watcher too */
 
 int lab_board_pause_epoch(void) { return slots ? __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE) : 0; }
-
-/* A new pause is one past both this host's epoch and the epoch every rank agreed was served.
- * Across hosts the agreement (a collective) can outrun the relay that carries the other hosts'
- * raises to this host's board: adding one to a board still behind it would raise an epoch the
- * others count as served, and the pause would be lost (a rank stopped at a breakpoint while
- * the others waited for it in a collective until the watchdog). */
 void lab_board_raise_pause(void) {
-  if (!slots) return;
-  int e = __atomic_load_n(&slots[0].pause_epoch, __ATOMIC_ACQUIRE);
-  for (;;) {
-    int served = __atomic_load_n(&served_epoch, __ATOMIC_ACQUIRE);
-    int next = (e > served ? e : served) + 1;
-    if (__atomic_compare_exchange_n(&slots[0].pause_epoch, &e, next, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
-  }
+  if (slots) __atomic_add_fetch(&slots[0].pause_epoch, 1, __ATOMIC_ACQ_REL);
 }
 
 void lab_board_set_pause_handler(lab_pause_fn fn) { pause_fn = fn; }
-void lab_board_set_served(int epoch) { __atomic_store_n(&served_epoch, epoch, __ATOMIC_RELEASE); }
+/* The served epoch is agreed in a collective, which can outrun the relay that carries the other
+ * hosts' raises to this host's board: the board is brought up to it, so that the next raise here
+ * is past it (one added to a board still behind would be counted as served, and the pause lost:
+ * a rank stopped at a breakpoint while the others waited for it in a collective until the
+ * watchdog). */
+void lab_board_set_served(int epoch) {
+  __atomic_store_n(&served_epoch, epoch, __ATOMIC_RELEASE);
+  if (slots) lab_board_pause_to(epoch);
+}
 int lab_board_served(void) { return __atomic_load_n(&served_epoch, __ATOMIC_ACQUIRE); }
 int lab_board_pause_pending(void) { return pause_fn && lab_board_pause_epoch() > lab_board_served(); }
 int lab_board_pause_now(const char *where) { return pause_fn ? pause_fn(where) : 0; }

@@ -23,7 +23,7 @@ static void test_raise_behind_served(void **state) {
   lab_board_set_served(e + 3);
   assert_false(lab_board_pause_pending());
   lab_board_raise_pause(); /* a rank of this host stops at a breakpoint */
-  assert_true(lab_board_pause_pending()); /* lost when the raise only added one to this board */
+  assert_true(lab_board_pause_pending()); /* lost when the board stayed behind the agreement */
   assert_int_equal(lab_board_pause_epoch(), e + 4);
   /* the relay then brings the older raises: no effect, the new pause stays pending */
   lab_board_pause_to(e + 3);
