@@ -58,8 +58,9 @@ for name, l, h, heads in ([[
 end
 
 -- Models of the runs added for issue 32 (lua/lab/plan_published.lua says where each row is from)
--- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2 vocabulary
-P.models["mtnlg-530b"] = gpt(105, 20480, 128, 50272)
+-- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990, section 2.4): GPT-2's 50257
+-- tokens, padded as Megatron pads them (a multiple of 128 x TP: 51200 at TP 8), as megatron-529.6b
+P.models["mtnlg-530b"] = gpt(105, 20480, 128, 51200)
 -- BLOOM 176B (BigScience 2022, arXiv:2211.05100, Table 3): ALiBi, vocabulary 250880 padded, no dropout
 P.models["bloom-176b"] = gpt(70, 14336, 112, 250880)
 P.models["bloom-176b"].dropout = false
