@@ -14,23 +14,23 @@ static int rc_or_raise(lua_State *L, int rc) {
   return 0;
 }
 
-static int l_mkdir(lua_State *L) { return rc_or_raise(L, lab_ckpt_mkdir(luaL_checkstring(L, 1))); }
+static int l_mkdir(lua_State *L) { return rc_or_raise(L, lab_ckpt_mkdir(ll_check_path(L, 1, "ckpt.mkdir"))); }
 static int l_rename(lua_State *L) {
-  return rc_or_raise(L, lab_ckpt_rename(luaL_checkstring(L, 1), luaL_checkstring(L, 2)));
+  return rc_or_raise(L, lab_ckpt_rename(ll_check_path(L, 1, "ckpt.rename"), ll_check_path(L, 2, "ckpt.rename")));
 }
-static int l_remove_tree(lua_State *L) { return rc_or_raise(L, lab_ckpt_remove_tree(luaL_checkstring(L, 1))); }
-static int l_fsync_dir(lua_State *L) { return rc_or_raise(L, lab_ckpt_fsync_dir(luaL_checkstring(L, 1))); }
+static int l_remove_tree(lua_State *L) { return rc_or_raise(L, lab_ckpt_remove_tree(ll_check_path(L, 1, "ckpt.remove_tree"))); }
+static int l_fsync_dir(lua_State *L) { return rc_or_raise(L, lab_ckpt_fsync_dir(ll_check_path(L, 1, "ckpt.fsync_dir"))); }
 
 static int l_write_file(lua_State *L) {
   size_t n;
-  const char *path = luaL_checkstring(L, 1), *s = luaL_checklstring(L, 2, &n);
+  const char *path = ll_check_path(L, 1, "ckpt.write_file"), *s = luaL_checklstring(L, 2, &n);
   lab_io_piece piece = {s, n};
   return rc_or_raise(L, lab_ckpt_write_file(path, &piece, 1));
 }
 
 /* read_file(path[, max_bytes]) -> string, or nil, message */
 static int l_read_file(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = ll_check_path(L, 1, "ckpt.read_file");
   lua_Integer max = luaL_optinteger(L, 2, 1 << 26);
   unsigned char *b;
   size_t n;
@@ -47,7 +47,7 @@ static int l_read_file(lua_State *L) {
 /* list_dir(path) -> sorted names (without . and ..), or nil when it is not a directory */
 static int l_list_dir(lua_State *L) {
   size_t n = 0;
-  char **names = ll_read_dir(luaL_checkstring(L, 1), &n);
+  char **names = ll_read_dir(ll_check_path(L, 1, "ckpt.list_dir"), &n);
   if (!names) {
     if (errno == ENOMEM) return ll_error(L, "ckpt: out of memory listing a directory");
     return 0;
@@ -63,7 +63,7 @@ static int l_list_dir(lua_State *L) {
 
 static int l_is_dir(lua_State *L) {
   struct stat st;
-  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+  lua_pushboolean(L, stat(ll_check_path(L, 1, "ckpt.is_dir"), &st) == 0 && S_ISDIR(st.st_mode));
   return 1;
 }
 

@@ -60,7 +60,7 @@ static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
  * tensors = {name = tensor}}, or nil, message. Every check of lab_st_parse (and the crc32 of
  * every tensor that records one) has passed when it returns a table. */
 static int l_read_safetensors(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = ll_check_path(L, 1, "read_safetensors");
   unsigned char *bytes;
   size_t n;
   lab_st_header h;
@@ -110,7 +110,7 @@ static int l_read_safetensors(lua_State *L) {
  * the header alone, not the data */
 static int l_read_safetensors_metadata(lua_State *L) {
   lab_json h;
-  if (lab_st_read_header_json(luaL_checkstring(L, 1), &h) != 0) {
+  if (lab_st_read_header_json(ll_check_path(L, 1, "read_safetensors_metadata"), &h) != 0) {
     lua_pushnil(L);
     lua_pushstring(L, lab_last_error());
     return 2;

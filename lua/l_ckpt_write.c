@@ -12,7 +12,7 @@ static lab_ckpt_job **check_job(lua_State *L, int idx) { return luaL_checkudata(
 /* one {path=, tensors={{name, tensor}, ...}, metadata={k=v}} or {path=, bytes=} into the job */
 static void add_file(lua_State *L, lab_ckpt_job *job, int spec) {
   lua_getfield(L, spec, "path");
-  const char *path = luaL_checkstring(L, -1);
+  const char *path = ll_check_path(L, -1, "ckpt.write");
   lua_getfield(L, spec, "bytes");
   if (!lua_isnil(L, -1)) {
     size_t n;

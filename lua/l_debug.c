@@ -1,5 +1,5 @@
-/* Bindings for finding faults: lab._checksum, lab._flip_bit, lab._nonfinite, lab._summary (runtime/bits.h;
- * lab.monitor's replica and gradient checks and lab.fault's bit flips use them), anomaly mode
+/* Bindings for finding faults: lab._flip_bit, lab._nonfinite, lab._summary (runtime/bits.h;
+ * lab.monitor's activation statistics and lab.fault's bit flips use them), anomaly mode
  * (lab.autograd._set_anomaly, used by lab.autograd.detect_anomaly) and the planted NaN of
  * lab.fault (lab._plant_nan). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, strdup */
@@ -9,14 +9,6 @@
 #include <time.h>
 
 #include "lab_lua.h"
-
-/* lab._checksum(t) -> an integer (64 bits): any flipped bit of any element changes it */
-static int l_checksum(lua_State *L) {
-  uint64_t h;
-  ll_check_rc(L, lab_bits_checksum(ll_check_tensor(L, 1), &h));
-  lua_pushinteger(L, (lua_Integer)h);
-  return 1;
-}
 
 /* lab._flip_bit(t, index, bit): element index (1-based, row-major), bit 0 = least significant */
 static int l_flip_bit(lua_State *L) {
@@ -134,8 +126,7 @@ static int l_sleep(lua_State *L) {
 }
 
 void ll_register_debug(lua_State *L) {
-  static const luaL_Reg fns[] = {{"_checksum", l_checksum},
-                                 {"_flip_bit", l_flip_bit},
+  static const luaL_Reg fns[] = {{"_flip_bit", l_flip_bit},
                                  {"_nonfinite", l_nonfinite},
                                  {"_summary", l_summary},
                                  {"_plant_nan", l_plant_nan},

@@ -77,7 +77,7 @@ static int walk(lua_State *L, const char *dir, int depth) {
 /* lab._list_files(root) -> sorted list of the regular files' paths (root/..../name), or nil
  * and the reason when root is not a readable directory */
 static int l_list_files(lua_State *L) {
-  const char *root = luaL_checkstring(L, 1);
+  const char *root = ll_check_path(L, 1, "list_files");
   struct stat st;
   const char *why = NULL;
   if (!*root) why = "an empty path";

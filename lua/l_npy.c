@@ -4,13 +4,13 @@
 
 /* lab.load_npy(path) -> tensor */
 static int l_load_npy(lua_State *L) {
-  ll_push_tensor(L, lab_npy_load(luaL_checkstring(L, 1)));
+  ll_push_tensor(L, lab_npy_load(ll_check_path(L, 1, "load_npy")));
   return 1;
 }
 
 /* t:save_npy(path) */
 static int m_save_npy(lua_State *L) {
-  ll_check_rc(L, lab_npy_save(ll_check_tensor(L, 1), luaL_checkstring(L, 2)));
+  ll_check_rc(L, lab_npy_save(ll_check_tensor(L, 1), ll_check_path(L, 2, "save_npy")));
   return 0;
 }
 

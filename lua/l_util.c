@@ -228,6 +228,13 @@ lab_dtype ll_check_dtype_name(lua_State *L, int idx) {
   return (lab_dtype)dt;
 }
 
+const char *ll_check_path(lua_State *L, int idx, const char *op) {
+  size_t n;
+  const char *s = luaL_checklstring(L, idx, &n);
+  if (strlen(s) != n) ll_error(L, "%s: the path \"%s\" is followed by a NUL byte (a file name cannot hold one)", op, s);
+  return s;
+}
+
 lab_dtype ll_opt_dtype(lua_State *L, int idx, lab_dtype def) {
   if (idx == 0 || lua_isnoneornil(L, idx)) return def;
   if (lua_type(L, idx) == LUA_TSTRING) return ll_check_dtype_name(L, idx);

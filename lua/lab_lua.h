@@ -49,6 +49,9 @@ lab_device ll_opt_device(lua_State *L, int idx, lab_device def);
 /* A device name at idx (a string, or a tensor: its device). */
 lab_device ll_check_device(lua_State *L, int idx, const char *op);
 lab_dtype ll_check_dtype_name(lua_State *L, int idx);
+/* A file or directory name at idx: a string with no NUL byte inside (C sees only the part before
+ * one: "a\0b" named "a", and ckpt.save looped forever looking for a step name free in "a"). */
+const char *ll_check_path(lua_State *L, int idx, const char *op);
 /* Index of a trailing options table among the arguments, or 0. */
 int ll_options_index(lua_State *L);
 int ll_opt_bool(lua_State *L, int opts, const char *field, int def);

@@ -1,4 +1,4 @@
-/* Tensors as bits: checksums, bit flips and NaN/Inf counts (see bits.h). */
+/* Tensors as bits: bit flips and NaN/Inf counts (see bits.h). */
 #include "bits.h"
 
 #include <float.h>
@@ -23,26 +23,6 @@ static unsigned char *host_copy(lab_tensor *t, const char *op, size_t *n) {
     return NULL;
   }
   return buf;
-}
-
-int lab_bits_checksum(lab_tensor *t, uint64_t *out) {
-  size_t n;
-  unsigned char *buf = host_copy(t, "checksum", &n);
-  if (!buf) return -1;
-  /* 8 bytes at a time, each word mixed into the state by a multiply (a changed word changes
-   * every later state: the map h -> (h ^ w) * odd is a bijection for fixed w) */
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, buf + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
-  free(buf);
-  *out = h;
-  return 0;
 }
 
 int lab_bits_flip(lab_tensor *t, int64_t index, int bit) {

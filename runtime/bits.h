@@ -1,6 +1,6 @@
-/* A tensor's elements as bits: a checksum that any single flipped bit changes (replica and
- * gradient checks compare it across ranks), flipping one bit (fault injection), and finding
- * NaN and Inf without converting (anomaly mode). All read and write through host copies
+/* A tensor's elements as bits: flipping one bit (fault injection), and finding NaN and Inf
+ * without converting (anomaly mode). The checksum that any flipped bit changes, which replica
+ * and gradient checks compare across ranks, is checksum.h's (t:checksum()). All read and write through host copies
  * (transfer.h), so they work on every device; they are for checks and faults, not hot loops. */
 #ifndef LAB_RUNTIME_BITS_H
 #define LAB_RUNTIME_BITS_H
@@ -9,9 +9,6 @@
 
 #include "tensor.h"
 
-/* A 64-bit hash of t's elements in row-major order (the bytes of its dtype): equal tensors
- * of one dtype and shape give equal sums; one flipped bit (even the sign of a zero) changes it. */
-int lab_bits_checksum(lab_tensor *t, uint64_t *out);
 /* Flips bit `bit` (0 = least significant of the element's bytes) of element `index`
  * (0-based, row-major). */
 int lab_bits_flip(lab_tensor *t, int64_t index, int bit);

@@ -38,6 +38,9 @@ local function check_args(op, dir, st)
   if type(dir) ~= "string" or dir == "" then
     error(string.format("rank %d: %s: the first argument is the checkpoint directory, got %s", r, op, type(dir)), 0)
   end
+  if dir:find("\0", 1, true) then -- (C would see only the part before it)
+    error(string.format("rank %d: %s: the directory name %q holds a NUL byte", r, op, dir), 0)
+  end
   if type(st) ~= "table" then
     error(string.format("rank %d: %s: the second argument is a table {model=, optimizer=, amp=, step=}, got %s",
       r, op, type(st)), 0)

@@ -188,6 +188,12 @@ cp.timing = { compute = 0, wait = 0 } -- seconds in block compute vs waiting for
 local function attention_args(fname, q, k, v, opts)
   opts = errors.with_opts(fname, errors.tensor, opts, q, k, v)
   errors.group(fname, 4, opts.group, "opts.group: a process group")
+  for i, t in ipairs({ q, k, v }) do
+    if t:dim() ~= 4 then
+      errors.raise(fname, "%s must be [B, H, T/N, D] (4 dimensions), got shape [%s]", ({ "q", "k", "v" })[i], table.concat(t.shape, ", "))
+    end
+  end
+  errors.arg(opts.scale == nil or type(opts.scale) == "number", fname, 4, "opts.scale: a number", opts.scale)
   local g = opts.group or lab.dist.world_group()
   return opts, g, g:size(), g:rank(), q.shape[3], opts.scale or 1 / math.sqrt(q.shape[4])
 end

@@ -24,6 +24,10 @@ end
 function CausalSelfAttention:describe() return string.format("%d heads", self.n_head) end
 function CausalSelfAttention:forward(x)
   errors.tensor("CausalSelfAttention:forward", 1, x)
+  if x:dim() ~= 3 or x.shape[3] ~= self.d_model then
+    errors.raise("CausalSelfAttention:forward", "x must be [B, T, %d] (d_model %d), got shape [%s]", self.d_model,
+      self.d_model, table.concat(x.shape, ", "))
+  end
   local B, T, C = x.shape[1], x.shape[2], x.shape[3]
   local H = self.n_head
   local q, k, v = table.unpack(self.qkv(x):split(C, 3))

@@ -142,7 +142,7 @@ end
 -- The text help shows for v (a function, a namespace of lab, or a name such as
 -- "lab.dist.all_reduce"); `what` is how the user wrote it, for the messages.
 function M.text(v, what)
-  what = what or tostring(v)
+  if type(what) ~= "string" then what = tostring(v) end -- (help(x, anything else): as help(x))
   if type(v) == "string" and v:match("^lab[%w_.]*$") then
     local t = lab
     for part in v:gmatch("[^.]+") do

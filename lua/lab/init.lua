@@ -103,6 +103,7 @@ function lab.format_bytes(n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
   local i = 1
   while n >= 1024 and i < #units do n = n / 1024; i = i + 1 end
+  if i == 1 and math.abs(n) >= 2 ^ 53 then return string.format("%.3g B", n) end -- (a negative beyond %d's reach)
   return i == 1 and string.format("%d B", math.floor(n + 0.5)) or string.format("%.2f %s", n, units[i])
 end
 

@@ -27,8 +27,11 @@ function LoRALinear:init(base, opts)
     error(string.format("rank %d: LoRALinear: this layer was already cast by lab.amp.MixedPrecision, whose "
       .. "optimizer would never see the adapters; apply lab.lora first", lab.dist.rank()), 0)
   end
+  errors.opts("LoRALinear", 2, opts)
   opts = opts or {}
   local r = opts.r or 8
+  errors.arg(opts.alpha == nil or (type(opts.alpha) == "number" and opts.alpha == opts.alpha), "LoRALinear", 2,
+    "opts.alpha: a number", opts.alpha)
   if math.type(r) ~= "integer" or r < 1 or r > math.min(base.n_in, base.n_out) then
     error(string.format("rank %d: LoRALinear: r must be an integer in [1, %d] for a %d -> %d layer, got %s",
       lab.dist.rank(), math.min(base.n_in, base.n_out), base.n_in, base.n_out, tostring(r)), 0)

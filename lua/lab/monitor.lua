@@ -137,7 +137,7 @@ function Monitor:_watch_buckets()
   rawset(ddp, "_launch", function(w, b)
     mon.pre_sums = mon.pre_sums or {}
     for i, x in ipairs(w.buckets) do
-      if x == b then mon.pre_sums[i] = lab._checksum(b.buffer) end
+      if x == b then mon.pre_sums[i] = b.buffer:checksum() end
     end
     return wrapped(w, b)
   end)
@@ -359,6 +359,9 @@ end
 --  disagree = {rank ...} (ranks against the majority on some batch; both at 2 ranks),
 --  losses = {[batch rank] = {value per computing rank}}}
 function Monitor:rerun(recompute, rec)
+  errors.arg(type(recompute) == "function", "Monitor:rerun", 1, "a function recompute(rank) -> loss", recompute)
+  errors.arg(type(rec) == "table" and type(rec.loss) == "table" and type(rec.ranks) == "table", "Monitor:rerun", 2,
+    "the step's record (what :check returned)", rec)
   local W = self.world
   local me = lab.dist.rank(self.group)
   local mine = {}
@@ -422,7 +425,7 @@ function Monitor:_recompute_own(recompute, b)
           parts[#parts + 1] = p.grad and p.grad:reshape(p:numel()) or lab.zeros(p:numel(), { dtype = p.dtype, device = p.device })
         end
         local flat = lab.no_grad(function() return lab.cat(parts, 1):to(bk.dtype) end)
-        if self.pre_sums[i] and lab._checksum(flat) ~= self.pre_sums[i] then differs = 1 end
+        if self.pre_sums[i] and flat:checksum() ~= self.pre_sums[i] then differs = 1 end
       end
     end
   end)

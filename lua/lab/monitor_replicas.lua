@@ -1,10 +1,11 @@
--- The cross-rank checks of lab.monitor: every rank computes a 64-bit checksum of each tensor
--- (lab._checksum: any flipped bit changes it, even a zero's sign), the checksums are gathered
--- and compared, and the ranks that disagree with the majority are named (at 2 ranks, or a
--- tie, every rank of the split). Data-parallel replicas hold bit-equal weights, optimizer
+-- The cross-rank checks of lab.monitor: every rank's checksum of each tensor, gathered by
+-- lab.replicas.gather_checksums (the REPL's recovery compares replicas with it too), and the
+-- ranks that disagree with the majority named (at 2 ranks, or a tie, every rank of the split:
+-- a monitor reports, and does not guess which side is right; the recovery, which must pick a
+-- rank to restore from, takes the first). Data-parallel replicas hold bit-equal weights, optimizer
 -- states and, after the all-reduce, gradients: any difference is a fault.
--- (Issue 26's lab/replicas.lua offers check(model[, {group=}]) with the same result; this
--- file's check_replicas is the one lab.monitor exposes, and is where that swap would go.)
+local errors = require("lab.errors")
+local gather_checksums = require("lab.replicas").gather_checksums
 local replicas = {}
 
 -- values: a list indexed by group rank (1-based) -> {majority = value, minority = {r, ...}}
@@ -27,35 +28,27 @@ function replicas.majority(values)
   return out
 end
 
--- gathers one integer per entry from every rank of the group; returns rows[r][i] and the
--- global ranks in group order
-local function gather(sums, group)
-  local n = #sums + 1
-  local t = lab.tensor(#sums > 0 and { lab.dist.rank(), table.unpack(sums) } or { lab.dist.rank() }, { dtype = "i64" })
-  local list = lab.dist.all_gather(t, { group = group })
-  local rows, ranks = {}, {}
-  for r, x in ipairs(list) do
-    local v = x:tolist()
-    ranks[r] = math.tointeger(v[1])
-    rows[r] = { table.unpack(v, 2, n) }
-  end
-  return rows, ranks
-end
-
 -- (name, tensor) pairs -> list of {name =, ranks = {global ranks}} that differ
 function replicas.compare(named, group)
-  local sums = {}
-  for i, nt in ipairs(named) do sums[i] = lab._checksum(nt[2]) end
-  local rows, ranks = gather(sums, group)
-  local out = {}
+  local fname = "lab.monitor.compare"
+  errors.type(fname, 1, named, "table", "a list of {name, tensor} pairs")
   for i, nt in ipairs(named) do
+    errors.arg(type(nt) == "table" and lab.is_tensor(nt[2]), fname, 1, string.format("entry %d: a {name, tensor} pair", i), nt)
+  end
+  errors.group(fname, 2, group)
+  local tensors = {}
+  for i, nt in ipairs(named) do tensors[i] = nt[2] end
+  local rows, ranks = gather_checksums(tensors, group)
+  local out = {}
+  for i = 0, #named do -- entry 0: how many tensors each rank compared
     local col = {}
-    for r = 1, #rows do col[r] = rows[r][i] end
+    for r = 1, #rows do col[r] = rows[r][i + 1] end
     local m = replicas.majority(col)
     if #m.minority > 0 then
       local rs = {}
       for j, r in ipairs(m.minority) do rs[j] = ranks[r] end
-      out[#out + 1] = { name = nt[1], ranks = rs }
+      out[#out + 1] = { name = i == 0 and "(the number of tensors compared)" or named[i][1], ranks = rs }
+      if i == 0 then return out end -- the rest cannot be compared one to one
     end
   end
   return out

@@ -146,7 +146,12 @@ function nn.check_module(m, op)
 end
 
 -- a parameter, buffer or child under name: names keep their first registration's order
+local METHOD = { param = "Module:param", buffer = "Module:buffer", module = "Module:add" }
 local function register(self, name, kind, value)
+  if not nn.is_module(self) then -- e.g. MyClass:param(...) on the class, outside init
+    errors.raise(METHOD[kind], "self must be a module (call self:%s(...) inside init), got %s", METHOD[kind]:sub(8),
+      type(self) == "table" and rawget(self, "__name") and ("the class " .. tostring(rawget(self, "__name"))) or type(self))
+  end
   if self._kinds[name] == nil then self._names[#self._names + 1] = name end
   self._kinds[name] = kind
   self[name] = value

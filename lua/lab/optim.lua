@@ -66,6 +66,7 @@ end
 local AdamW = setmetatable({}, { __index = Optimizer })
 AdamW.__index = AdamW
 function optim.AdamW(params, opts)
+  errors.betas("AdamW", 2, type(opts) == "table" and opts.betas or nil)
   local self = new(AdamW, "AdamW", params, { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0.01 }, opts)
   return self
 end

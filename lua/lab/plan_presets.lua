@@ -12,6 +12,7 @@
 -- are assumptions of this planner, not datasheet figures: free parameters (P.free below)
 -- set by a fit on the published runs and validated leave-one-source-out (plan_fit.lua).
 -- P.terms holds the time the roofline does not see, each with its source.
+local errors = require("lab.errors")
 local P = {}
 
 local function gpt(l, h, heads, vocab) -- GPT-2/3 style: 4h non-gated FFN, biases, dropout, tied embeddings
@@ -215,8 +216,23 @@ local GPU_FIELDS = { gemm = true, gemm_fp8 = true, attention = true, memory = tr
 P.model_error = 0.1664
 
 
+-- values: nil (the defaults) or one number per free parameter, in P.free's order
+local function check_values(fname, n, values)
+  if values == nil then return end
+  errors.arg(type(values) == "table" and #values == #P.free, fname, n,
+    string.format("nil or a list of %d numbers (one per entry of lab.plan_presets.free)", #P.free), values)
+  for i, f in ipairs(P.free) do
+    errors.arg(type(values[i]) == "number" and values[i] == values[i], fname, n, string.format("values[%d] (%s): a number", i, f.name), values[i])
+  end
+end
+
 -- the GPU presets take the free fractions of their generation (memory: every generation)
 function P.apply_free(gpus, values)
+  errors.type("lab.plan_presets.apply_free", 1, gpus, "table", "a table of GPU presets (as lab.plan_presets.gpus)")
+  for k, g in pairs(gpus) do
+    errors.arg(type(g) == "table", "lab.plan_presets.apply_free", 1, "gpus[" .. tostring(k) .. "]: a GPU preset table", g)
+  end
+  check_values("lab.plan_presets.apply_free", 2, values)
   for _, g in pairs(gpus) do
     for i, f in ipairs(P.free) do
       local v = values and values[i] or f.default
@@ -230,6 +246,7 @@ P.apply_free(P.gpus)
 
 -- the option values of the free terms that are not GPU fields
 function P.free_options(values)
+  check_values("lab.plan_presets.free_options", 1, values)
   local o = {}
   for i, f in ipairs(P.free) do
     if not GPU_FIELDS[f.name] then

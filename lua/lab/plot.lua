@@ -83,8 +83,40 @@ local function strings(fname, v, what)
   return out
 end
 
+-- s with each byte that is not part of valid UTF-8 as "?": the charts measure and cut their text
+-- by characters (utf8.len), and a name such as a profile section's may be any bytes
+local function valid_text(s)
+  if utf8.len(s) then return s end
+  local parts, i = {}, 1
+  while true do
+    local n, bad = utf8.len(s, i)
+    if n then parts[#parts + 1] = s:sub(i) break end
+    parts[#parts + 1] = s:sub(i, bad - 1) .. "?"
+    i = bad + 1
+  end
+  return table.concat(parts)
+end
+
+-- x with its strings (in plain tables, a few levels down) made valid_text; copied only where
+-- one changes, so the caller's tables are never written and large series are not copied
+local function drawable(x, depth)
+  if type(x) == "string" then return valid_text(x) end
+  if type(x) ~= "table" or getmetatable(x) ~= nil or depth > 4 then return x end
+  local out
+  for k, v in pairs(x) do
+    local c = type(v) == "number" and v or drawable(v, depth + 1) -- (NaN ~= NaN: numbers never change)
+    if c ~= v and not out then
+      out = {}
+      for kk, vv in pairs(x) do out[kk] = vv end
+    end
+    if out then out[k] = c end
+  end
+  return out or x
+end
+
 -- prints (or returns, quiet) the terminal chart, and writes the SVG when asked
 local function draw(fname, kind, data, o)
+  data, o = drawable(data, 1), drawable(o, 1)
   local st = term.settings(o)
   local text = kinds[kind].term(data, o, st)
   if o.svg then svg.write(o.svg, kinds[kind].svg(data, o), fname) end

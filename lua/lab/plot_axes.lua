@@ -124,6 +124,7 @@ function M.label(t, scale, fmt)
   local a = math.max(math.abs(scale.lo), math.abs(scale.hi))
   if a >= 1e4 then return M.short(t) end
   local digits = math.max(0, -math.floor(math.log(scale.step, 10) + 1e-9))
+  if digits > 15 then return string.format("%.3g", t) end -- (ticks 1e-300 apart: %.306f is refused)
   return string.format("%." .. digits .. "f", t)
 end
 

@@ -342,8 +342,11 @@ end
 -- The mean reward of model's completions of prompts [B, P] (greedy by default, or sampled
 -- with opts = generate's options), averaged over the ranks of opts.group (nil: this rank's).
 function posttrain.mean_reward(model, prompts, reward, opts)
+  errors.module("lab.posttrain.mean_reward", 1, model)
+  errors.opts("lab.posttrain.mean_reward", 4, opts)
   opts = opts or {}
   check_seqs("mean_reward", "prompts", prompts)
+  errors.type("lab.posttrain.mean_reward", 3, reward, "function", "a function reward(prompt, completion) -> number")
   local gen = { max_new_tokens = opts.max_new_tokens, temperature = opts.temperature, top_k = opts.top_k,
     greedy = opts.temperature == nil and opts.top_k == nil or nil }
   local P = prompts.shape[2]

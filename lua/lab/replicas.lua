@@ -10,6 +10,7 @@
 -- reported naming the parameters and ranks, with the call that restores them:
 --   lab.replicas.check(model[, {group=}])  -> list of {name=, ranks={...}} that differ ({} if none)
 --   lab.replicas.restore(model, src[, {group=}])  every parameter broadcast from rank src
+local errors = require("lab.errors")
 local replicas = {}
 
 local live = setmetatable({}, { __mode = "k" })      -- wrapper -> its entry
@@ -19,8 +20,15 @@ local made = 0 -- wrappers are made in the same order on every rank (each wrap i
 -- kind: "lab.ddp.wrap" etc.; reset(w) clears w's per-step state; opts.model(w) returns the
 -- model whose replicas must agree (data parallelism only), opts.group its group
 function replicas.register(w, kind, reset, opts)
-  made = made + 1
+  local fname = "lab.replicas.register"
+  errors.arg(type(w) == "table" or type(w) == "userdata", fname, 1, "the wrapper (a table)", w)
+  errors.type(fname, 2, kind, "string", "its kind, a string such as 'lab.ddp.wrap'")
+  errors.type(fname, 3, reset, "function", "a function reset(w)")
+  errors.opts(fname, 4, opts)
   opts = opts or {}
+  errors.arg(opts.model == nil or type(opts.model) == "function", fname, 4, "opts.model: a function model(w) or nil", opts.model)
+  errors.group(fname, 4, opts.group, "opts.group: a process group")
+  made = made + 1
   live[w] = { serial = made, kind = kind, reset = reset, model = opts.model, group = opts.group, touched = false }
   by_serial[made] = w
   return w
@@ -53,40 +61,60 @@ local function rank_list(ranks)
   return table.concat(parts, ",")
 end
 
--- The parameters of model whose replicas differ across the group: {name=, ranks=, agree=} per
--- parameter, ranks (world ranks) those whose value is not the one most ranks hold (ties: the
--- lowest rank's), agree those that hold it. One all_gather of two 32-bit halves of each checksum, carried exactly in f64.
-function replicas.check(model, opts)
-  opts = opts or {}
-  local group = opts.group
-  local named = model:named_parameters()
-  local n, size = #named, lab.dist.world(group)
-  local mine = lab.zeros(2 * n + 1, { dtype = "f64" })
-  mine[1] = n -- the count first: ranks holding different models are told apart too
-  for i, np in ipairs(named) do
-    local h = np[2]:checksum()
-    mine[2 * i] = (h >> 32) & 0xffffffff
-    mine[2 * i + 1] = h & 0xffffffff
+-- Every rank's checksums of tensors (t:checksum(): any flipped bit changes it, even a zero's
+-- sign), gathered over the group: rows[r] = {count, sum 1, sum 2, ...} for the group's r-th rank,
+-- and the group's world ranks in order. The counts are gathered first: where they differ
+-- (ranks holding different models), rows hold the counts alone. lab.monitor's checks use it too.
+function replicas.gather_checksums(tensors, group)
+  local fname = "lab.replicas.gather_checksums"
+  errors.type(fname, 1, tensors, "table", "a list of tensors")
+  for i, t in ipairs(tensors) do errors.arg(lab.is_tensor(t), fname, 1, string.format("tensors[%d]: a tensor", i), t) end
+  errors.group(fname, 2, group)
+  local n = #tensors
+  local counts = lab.dist.all_gather(lab.tensor({ n }, { dtype = "i64" }), { group = group })
+  local rows, same = {}, true
+  for r, c in ipairs(counts) do
+    rows[r] = { c[1] }
+    same = same and c[1] == counts[1][1]
   end
-  local all = lab.zeros(size * (2 * n + 1), { dtype = "f64" })
-  lab.dist.all_gather_into_tensor(all, mine, { group = group })
-  local ranks, out = world_ranks(group), {}
-  local function value(r, k) return all[r * (2 * n + 1) + k] end
-  for i = 0, n do
-    local key = function(r) return i == 0 and tostring(value(r, 1)) or (value(r, 2 * i) .. ":" .. value(r, 2 * i + 1)) end
+  if same and n > 0 then
+    local mine = {}
+    for i, t in ipairs(tensors) do mine[i] = t:checksum() end
+    for r, x in ipairs(lab.dist.all_gather(lab.tensor(mine, { dtype = "i64" }), { group = group })) do
+      table.move(x:tolist(), 1, n, 2, rows[r])
+    end
+  end
+  return rows, world_ranks(group)
+end
+
+-- The parameters of model whose replicas differ across the group: {name=, ranks=, agree=} per
+-- parameter, ranks (world ranks) those whose value is not the one most ranks hold (on a tie,
+-- the value that reached the top count first in rank order: rank 0's at 2 ranks), agree those
+-- that hold it: the REPL's recovery restores from one of them.
+function replicas.check(model, opts)
+  errors.module("lab.replicas.check", 1, model)
+  errors.opts("lab.replicas.check", 2, opts)
+  opts = opts or {}
+  errors.group("lab.replicas.check", 2, opts.group, "opts.group: a process group")
+  local named = model:named_parameters()
+  local tensors = {}
+  for i, np in ipairs(named) do tensors[i] = np[2] end
+  local rows, ranks = replicas.gather_checksums(tensors, opts.group)
+  local out = {}
+  for i = 1, #named + 1 do -- the count first: the rest cannot be compared where it differs
     local count, best, best_n = {}, nil, 0
-    for r = 0, size - 1 do
-      local k = key(r)
+    for r = 1, #rows do
+      local k = rows[r][i]
       count[k] = (count[k] or 0) + 1
       if count[k] > best_n then best, best_n = k, count[k] end
     end
-    if best_n < size then
+    if best_n < #rows then
       local differ, agree = {}, {}
-      for r = 0, size - 1 do
-        if key(r) ~= best then differ[#differ + 1] = ranks[r + 1] else agree[#agree + 1] = ranks[r + 1] end
+      for r = 1, #rows do
+        if rows[r][i] ~= best then differ[#differ + 1] = ranks[r] else agree[#agree + 1] = ranks[r] end
       end
-      out[#out + 1] = { name = i == 0 and "(the number of parameters)" or named[i][1], ranks = differ, agree = agree }
-      if i == 0 then return out end -- the rest cannot be compared one to one
+      out[#out + 1] = { name = i == 1 and "(the number of parameters)" or named[i - 1][1], ranks = differ, agree = agree }
+      if i == 1 then return out end
     end
   end
   return out
@@ -94,8 +122,11 @@ end
 
 -- Every parameter of model broadcast from src (a rank of the group): the replicas agree again.
 function replicas.restore(model, src, opts)
+  errors.module("lab.replicas.restore", 1, model)
+  errors.arg(math.type(src) == "integer", "lab.replicas.restore", 2, "the rank to copy from (an integer)", src)
+  errors.opts("lab.replicas.restore", 3, opts)
   opts = opts or {}
-  lab._errors.arg(math.type(src) == "integer", "lab.replicas.restore", 2, "the rank to copy from (an integer)", src)
+  errors.group("lab.replicas.restore", 3, opts.group, "opts.group: a process group")
   lab.no_grad(function()
     for _, np in ipairs(model:named_parameters()) do lab.dist.broadcast(np[2], src, { group = opts.group }) end
   end)
@@ -194,6 +225,9 @@ end
 local stuck = {}
 function replicas.settle(handle)
   if not handle then return nil end
+  local mt = getmetatable(handle)
+  errors.arg(type(handle) == "userdata" and type(mt) == "table" and rawget(mt, "__name") == "lab.dist.Work",
+    "lab.replicas.settle", 1, "an asynchronous collective's handle (async = true) or nil", handle)
   local t0 = lab.clock()
   while not handle:test() do
     if lab.clock() - t0 > 5 then
@@ -207,6 +241,7 @@ end
 
 -- "Title" and the wrapped module's tree under it, indented: how a wrapper prints at the REPL
 function replicas.tree(title, module)
+  errors.type("lab.replicas.tree", 1, title, "string", "a title")
   local body = tostring(module):gsub("\n", "\n  ")
   return title .. "\n  " .. body
 end

@@ -20,7 +20,9 @@ end
 -- A duration as the progress line shows it: "42s", "2m05s", "1h03m". The parts are whole
 -- seconds (integers): string.format's %d refuses a float such as 125.3 // 60 == 2.0.
 function train.fmt_time(s)
+  errors.arg(type(s) == "number", "lab.train.fmt_time", 1, "a number of seconds", s)
   if s ~= s or s == math.huge or s == -math.huge then return "?" end
+  if s >= 2 ^ 53 then return string.format("%.3gh", s / 3600) end -- (beyond an integer's floor)
   s = math.floor(math.max(s, 0) + 0.5)
   if s >= 3600 then return string.format("%dh%02dm", s // 3600, s % 3600 // 60) end
   if s >= 60 then return string.format("%dm%02ds", s // 60, s % 60) end

@@ -47,6 +47,7 @@ end
 function zero.wrap(model, opts)
   opts = errors.with_opts("lab.zero.wrap", errors.module, opts, model)
   errors.group("lab.zero.wrap", 2, opts.group, "opts.group: a process group")
+  errors.betas("lab.zero.wrap", 2, opts.betas)
   for _, k in ipairs({ "bucket_mb", "lr", "eps", "weight_decay", "clip" }) do
     errors.arg(opts[k] == nil or type(opts[k]) == "number", "lab.zero.wrap", 2, "opts." .. k .. ": a number", opts[k])
   end
@@ -432,6 +433,9 @@ end
 -- after lab.ckpt has filled the shards: the counters, and every rank's full parameters
 -- from everyone's shards (stages 1-2; stage 3 gathers before each use)
 function Engine:load_checkpoint_done(step_count, lr)
+  errors.arg(math.type(step_count) == "integer" and step_count >= 0, "ZeRO:load_checkpoint_done", 1,
+    "the optimizer's step count (an integer >= 0)", step_count)
+  errors.arg(type(lr) == "number" and lr == lr and lr >= 0, "ZeRO:load_checkpoint_done", 2, "the learning rate (a number >= 0)", lr)
   self.step_count, self.lr = step_count, lr
   if self.stage == 3 then return self:_drop_gathered() end
   lab.no_grad(function()

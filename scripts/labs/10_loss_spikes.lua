@@ -79,11 +79,11 @@ end
 -- bit-equal states
 local function fingerprint(m)
   local out = {}
-  for _, np in ipairs(m.gpt:named_parameters()) do out[#out + 1] = lab._checksum(np[2]) end
+  for _, np in ipairs(m.gpt:named_parameters()) do out[#out + 1] = np[2]:checksum() end
   for i, p in ipairs(m.mp.master_params) do
-    out[#out + 1] = lab._checksum(p)
+    out[#out + 1] = p:checksum()
     local st = m.mp.optimizer.state[i]
-    if st then out[#out + 1] = lab._checksum(st.m) .. ":" .. lab._checksum(st.v) end
+    if st then out[#out + 1] = st.m:checksum() .. ":" .. st.v:checksum() end
   end
   return table.concat(out, ",")
 end

@@ -12,7 +12,8 @@
 -- What fails: a crash or sanitizer report (the process dies: tests/fuzz/run.sh then prints
 -- the call in progress, written to fuzz_last_call.<rank> before each call), a hang (the
 -- ctest timeout, or a collective's watchdog error), an error that is not a string naming the
--- rank ("rank N: ..."), a call slower than slow=. The same seed gives the same calls, so
+-- rank ("rank N: ..."), a raw Lua error from inside lua/lab (no argument check named the
+-- value), a call slower than slow=. The same seed gives the same calls, so
 -- `calls=K seed=S` replays a failure at call K. Calls that still crash on main are skipped by
 -- tests/fuzz/exclusions.lua, each entry naming its issue; that list must shrink to nothing.
 local here = (arg and arg[0] or "tests/fuzz/fuzz.lua"):match("^(.*)/[^/]*$") or "."
@@ -223,8 +224,8 @@ local function note(k, repro)
 end
 
 -- public functions whose error was raw Lua text from lua/lab ("rank 0: lab.moe.stats:
--- .../lua/lab/moe.lua:345: attempt to index a nil value") instead of an argument error:
--- counted and listed (not failed), the count should go to zero
+-- .../lua/lab/moe.lua:345: attempt to index a nil value") instead of an argument error that
+-- names the value: listed, and a failure (the list went to zero; it stays there)
 local raw = {}
 local function check_error(name, err, repro)
   if type(err) ~= "string" then return violation("non-string error", name, type(err), repro) end
@@ -232,6 +233,7 @@ local function check_error(name, err, repro)
     local fn = err:match("^rank %d+: ([%w_.]+:?[%w_]*): ") or name -- the function the message names, else the call
     if not raw[fn] then raw[fn] = { n = 0, repro = repro, msg = err } end
     raw[fn].n = raw[fn].n + 1
+    violation("raw lua/lab error (no argument check)", fn, err, repro)
   end
   if err:find("no progress", 1, true) or err:find("watchdog", 1, true) then
     return violation("hang (watchdog)", name, err, repro)

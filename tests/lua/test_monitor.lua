@@ -304,4 +304,23 @@ T.test("forward hooks: run, replace the output, and are removed", function()
   T.eq(seen, 1, "not run after removal")
 end)
 
+-- Both replica checks gather through lab.replicas.gather_checksums, which gathers the counts
+-- first: ranks holding different numbers of tensors are named (the count entry), where one
+-- gather of unequal lengths raised MPI_ERR_TRUNCATE on one rank and returned on the other.
+T.test("different numbers of tensors: the count is what differs, on every rank", function()
+  if world == 1 then return end
+  local m = rank == 0 and lab.nn.Linear(2, 2) or lab.nn.Sequential(lab.nn.Linear(2, 2), lab.nn.Linear(2, 2))
+  local d = lab.replicas.check(m)
+  T.eq(#d, 1, "one entry")
+  T.eq(d[1].name, "(the number of parameters)", "the count differs")
+  if world >= 3 then T.eq(table.concat(d[1].ranks, ","), "0", "rank 0 holds fewer") end
+  local c = lab.monitor.compare(rank == 0 and { { "a", lab.ones(2) } } or { { "a", lab.ones(2) }, { "b", lab.ones(2) } })
+  T.eq(#c, 1, "one entry")
+  T.eq(c[1].name, "(the number of tensors compared)", "monitor: the count differs")
+  local same = lab.monitor.compare({ { "a", lab.ones(2) * (rank == world - 1 and 2 or 1) }, { "b", lab.ones(3) } })
+  T.eq(#same, 1, "one tensor differs")
+  T.eq(same[1].name, "a", "named")
+  if world >= 3 then T.eq(table.concat(same[1].ranks, ","), tostring(world - 1), "the last rank") end
+end)
+
 T.finish()

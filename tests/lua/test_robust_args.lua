@@ -101,4 +101,52 @@ T.test("lab.data.default_corpus takes a path with quotes as a path, running noth
   T.raises(function() lab.data.text(5) end, R .. "lab.data.text: bad argument #1")
 end)
 
+-- Each of these left lua/lab as raw Lua text ("replicas.lua:62: attempt to index a number value
+-- (local 'model')") or worse, until tests/fuzz/fuzz.lua failed on such errors: the function,
+-- the argument and the value are named now.
+T.test("the arguments the API fuzzer found unchecked are named", function()
+  T.raises(function() lab.monitor.compare({ 1, 2 }) end, R .. "lab.monitor.compare: bad argument #1 (entry 1: a {name, tensor} pair expected, got 1)")
+  T.raises(function() lab.replicas.check(2) end, R .. "lab.replicas.check: bad argument #1 (a lab.nn module expected, got 2)")
+  T.raises(function() lab.replicas.restore(print, 0) end, R .. "lab.replicas.restore: bad argument #1 (a lab.nn module expected, got function)")
+  T.raises(function() lab.replicas.settle(3) end, R .. "lab.replicas.settle: bad argument #1 (an asynchronous collective's handle")
+  T.raises(function() lab.replicas.register(nil, "k", print) end, R .. "lab.replicas.register: bad argument #1 (the wrapper (a table) expected, got nil)")
+  T.raises(function() lab.replicas.tree() end, R .. "lab.replicas.tree: bad argument #1 (a title expected, got nil)")
+  T.raises(function() lab.plan_presets.free_options(0) end, R .. "lab.plan_presets.free_options: bad argument #1 (nil or a list of")
+  T.raises(function() lab.plan_presets.apply_free({ a = true }) end, R .. "lab.plan_presets.apply_free: bad argument #1 (gpus[a]: a GPU preset table expected, got boolean)")
+  T.raises(function() lab.nn.LoRALinear(lab.nn.Linear(4, 8), 1) end, R .. "LoRALinear: bad argument #2 (an options table or nil expected, got 1)")
+  T.raises(function() lab.lora.apply(lab.nn.Sequential(lab.nn.Linear(4, 4)), { alpha = "x" }) end, "LoRALinear: bad argument #2 (opts.alpha: a number expected, got string)")
+  local Foo = lab.nn.class("Foo")
+  T.raises(function() Foo:param("w", lab.ones(2)) end, R .. "Module:param: self must be a module (call self:param(...) inside init), got the class Foo")
+  T.raises(function() lab.cp.ring_attention(lab.randn(2, 3), lab.randn(2, 3), lab.randn(2, 3)) end,
+    R .. "lab.cp.ring_attention: q must be [B, H, T/N, D] (4 dimensions), got shape [2, 3]")
+  T.raises(function() lab.posttrain.mean_reward(lab.randn(2), lab.ones(2, 2, { dtype = "i64" })) end,
+    R .. "lab.posttrain.mean_reward: bad argument #1 (a lab.nn module expected, got a tensor)")
+  local mon = lab.monitor.new(lab.nn.Linear(2, 2))
+  T.raises(function() mon:rerun() end, R .. "Monitor:rerun: bad argument #1 (a function recompute(rank) -> loss expected, got nil)")
+  local z = lab.zero.wrap(lab.nn.Linear(2, 2))
+  T.raises(function() z:load_checkpoint_done({}) end, R .. "ZeRO:load_checkpoint_done: bad argument #1 (the optimizer's step count")
+  T.raises(function() lab.nn.CausalSelfAttention({ d_model = 4, n_head = 1 })(lab.randn(2, 3, 5)) end,
+    R .. "CausalSelfAttention:forward: x must be [B, T, 4] (d_model 4), got shape [2, 3, 5]")
+  T.raises(function() lab.optim.AdamW(lab.nn.Linear(2, 2):parameters(), { betas = lab.nn.Linear(2, 2) }) end,
+    R .. "AdamW: bad argument #2 (opts.betas = {beta1, beta2} with each in [0, 1) expected, got a Linear module)")
+  T.raises(function() lab.zero.wrap(lab.nn.Linear(2, 2), { betas = 2 }) end,
+    R .. "lab.zero.wrap: bad argument #2 (opts.betas = {beta1, beta2} with each in [0, 1) expected, got 2)")
+  T.raises(function() lab.optim.AdamW(lab.nn.Linear(2, 2):parameters(), { betas = { 0.9, 1 } }) end, R .. "AdamW: bad argument #2")
+  T.raises(function() lab.train.fmt_time("x") end, R .. "lab.train.fmt_time: bad argument #1 (a number of seconds expected, got string)")
+  -- values the formatting could not print (string.format's %d refuses a float beyond 2^63)
+  T.eq(lab.format_bytes(-1e300), "-1e+300 B", "format_bytes of a huge negative")
+  T.eq(lab.format_bytes(2.5), "3 B", "format_bytes rounds")
+  T.eq(lab.train.fmt_time(1e300), "2.78e+296h", "fmt_time of a huge duration")
+  T.eq(lab.train.fmt_time(125.3), "2m05s", "fmt_time")
+end)
+
+-- A path with a NUL byte inside: C sees only the part before it. ckpt.save("a\0b", ...) looked
+-- for a free step name with is_dir("a/step_...") while Lua appended to "a\0b": it looped forever.
+T.test("a path with a NUL byte is refused, not truncated", function()
+  T.raises(function() lab.ckpt.save("ckpt_nul\0x", { model = lab.nn.Linear(2, 2) }) end,
+    R .. "ckpt.save: the directory name \"ckpt_nul\\0x\" holds a NUL byte")
+  T.raises(function() lab.ones(2):save_npy("x\0.npy") end, R .. "save_npy: the path \"x\" is followed by a NUL byte")
+  T.raises(function() lab.load_npy("x\0.npy") end, R .. "load_npy: the path \"x\" is followed by a NUL byte")
+end)
+
 T.finish()

@@ -2,6 +2,7 @@
 -- (help(lab.replicas.check)): lua/lab/replicas.lua.
 return {
   check = "lab.replicas.check(model[, {group=}]) -> list: {name=, ranks=, agree=} for each parameter whose replicas differ",
+  gather_checksums = "lab.replicas.gather_checksums(tensors[, group]) -> rows, ranks: rows[r] = {count, t:checksum() of each} of the group's r-th rank; ranks: their world ranks",
   restore = "lab.replicas.restore(model, src[, {group=}]): every parameter broadcast from rank src: the replicas agree again",
   register = "lab.replicas.register(w, kind, reset[, {model=, group=}]): a wrapper whose per-step state reset(w) clears after a failed chunk",
   touch = "lab.replicas.touch(w): a step of wrapper w starts (called once per backward)",

@@ -223,4 +223,27 @@ T.test("SVG files: well-formed, self-contained, a path per series with every poi
   os.execute("rm -rf " .. dir)
 end)
 
+-- The charts measure and cut text by characters (utf8.len), which is nil for bytes that are not
+-- UTF-8: lab.prof.report() raised "plot_axes.lua:183: attempt to perform arithmetic on a nil
+-- value" after a section named "sec\xff". Such bytes are drawn as "?" and the caller's tables
+-- are left as they were.
+T.test("names that are not UTF-8 are drawn with ? (prof.report with such a section raised)", function()
+  local rows = { { name = "rank\xff 0", spans = { { start = 0, finish = 1, label = "a\xfe\xffb", kind = "k\xc3" } } } }
+  local text = lab.plot.timeline(rows, { title = "t\xff", quiet = true, colour = false, width = 60 })
+  T.ok(text:find("rank? 0", 1, true) and text:find("a??b", 1, true) and text:find("k?", 1, true), "drawn with ?: " .. text)
+  T.eq(rows[1].name, "rank\xff 0", "the caller's rows are untouched")
+  local bars = lab.plot.bar({ labels = { "x\xff", "y" }, values = { 1, 2 } }, { quiet = true, colour = false, width = 40 })
+  T.ok(bars:find("x? ", 1, true), "a bar's label: " .. bars)
+  lab.prof.reset()
+  lab.prof.section("sec\xff\xfe", function() lab.randn(4, 4):sum() end)
+  local ok, err = pcall(lab.prof.report, nil, { width = 60 })
+  T.ok(ok, "prof.report draws its timeline: " .. tostring(err))
+  lab.prof.reset()
+end)
+
+T.test("ticks 1e-300 apart are labelled (string.format refused %.306f)", function()
+  local text = lab.plot.line({ y = { 1e-300, 3e-300, 2e-300 } }, { quiet = true, colour = false, width = 40 })
+  T.ok(text:find("3e-300", 1, true) and text:find("1e-300", 1, true), "labels: " .. text)
+end)
+
 T.finish()
