@@ -226,6 +226,9 @@ function posttrain.group_advantages(rewards, G)
   if math.type(G) ~= "integer" or G < 2 or #rewards % G ~= 0 then
     fail("group_advantages", "needs groups of G >= 2 rewards: got %d rewards and G = %s", #rewards, tostring(G))
   end
+  for i = 1, #rewards do
+    errors.arg(type(rewards[i]) == "number", "lab.posttrain.group_advantages", 1, string.format("rewards[%d]: a number", i), rewards[i])
+  end
   local adv = {}
   for s = 1, #rewards, G do
     local mean, var = 0, 0

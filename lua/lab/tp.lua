@@ -257,6 +257,7 @@ function VocabParallelEmbedding:init(vocab, dim, opts)
 end
 function VocabParallelEmbedding:describe() return string.format("%d / %d ranks x %d", self.vocab, self.p, self.dim) end
 function VocabParallelEmbedding:forward(ids)
+  errors.tensor("VocabParallelEmbedding:forward", 1, ids)
   local rows = self.vocab // self.p
   local outside = ids:lt(self.lo):bool():to("i64"):maximum(ids:ge(self.lo + rows):to("i64"))
   local local_ids = lab.where(outside:eq(1), 0, ids - self.lo)
@@ -272,6 +273,9 @@ local function vocab_parallel_ce(logits, target, group)
   errors.tensor("lab.tp.vocab_parallel_cross_entropy", 1, logits)
   errors.tensor("lab.tp.vocab_parallel_cross_entropy", 2, target)
   errors.group("lab.tp.vocab_parallel_cross_entropy", 3, group)
+  if logits:dim() < 1 then
+    errors.raise("lab.tp.vocab_parallel_cross_entropy", "logits must be [..., V/p] (at least 1 dimension), got a 0-d tensor")
+  end
   local r = lab.dist.rank(group)
   local Vp = logits.shape[#logits.shape]
   local lo = r * Vp

@@ -132,6 +132,12 @@ T.test("the arguments the API fuzzer found unchecked are named", function()
   T.raises(function() lab.zero.wrap(lab.nn.Linear(2, 2), { betas = 2 }) end,
     R .. "lab.zero.wrap: bad argument #2 (opts.betas = {beta1, beta2} with each in [0, 1) expected, got 2)")
   T.raises(function() lab.optim.AdamW(lab.nn.Linear(2, 2):parameters(), { betas = { 0.9, 1 } }) end, R .. "AdamW: bad argument #2")
+  T.raises(function() lab.tp.VocabParallelEmbedding(2, 5):forward({ 0 }) end,
+    R .. "VocabParallelEmbedding:forward: bad argument #1 (a tensor expected, got table)")
+  T.raises(function() lab.tp.vocab_parallel_cross_entropy(lab.randn(), lab.tensor({ 3 }, { dtype = "i64" })) end,
+    R .. "lab.tp.vocab_parallel_cross_entropy: logits must be [..., V/p] (at least 1 dimension), got a 0-d tensor")
+  T.raises(function() lab.posttrain.group_advantages({ lab.randn(), 1 }, 2) end,
+    R .. "lab.posttrain.group_advantages: bad argument #1 (rewards[1]: a number expected, got a tensor)")
   T.raises(function() lab.train.fmt_time("x") end, R .. "lab.train.fmt_time: bad argument #1 (a number of seconds expected, got string)")
   -- values the formatting could not print (string.format's %d refuses a float beyond 2^63)
   T.eq(lab.format_bytes(-1e300), "-1e+300 B", "format_bytes of a huge negative")
