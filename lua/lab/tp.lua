@@ -226,6 +226,11 @@ function ParallelAttention:init(cfg, opts)
 end
 function ParallelAttention:describe() return string.format("%d heads / %d ranks", self.n_head, self.p) end
 function ParallelAttention:forward(x)
+  errors.tensor("ParallelAttention:forward", 1, x)
+  if x:dim() ~= 3 or x.shape[3] ~= self.d_model then
+    errors.raise("ParallelAttention:forward", "x must be [B, T%s, %d] (d_model %d), got shape [%s]",
+      self.sequence_parallel and "/p" or "", self.d_model, self.d_model, table.concat(x.shape, ", "))
+  end
   local opts = { group = self.group }
   if self.sequence_parallel then x = D.all_gather(x, { group = self.group, dim = 2 })
   else x = D.copy_to_region(x, opts) end

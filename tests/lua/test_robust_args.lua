@@ -138,6 +138,8 @@ T.test("the arguments the API fuzzer found unchecked are named", function()
     R .. "lab.tp.vocab_parallel_cross_entropy: logits must be [..., V/p] (at least 1 dimension), got a 0-d tensor")
   T.raises(function() lab.posttrain.group_advantages({ lab.randn(), 1 }, 2) end,
     R .. "lab.posttrain.group_advantages: bad argument #1 (rewards[1]: a number expected, got a tensor)")
+  T.raises(function() lab.tp.ParallelAttention({ d_model = 8, n_head = 8 })(lab.arange(3)) end,
+    R .. "ParallelAttention:forward: x must be [B, T, 8] (d_model 8), got shape [3]")
   T.raises(function() lab.train.fmt_time("x") end, R .. "lab.train.fmt_time: bad argument #1 (a number of seconds expected, got string)")
   -- values the formatting could not print (string.format's %d refuses a float beyond 2^63)
   T.eq(lab.format_bytes(-1e300), "-1e+300 B", "format_bytes of a huge negative")
