@@ -345,7 +345,8 @@ end
 -- The mean reward of model's completions of prompts [B, P] (greedy by default, or sampled
 -- with opts = generate's options), averaged over the ranks of opts.group (nil: this rank's).
 function posttrain.mean_reward(model, prompts, reward, opts)
-  errors.module("lab.posttrain.mean_reward", 1, model)
+  errors.arg(type(model) == "table" and type(model.parameters) == "function", "lab.posttrain.mean_reward", 1,
+    "a model (a lab.nn module or a wrapper of one)", model)
   errors.opts("lab.posttrain.mean_reward", 4, opts)
   opts = opts or {}
   check_seqs("mean_reward", "prompts", prompts)

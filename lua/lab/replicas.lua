@@ -87,12 +87,18 @@ function replicas.gather_checksums(tensors, group)
   return rows, world_ranks(group)
 end
 
+-- a module, or a wrapper that lists its module's parameters (DDP, ZeRO, a pipeline stage)
+local function check_model(fname, model)
+  local ok = type(model) == "table" and (lab.nn.is_module(model) or type(model.named_parameters) == "function")
+  errors.arg(ok, fname, 1, "a lab.nn module or a wrapper of one (lab.ddp.wrap, lab.zero.wrap)", model)
+end
+
 -- The parameters of model whose replicas differ across the group: {name=, ranks=, agree=} per
 -- parameter, ranks (world ranks) those whose value is not the one most ranks hold (on a tie,
 -- the value that reached the top count first in rank order: rank 0's at 2 ranks), agree those
 -- that hold it: the REPL's recovery restores from one of them.
 function replicas.check(model, opts)
-  errors.module("lab.replicas.check", 1, model)
+  check_model("lab.replicas.check", model)
   errors.opts("lab.replicas.check", 2, opts)
   opts = opts or {}
   errors.group("lab.replicas.check", 2, opts.group, "opts.group: a process group")
@@ -122,7 +128,7 @@ end
 
 -- Every parameter of model broadcast from src (a rank of the group): the replicas agree again.
 function replicas.restore(model, src, opts)
-  errors.module("lab.replicas.restore", 1, model)
+  check_model("lab.replicas.restore", model)
   errors.arg(math.type(src) == "integer", "lab.replicas.restore", 2, "the rank to copy from (an integer)", src)
   errors.opts("lab.replicas.restore", 3, opts)
   opts = opts or {}

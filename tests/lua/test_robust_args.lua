@@ -106,8 +106,11 @@ end)
 -- the argument and the value are named now.
 T.test("the arguments the API fuzzer found unchecked are named", function()
   T.raises(function() lab.monitor.compare({ 1, 2 }) end, R .. "lab.monitor.compare: bad argument #1 (entry 1: a {name, tensor} pair expected, got 1)")
-  T.raises(function() lab.replicas.check(2) end, R .. "lab.replicas.check: bad argument #1 (a lab.nn module expected, got 2)")
-  T.raises(function() lab.replicas.restore(print, 0) end, R .. "lab.replicas.restore: bad argument #1 (a lab.nn module expected, got function)")
+  T.raises(function() lab.replicas.check(2) end, R .. "lab.replicas.check: bad argument #1 (a lab.nn module or a wrapper of one (lab.ddp.wrap, lab.zero.wrap) expected, got 2)")
+  T.raises(function() lab.replicas.restore(print, 0) end, R .. "lab.replicas.restore: bad argument #1 (a lab.nn module or a wrapper of one (lab.ddp.wrap, lab.zero.wrap) expected, got function)")
+  local wrapped = lab.ddp.wrap(lab.nn.Linear(2, 2)) -- what the REPL's recovery tells users to pass
+  lab.replicas.restore(wrapped, 0)
+  T.eq(#lab.replicas.check(wrapped), 0, "check and restore take a DDP wrapper")
   T.raises(function() lab.replicas.settle(3) end, R .. "lab.replicas.settle: bad argument #1 (an asynchronous collective's handle")
   T.raises(function() lab.replicas.register(nil, "k", print) end, R .. "lab.replicas.register: bad argument #1 (the wrapper (a table) expected, got nil)")
   T.raises(function() lab.replicas.tree() end, R .. "lab.replicas.tree: bad argument #1 (a title expected, got nil)")
@@ -120,7 +123,7 @@ T.test("the arguments the API fuzzer found unchecked are named", function()
   T.raises(function() lab.cp.ring_attention(lab.randn(2, 3), lab.randn(2, 3), lab.randn(2, 3)) end,
     R .. "lab.cp.ring_attention: q must be [B, H, T/N, D] (4 dimensions), got shape [2, 3]")
   T.raises(function() lab.posttrain.mean_reward(lab.randn(2), lab.ones(2, 2, { dtype = "i64" })) end,
-    R .. "lab.posttrain.mean_reward: bad argument #1 (a lab.nn module expected, got a tensor)")
+    R .. "lab.posttrain.mean_reward: bad argument #1 (a model (a lab.nn module or a wrapper of one) expected, got a tensor)")
   local mon = lab.monitor.new(lab.nn.Linear(2, 2))
   T.raises(function() mon:rerun() end, R .. "Monitor:rerun: bad argument #1 (a function recompute(rank) -> loss expected, got nil)")
   local z = lab.zero.wrap(lab.nn.Linear(2, 2))
