@@ -75,7 +75,7 @@ end
 -- Adam's betas: {beta1, beta2}, each in [0, 1)
 function M.betas(fname, n, value)
   local function beta(x) return type(x) == "number" and x >= 0 and x < 1 end
-  M.arg(value == nil or (type(value) == "table" and not lab.nn.is_module(value) and beta(value[1]) and beta(value[2])),
+  M.arg(value == nil or (type(value) == "table" and beta(value[1]) and beta(value[2])),
     fname, n, "opts.betas = {beta1, beta2} with each in [0, 1)", value)
 end
 function M.type(fname, n, value, ty, what)
